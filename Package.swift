@@ -1,0 +1,58 @@
+// swift-tools-version:6.0
+// 3dstape: record, replay and inspect EMV 3-D Secure 2.x traffic.
+// Layers (each knows only those below it): C bindings → TapCrypto → TapJOSE → TapEMV → CLI.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "3dstape",
+    products: [
+        .executable(name: "3dstape", targets: ["TapCLI"]),
+    ],
+    targets: [
+        // C bindings: one system module per library; each is imported by exactly one Swift module.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
+
+        // Pure Swift value types shared by every layer (JSON with key order kept, base64url, hex).
+        .target(name: "TapCore", swiftSettings: strict),
+        // The only importer of OpenSSL: hashes, MACs, ciphers, keys, signatures, X.509.
+        .target(name: "TapCrypto", dependencies: ["COpenSSL", "TapCore"], swiftSettings: strict),
+        // The only importer of zlib: gzip/deflate bodies.
+        .target(name: "TapCompression", dependencies: ["CZlib"], swiftSettings: strict),
+        // The only importer of SQLite: connections, statements, typed errors.
+        .target(name: "TapSQLite", dependencies: ["CSQLite"], swiftSettings: strict),
+        // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
+        .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
+        // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.
+        .target(name: "TapEMV", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
+        // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
+        .target(name: "TapArguments", swiftSettings: strict),
+        // The `3dstape` command line.
+        .executableTarget(name: "TapCLI",
+                          dependencies: ["TapArguments", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                          swiftSettings: strict),
+        // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
+        .executableTarget(name: "TapInteropVectors",
+                          dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                          swiftSettings: strict),
+
+        .testTarget(name: "TapCoreTests", dependencies: ["TapCore"]),
+        .testTarget(name: "TapArgumentsTests", dependencies: ["TapArguments"]),
+        .testTarget(name: "TapCryptoTests", dependencies: ["TapCrypto", "TapCore"]),
+        .testTarget(name: "TapCompressionTests", dependencies: ["TapCompression"]),
+        .testTarget(name: "TapSQLiteTests", dependencies: ["TapSQLite"]),
+        .testTarget(name: "TapJOSETests", dependencies: ["TapJOSE", "TapCrypto", "TapCore"],
+                    resources: [.copy("Fixtures")]),
+        .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
+        .testTarget(name: "TapCLITests", dependencies: ["TapCore"]),
+    ]
+)

@@ -1,0 +1,6 @@
+// SQLite 3 for Swift, with SQLITE_TRANSIENT as a function (the macro does not import).
+#ifndef TAP_CSQLITE_SHIM_H
+#define TAP_CSQLITE_SHIM_H
+#include <sqlite3.h>
+static inline sqlite3_destructor_type tap_sqlite_transient(void) { return SQLITE_TRANSIENT; }
+#endif

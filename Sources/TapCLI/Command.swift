@@ -1,0 +1,59 @@
+import Foundation
+import TapArguments
+
+/// A `3dstape` subcommand: its name, help, options, and what it does.
+protocol Command: Sendable {
+    var name: String { get }
+    var abstract: String { get }
+    var usage: String { get }
+    var options: [OptionSpec] { get }
+    var maxPositionals: Int { get }
+    /// Runs with parsed arguments; returns the exit status.
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32
+}
+
+/// A failure to report as `3dstape: <message>` with exit status 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    let message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
+}
+
+/// Standard output and error, with colour only on a terminal and never under NO_COLOR.
+struct Terminal: Sendable {
+    let colour: Bool
+
+    init() {
+        colour = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
+    }
+
+    func out(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    func err(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// `text` in bold (or plain when colour is off).
+    func bold(_ text: String) -> String { colour ? "\u{1B}[1m\(text)\u{1B}[0m" : text }
+    /// `text` in green.
+    func green(_ text: String) -> String { colour ? "\u{1B}[32m\(text)\u{1B}[0m" : text }
+    /// `text` in red.
+    func red(_ text: String) -> String { colour ? "\u{1B}[31m\(text)\u{1B}[0m" : text }
+}
+
+/// Reads a whole file (or standard input for `-`), refusing anything larger than `limit`.
+func readInput(_ path: String?, limit: Int = 16 << 20) throws -> [UInt8] {
+    let data: Data
+    if path == nil || path == "-" {
+        data = FileHandle.standardInput.readDataToEndOfFile()
+    } else {
+        guard let d = FileManager.default.contents(atPath: path!) else {
+            throw CommandFailure("cannot read \(path!): no such file or not readable")
+        }
+        data = d
+    }
+    guard data.count <= limit else { throw CommandFailure("input is larger than \(limit >> 20) MiB") }
+    return [UInt8](data)
+}

@@ -1,0 +1,96 @@
+import Foundation
+import TapArguments
+import TapCore
+import TapCrypto
+import TapEMV
+import TapJOSE
+
+/// `3dstape decode`: detects and decodes a JWS, JWE, JWT, base64url JSON, form body or JSON.
+struct DecodeCommand: Command {
+    let name = "decode"
+    let abstract = "Decode a JWS, JWE, JWT, creq/cres/threeDSMethodData value, form body or JSON"
+    let usage = "3dstape decode [FILE|-] [--key PEM]... [--cek HEX]... [--trust PEM]... [--secret TEXT]... [--ds-id ID]... [--json]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("key", "PEM", repeatable: true, help: "private key (PEM, DER or JWK) for an RSA-OAEP-256 or ECDH-ES JWE"),
+        .option("cek", "HEX", repeatable: true, help: "content key for a dir JWE (a 32-byte app-channel CEK works for both directions)"),
+        .option("trust", "PEM", repeatable: true, help: "root certificate(s) an x5c chain must reach"),
+        .option("secret", "TEXT", repeatable: true, help: "shared secret for an HS256 JWS or JWT"),
+        .option("ds-id", "ID", repeatable: true, help: "directoryServerID for EC deviceData (default: try the known ones)"),
+        .flag("json", help: "print one JSON object: kind, header, payload, verified, error (and fields)"),
+        .flag("no-mask", help: "show PANs and OTP entries unmasked"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        var keys = DecodeKeys()
+        keys.mask = !args.has("no-mask")
+        for path in args.all("key") { keys.privateKeys.append(try loadPrivateKey(path)) }
+        for hex in args.all("cek") {
+            guard let b = Hex.decode(hex), [16, 32].contains(b.count) else {
+                throw CommandFailure("--cek \(hex.prefix(8))…: expected 32 or 64 hex digits")
+            }
+            keys.contentKeys.append(b)
+        }
+        for path in args.all("trust") {
+            do { keys.trustRoots += try Certificate.parseAll(try readInput(path)) } catch let e as CryptoError {
+                throw CommandFailure("--trust \(path): \(e.message)")
+            }
+        }
+        keys.secrets = args.all("secret").map { Array($0.utf8) }
+        keys.directoryServerIDs = args.all("ds-id")
+
+        let result = Decoder.decode(try readInput(args.positionals.first), keys: keys)
+        if args.has("json") {
+            io.out(result.json.pretty)
+        } else {
+            printHuman(result, io: io, indent: "")
+        }
+        if let error = result.firstError {
+            io.err("3dstape: decode: \(error)")
+            return 1
+        }
+        return 0
+    }
+
+    func loadPrivateKey(_ path: String) throws -> PrivateKey {
+        let bytes = try readInput(path)
+        do {
+            if bytes.first == UInt8(ascii: "{") {
+                return try JWK(json: try JSON.parse(bytes)).privateKey()
+            }
+            return try PrivateKey(pemOrDER: bytes)
+        } catch let e as CryptoError {
+            throw CommandFailure("--key \(path): \(e.message)")
+        } catch let e as JOSEError {
+            throw CommandFailure("--key \(path): \(e.message)")
+        } catch {
+            throw CommandFailure("--key \(path): \(error)")
+        }
+    }
+
+    func printHuman(_ r: DecodeResult, io: Terminal, indent: String) {
+        io.out(indent + io.bold("kind: ") + r.kind.rawValue)
+        if let h = r.header { io.out(indent + io.bold("header: ") + h.compact) }
+        switch r.verified {
+        case true?: io.out(indent + io.bold("verified: ") + io.green("yes"))
+        case false?: io.out(indent + io.bold("verified: ") + io.red("NO"))
+        case nil: break
+        }
+        for n in r.notes { io.out(indent + "# " + n) }
+        if let error = r.error {
+            io.out(indent + io.bold("error: ") + io.red(error))
+            return
+        }
+        if let fields = r.fields {
+            for (name, f) in fields {
+                io.out(indent + io.bold("field \(name):"))
+                printHuman(f, io: io, indent: indent + "  ")
+            }
+        } else if let p = r.payload {
+            io.out(indent + io.bold("payload:"))
+            let text: String
+            if case let .string(s) = p { text = s } else { text = p.pretty }
+            io.out(text.split(separator: "\n", omittingEmptySubsequences: false).map { indent + $0 }.joined(separator: "\n"))
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import TapArguments
+
+/// The subcommands, in the order `3dstape --help` lists them.
+let commands: [any Command] = [DecodeCommand()]
+
+let version = "0.1.0"
+
+func topLevelHelp() -> String {
+    var lines = ["3dstape \(version): record, replay and inspect EMV 3-D Secure 2.x traffic", "",
+                 "USAGE: 3dstape <command> [options]", "", "COMMANDS:"]
+    let width = (commands.map(\.name.count).max() ?? 0) + 2
+    for c in commands { lines.append("  " + c.name + String(repeating: " ", count: width - c.name.count) + c.abstract) }
+    lines += ["", "Run '3dstape <command> --help' for a command's options."]
+    return lines.joined(separator: "\n")
+}
+
+func commandHelp(_ c: any Command) -> String {
+    "\(c.abstract)\n\nUSAGE: \(c.usage)\n\nOPTIONS:\n" + ArgumentParser.helpTable(c.options + [.flag("help", help: "show this help")])
+}
+
+func runMain() -> Int32 {
+    let io = Terminal()
+    var argv = Array(CommandLine.arguments.dropFirst())
+    guard let first = argv.first else {
+        io.err(topLevelHelp())
+        return 2
+    }
+    if first == "--help" || first == "-h" || first == "help" { io.out(topLevelHelp()); return 0 }
+    if first == "--version" { io.out("3dstape \(version)"); return 0 }
+    guard let command = commands.first(where: { $0.name == first }) else {
+        io.err("3dstape: unknown command '\(first)'; run '3dstape --help' for the list")
+        return 2
+    }
+    argv.removeFirst()
+    if argv.contains("--help") || argv.contains("-h") { io.out(commandHelp(command)); return 0 }
+    do {
+        let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
+        return try command.run(parsed, io)
+    } catch let e as UsageError {
+        io.err("3dstape \(command.name): \(e.message)\nusage: \(command.usage)")
+        return 2
+    } catch let e as CommandFailure {
+        io.err("3dstape: \(command.name): \(e.message)")
+        return 1
+    } catch {
+        io.err("3dstape: \(command.name): \(error)")
+        return 1
+    }
+}
+
+exit(runMain())

@@ -1,0 +1,60 @@
+internal import COpenSSL
+
+/// An error from a cryptographic operation, carrying OpenSSL's own messages where it had any.
+public struct CryptoError: Error, Equatable, CustomStringConvertible {
+    /// What kind of failure this is, for callers that react differently to each.
+    public enum Kind: Sendable, Equatable {
+        /// An authentication tag or MAC did not match.
+        case authenticationFailed
+        /// A signature did not verify.
+        case badSignature
+        /// A key was missing, malformed, of the wrong type or the wrong size.
+        case invalidKey
+        /// Input (ciphertext, DER, PEM) was malformed or truncated.
+        case invalidInput
+        /// A certificate chain did not verify against the given roots.
+        case untrustedChain
+        /// Anything else OpenSSL refused.
+        case library
+    }
+
+    public let kind: Kind
+    public let message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    /// Builds an error from OpenSSL's error queue (which it drains), prefixed by what we were doing.
+    static func openSSL(_ what: String, kind: Kind = .library) -> CryptoError {
+        var reasons: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            var buf = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buf, buf.count)
+            reasons.append(buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+        let detail = reasons.isEmpty ? "" : ": " + reasons.joined(separator: "; ")
+        return CryptoError(kind, what + detail)
+    }
+
+    /// Empties OpenSSL's error queue so stale entries do not leak into a later message.
+    static func clearQueue() { ERR_clear_error() }
+}
+
+/// Throws the error from OpenSSL's queue unless `rc` is 1 (OpenSSL's success value for most calls).
+@inline(__always)
+func check(_ rc: Int32, _ what: @autoclosure () -> String, kind: CryptoError.Kind = .library) throws(CryptoError) {
+    if rc != 1 { throw CryptoError.openSSL(what(), kind: kind) }
+}
+
+/// Unwraps a pointer that OpenSSL returned, or throws its error queue.
+@inline(__always)
+func unwrap<T>(_ p: T?, _ what: @autoclosure () -> String, kind: CryptoError.Kind = .library) throws(CryptoError) -> T {
+    guard let p else { throw CryptoError.openSSL(what(), kind: kind) }
+    return p
+}

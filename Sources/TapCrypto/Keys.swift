@@ -1,0 +1,530 @@
+internal import COpenSSL
+
+/// The kinds of asymmetric key 3dstape handles.
+public enum KeyType: String, Sendable, Equatable {
+    /// NIST P-256 (EC), for ECDH, ES256 and EMV ephemeral keys.
+    case p256 = "EC P-256"
+    /// RSA, for PS256/RS256 and RSA-OAEP-256.
+    case rsa = "RSA"
+}
+
+/// The signature algorithms of JWS that 3dstape signs and verifies with asymmetric keys.
+public enum SignatureAlgorithm: String, Sendable, CaseIterable {
+    case es256 = "ES256"
+    case ps256 = "PS256"
+    case rs256 = "RS256"
+
+    /// The key type this algorithm needs.
+    public var keyType: KeyType { self == .es256 ? .p256 : .rsa }
+}
+
+/// The raw public components of an RSA key (big-endian unsigned integers).
+public struct RSAPublicComponents: Sendable, Equatable {
+    public var n: [UInt8]
+    public var e: [UInt8]
+    public init(n: [UInt8], e: [UInt8]) { self.n = n; self.e = e }
+}
+
+/// The raw private components of an RSA key; the CRT values are optional.
+public struct RSAPrivateComponents: Sendable, Equatable {
+    public var n, e, d: [UInt8]
+    public var p, q, dp, dq, qi: [UInt8]?
+    public init(n: [UInt8], e: [UInt8], d: [UInt8], p: [UInt8]? = nil, q: [UInt8]? = nil,
+                dp: [UInt8]? = nil, dq: [UInt8]? = nil, qi: [UInt8]? = nil) {
+        self.n = n; self.e = e; self.d = d; self.p = p; self.q = q; self.dp = dp; self.dq = dq; self.qi = qi
+    }
+}
+
+/// Owns one `EVP_PKEY` reference.
+///
+/// `@unchecked Sendable` is safe because the key is never mutated after construction, and OpenSSL 3
+/// allows concurrent use of one `EVP_PKEY` by operations that each create their own `EVP_PKEY_CTX`.
+final class EVPKey: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { EVP_PKEY_free(pointer) }
+
+    var type: KeyType? {
+        if EVP_PKEY_is_a(pointer, "RSA") == 1 { return .rsa }
+        if EVP_PKEY_is_a(pointer, "EC") == 1 {
+            var buf = [CChar](repeating: 0, count: 64)
+            var len = 0
+            guard EVP_PKEY_get_utf8_string_param(pointer, "group", &buf, buf.count, &len) == 1 else { return nil }
+            let name = buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            return name == "prime256v1" || name == "P-256" ? .p256 : nil
+        }
+        return nil
+    }
+
+    func bigNumber(_ name: String) -> [UInt8]? {
+        var bn: OpaquePointer? = nil
+        guard EVP_PKEY_get_bn_param(pointer, name, &bn) == 1, let bn else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        defer { BN_clear_free(bn) }
+        return BigNum.bytes(bn)
+    }
+
+    /// The uncompressed EC point `04 || x || y`.
+    func ecPoint() -> [UInt8]? {
+        var buf = [UInt8](repeating: 0, count: 133)
+        var len = 0
+        guard EVP_PKEY_get_octet_string_param(pointer, "encoded-pub-key", &buf, buf.count, &len) == 1 else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        return Array(buf.prefix(len))
+    }
+
+    /// DER SubjectPublicKeyInfo.
+    func spkiDER() throws(CryptoError) -> [UInt8] {
+        let len = i2d_PUBKEY(pointer, nil)
+        guard len > 0 else { throw CryptoError.openSSL("encoding the public key") }
+        var out = [UInt8](repeating: 0, count: Int(len))
+        let written = out.withUnsafeMutableBufferPointer { b -> Int32 in
+            var p: UnsafeMutablePointer<UInt8>? = b.baseAddress
+            return i2d_PUBKEY(pointer, &p)
+        }
+        guard written == len else { throw CryptoError.openSSL("encoding the public key") }
+        return out
+    }
+
+    static func fromData(type: String, selection: Int32, build: (OpaquePointer) throws(CryptoError) -> Void) throws(CryptoError) -> EVPKey {
+        let bld = try unwrap(OSSL_PARAM_BLD_new(), "OSSL_PARAM_BLD_new")
+        defer { OSSL_PARAM_BLD_free(bld) }
+        try build(bld)
+        let params = try unwrap(OSSL_PARAM_BLD_to_param(bld), "building key parameters", kind: .invalidKey)
+        defer { OSSL_PARAM_free(params) }
+        let ctx = try unwrap(EVP_PKEY_CTX_new_from_name(nil, type, nil), "EVP_PKEY_CTX_new_from_name(\(type))")
+        defer { EVP_PKEY_CTX_free(ctx) }
+        try check(EVP_PKEY_fromdata_init(ctx), "EVP_PKEY_fromdata_init")
+        var key: OpaquePointer? = nil
+        try check(EVP_PKEY_fromdata(ctx, &key, selection, params), "importing the \(type) key", kind: .invalidKey)
+        return EVPKey(owning: try unwrap(key, "EVP_PKEY_fromdata"))
+    }
+
+    /// Checks that the key is consistent (the point is on the curve, RSA components agree).
+    func validate(privatePart: Bool) throws(CryptoError) {
+        let ctx = try unwrap(EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil), "EVP_PKEY_CTX_new_from_pkey")
+        defer { EVP_PKEY_CTX_free(ctx) }
+        let rc = privatePart ? EVP_PKEY_pairwise_check(ctx) : EVP_PKEY_public_check(ctx)
+        try check(rc, "the key is not valid", kind: .invalidKey)
+    }
+}
+
+/// Helpers for OpenSSL BIGNUMs.
+enum BigNum {
+    static func bytes(_ bn: OpaquePointer) -> [UInt8] {
+        let n = (Int(BN_num_bits(bn)) + 7) / 8
+        var out = [UInt8](repeating: 0, count: n)
+        _ = BN_bn2bin(bn, &out)
+        return out
+    }
+
+    static func make(_ bytes: [UInt8]) throws(CryptoError) -> OpaquePointer {
+        try unwrap(BN_bin2bn(bytes, Int32(bytes.count), nil), "BN_bin2bn")
+    }
+
+    static func push(_ bld: OpaquePointer, _ name: String, _ bytes: [UInt8]) throws(CryptoError) {
+        let bn = try make(bytes)
+        defer { BN_clear_free(bn) }
+        // OSSL_PARAM_BLD copies both the key name and the number, so nothing dangles afterwards.
+        try check(OSSL_PARAM_BLD_push_BN(bld, name, bn), "adding \(name)", kind: .invalidKey)
+    }
+}
+
+/// Helpers for memory BIOs.
+enum MemoryBIO {
+    static func reading<R>(_ bytes: [UInt8], _ body: (OpaquePointer) throws(CryptoError) -> R) throws(CryptoError) -> R {
+        // BIO_new_mem_buf does not copy, so the BIO lives only inside the buffer's scope.
+        try bytes.withUnsafeBufferPointer { (b: UnsafeBufferPointer<UInt8>) throws(CryptoError) -> R in
+            let bio = try unwrap(BIO_new_mem_buf(b.baseAddress, Int32(b.count)), "BIO_new_mem_buf")
+            defer { BIO_free(bio) }
+            return try body(bio)
+        }
+    }
+
+    static func writing(_ body: (OpaquePointer) throws(CryptoError) -> Void) throws(CryptoError) -> [UInt8] {
+        let bio = try unwrap(BIO_new(BIO_s_mem()), "BIO_new")
+        defer { BIO_free(bio) }
+        try body(bio)
+        var p: UnsafeMutablePointer<CChar>? = nil
+        let len = tap_BIO_get_mem_data(bio, &p)
+        guard len > 0, let p else { return [] }
+        return p.withMemoryRebound(to: UInt8.self, capacity: len) { Array(UnsafeBufferPointer(start: $0, count: len)) }
+    }
+}
+
+/// A public key (EC P-256 or RSA): verifies signatures, encrypts with RSA-OAEP-256, is the peer in ECDH.
+public struct PublicKey: Sendable {
+    let key: EVPKey
+    /// Whether this is a P-256 or an RSA key.
+    public let type: KeyType
+
+    init(_ key: EVPKey) throws(CryptoError) {
+        guard let type = key.type else {
+            throw CryptoError(.invalidKey, "unsupported key type (only EC P-256 and RSA are supported)")
+        }
+        self.key = key
+        self.type = type
+    }
+
+    /// A P-256 public key from its 32-byte affine coordinates; rejects points not on the curve.
+    public init(p256X x: [UInt8], y: [UInt8]) throws(CryptoError) {
+        guard x.count == 32, y.count == 32 else {
+            throw CryptoError(.invalidKey, "P-256 coordinates must be 32 bytes each, got \(x.count) and \(y.count)")
+        }
+        let point = [0x04] + x + y
+        let k = try EVPKey.fromData(type: "EC", selection: tap_EVP_PKEY_PUBLIC_KEY()) { (bld) throws(CryptoError) in
+            try check(OSSL_PARAM_BLD_push_utf8_string(bld, "group", "prime256v1", 0), "group")
+            try check(point.withUnsafeBytes { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) }, "pub")
+        }
+        try k.validate(privatePart: false)
+        try self.init(k)
+    }
+
+    /// An RSA public key from its modulus and exponent.
+    public init(rsa: RSAPublicComponents) throws(CryptoError) {
+        let k = try EVPKey.fromData(type: "RSA", selection: tap_EVP_PKEY_PUBLIC_KEY()) { (bld) throws(CryptoError) in
+            try BigNum.push(bld, "n", rsa.n)
+            try BigNum.push(bld, "e", rsa.e)
+        }
+        try self.init(k)
+    }
+
+    /// A public key from PEM (`PUBLIC KEY`) or DER SubjectPublicKeyInfo.
+    public init(pemOrDER bytes: [UInt8]) throws(CryptoError) {
+        let pointer: OpaquePointer? = try MemoryBIO.reading(bytes) { (bio) throws(CryptoError) -> OpaquePointer? in
+            if PEMText.looksLikePEM(bytes) { return PEM_read_bio_PUBKEY(bio, nil, nil, nil) }
+            return d2i_PUBKEY_bio(bio, nil)
+        }
+        try self.init(EVPKey(owning: try unwrap(pointer, "reading the public key", kind: .invalidKey)))
+    }
+
+    /// `(x, y)` for a P-256 key, 32 bytes each.
+    public var p256Coordinates: (x: [UInt8], y: [UInt8])? {
+        guard type == .p256, let p = key.ecPoint(), p.count == 65, p[0] == 4 else { return nil }
+        return (Array(p[1...32]), Array(p[33...64]))
+    }
+
+    /// `n` and `e` for an RSA key.
+    public var rsaComponents: RSAPublicComponents? {
+        guard type == .rsa, let n = key.bigNumber("n"), let e = key.bigNumber("e") else { return nil }
+        return RSAPublicComponents(n: n, e: e)
+    }
+
+    /// DER SubjectPublicKeyInfo.
+    public func derSPKI() throws(CryptoError) -> [UInt8] { try key.spkiDER() }
+
+    /// PEM `PUBLIC KEY`.
+    public func pem() throws(CryptoError) -> String {
+        PEMText.encode(label: "PUBLIC KEY", der: try key.spkiDER())
+    }
+
+    /// Verifies a JOSE-form signature (r‖s for ES256; PKCS#1 for RS256; PSS with 32-byte salt for PS256).
+    public func verify(_ signature: [UInt8], of data: [UInt8], algorithm: SignatureAlgorithm) -> Bool {
+        guard algorithm.keyType == type else { return false }
+        let sig: [UInt8]
+        if algorithm == .es256 {
+            guard signature.count == 64, let der = try? ECDSASignature.der(fromRaw: signature) else { return false }
+            sig = der
+        } else {
+            sig = signature
+        }
+        guard let md = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(md) }
+        var pctx: OpaquePointer? = nil
+        guard EVP_DigestVerifyInit(md, &pctx, EVP_sha256(), nil, key.pointer) == 1 else {
+            CryptoError.clearQueue()
+            return false
+        }
+        if algorithm != .es256 {
+            guard Signer.configureRSA(pctx, pss: algorithm == .ps256) else { CryptoError.clearQueue(); return false }
+        }
+        let rc = sig.withUnsafeBufferPointer { s in
+            data.withUnsafeBufferPointer { d in
+                EVP_DigestVerify(md, s.baseAddress, s.count, d.baseAddress, d.count)
+            }
+        }
+        CryptoError.clearQueue()
+        return rc == 1
+    }
+
+    /// RSA-OAEP with SHA-256 and MGF1-SHA-256 (JOSE `RSA-OAEP-256`).
+    public func rsaOAEP256Encrypt(_ plaintext: [UInt8]) throws(CryptoError) -> [UInt8] {
+        guard type == .rsa else { throw CryptoError(.invalidKey, "RSA-OAEP-256 needs an RSA key, got \(type.rawValue)") }
+        return try RSAOAEP.run(key: key, input: plaintext, encrypt: true)
+    }
+}
+
+extension PublicKey: Equatable {
+    /// Two public keys are equal when their SubjectPublicKeyInfo encodings are.
+    public static func == (a: PublicKey, b: PublicKey) -> Bool {
+        guard let x = try? a.derSPKI(), let y = try? b.derSPKI() else { return false }
+        return x == y
+    }
+}
+
+/// A private key (EC P-256 or RSA): signs, decrypts RSA-OAEP-256, derives ECDH secrets.
+public struct PrivateKey: Sendable {
+    let key: EVPKey
+    /// Whether this is a P-256 or an RSA key.
+    public let type: KeyType
+
+    init(_ key: EVPKey) throws(CryptoError) {
+        guard let type = key.type else {
+            throw CryptoError(.invalidKey, "unsupported key type (only EC P-256 and RSA are supported)")
+        }
+        self.key = key
+        self.type = type
+    }
+
+    /// Generates a fresh P-256 key pair.
+    public static func generateP256() throws(CryptoError) -> PrivateKey {
+        let ctx = try unwrap(EVP_PKEY_CTX_new_from_name(nil, "EC", nil), "EVP_PKEY_CTX_new_from_name(EC)")
+        defer { EVP_PKEY_CTX_free(ctx) }
+        try check(EVP_PKEY_keygen_init(ctx), "EVP_PKEY_keygen_init")
+        try check(EVP_PKEY_CTX_set_group_name(ctx, "P-256"), "setting the P-256 group")
+        var k: OpaquePointer? = nil
+        try check(EVP_PKEY_generate(ctx, &k), "generating a P-256 key")
+        return try PrivateKey(EVPKey(owning: try unwrap(k, "EVP_PKEY_generate")))
+    }
+
+    /// Generates a fresh RSA key pair (e = 65537).
+    public static func generateRSA(bits: Int = 2048) throws(CryptoError) -> PrivateKey {
+        let ctx = try unwrap(EVP_PKEY_CTX_new_from_name(nil, "RSA", nil), "EVP_PKEY_CTX_new_from_name(RSA)")
+        defer { EVP_PKEY_CTX_free(ctx) }
+        try check(EVP_PKEY_keygen_init(ctx), "EVP_PKEY_keygen_init")
+        try check(EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, Int32(bits)), "setting the RSA size")
+        var k: OpaquePointer? = nil
+        try check(EVP_PKEY_generate(ctx, &k), "generating an RSA key")
+        return try PrivateKey(EVPKey(owning: try unwrap(k, "EVP_PKEY_generate")))
+    }
+
+    /// A P-256 private key from its scalar `d` and public coordinates; the pair is checked for consistency.
+    public init(p256D d: [UInt8], x: [UInt8], y: [UInt8]) throws(CryptoError) {
+        guard d.count == 32, x.count == 32, y.count == 32 else {
+            throw CryptoError(.invalidKey, "P-256 d, x and y must be 32 bytes each")
+        }
+        let point = [0x04] + x + y
+        let k = try EVPKey.fromData(type: "EC", selection: tap_EVP_PKEY_KEYPAIR()) { (bld) throws(CryptoError) in
+            try check(OSSL_PARAM_BLD_push_utf8_string(bld, "group", "prime256v1", 0), "group")
+            try check(point.withUnsafeBytes { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) }, "pub")
+            try BigNum.push(bld, "priv", d)
+        }
+        try k.validate(privatePart: true)
+        try self.init(k)
+    }
+
+    /// An RSA private key from its components.
+    public init(rsa c: RSAPrivateComponents) throws(CryptoError) {
+        let k = try EVPKey.fromData(type: "RSA", selection: tap_EVP_PKEY_KEYPAIR()) { (bld) throws(CryptoError) in
+            try BigNum.push(bld, "n", c.n)
+            try BigNum.push(bld, "e", c.e)
+            try BigNum.push(bld, "d", c.d)
+            if let p = c.p, let q = c.q, let dp = c.dp, let dq = c.dq, let qi = c.qi {
+                try BigNum.push(bld, "rsa-factor1", p)
+                try BigNum.push(bld, "rsa-factor2", q)
+                try BigNum.push(bld, "rsa-exponent1", dp)
+                try BigNum.push(bld, "rsa-exponent2", dq)
+                try BigNum.push(bld, "rsa-coefficient1", qi)
+            }
+        }
+        try self.init(k)
+    }
+
+    /// A private key from PEM (PKCS#8, SEC1 `EC PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`) or DER PKCS#8.
+    public init(pemOrDER bytes: [UInt8]) throws(CryptoError) {
+        let pointer: OpaquePointer? = try MemoryBIO.reading(bytes) { (bio) throws(CryptoError) -> OpaquePointer? in
+            if PEMText.looksLikePEM(bytes) { return PEM_read_bio_PrivateKey(bio, nil, nil, nil) }
+            return d2i_PrivateKey_bio(bio, nil)
+        }
+        try self.init(EVPKey(owning: try unwrap(pointer, "reading the private key", kind: .invalidKey)))
+    }
+
+    /// The matching public key.
+    public var publicKey: PublicKey {
+        // Re-import the SPKI so the public key holds no private material.
+        let der = try! key.spkiDER()
+        return try! PublicKey(pemOrDER: der)
+    }
+
+    /// The private scalar of a P-256 key, 32 bytes.
+    public var p256D: [UInt8]? {
+        guard type == .p256, let d = key.bigNumber("priv") else { return nil }
+        return [UInt8](repeating: 0, count: max(0, 32 - d.count)) + d
+    }
+
+    /// The components of an RSA key (with CRT values).
+    public var rsaComponents: RSAPrivateComponents? {
+        guard type == .rsa, let n = key.bigNumber("n"), let e = key.bigNumber("e"), let d = key.bigNumber("d") else { return nil }
+        return RSAPrivateComponents(n: n, e: e, d: d, p: key.bigNumber("rsa-factor1"), q: key.bigNumber("rsa-factor2"),
+                                    dp: key.bigNumber("rsa-exponent1"), dq: key.bigNumber("rsa-exponent2"),
+                                    qi: key.bigNumber("rsa-coefficient1"))
+    }
+
+    /// PEM PKCS#8 `PRIVATE KEY` (unencrypted; store it with mode 0600).
+    public func pem() throws(CryptoError) -> String {
+        let bytes = try MemoryBIO.writing { (bio) throws(CryptoError) in
+            try check(PEM_write_bio_PrivateKey(bio, key.pointer, nil, nil, 0, nil, nil), "writing the private key")
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Signs in JOSE form (r‖s for ES256).
+    public func sign(_ data: [UInt8], algorithm: SignatureAlgorithm) throws(CryptoError) -> [UInt8] {
+        guard algorithm.keyType == type else {
+            throw CryptoError(.invalidKey, "\(algorithm.rawValue) needs an \(algorithm.keyType.rawValue) key, got \(type.rawValue)")
+        }
+        let der = try Signer.sign(key: key, data: data, rsaPSS: algorithm == .rs256 ? false : (algorithm == .ps256 ? true : nil))
+        return algorithm == .es256 ? try ECDSASignature.raw(fromDER: der) : der
+    }
+
+    /// The ECDH shared secret (the 32-byte x-coordinate) with a peer's P-256 public key.
+    public func sharedSecret(with peer: PublicKey) throws(CryptoError) -> [UInt8] {
+        guard type == .p256, peer.type == .p256 else { throw CryptoError(.invalidKey, "ECDH needs two P-256 keys") }
+        let ctx = try unwrap(EVP_PKEY_CTX_new(key.pointer, nil), "EVP_PKEY_CTX_new")
+        defer { EVP_PKEY_CTX_free(ctx) }
+        try check(EVP_PKEY_derive_init(ctx), "EVP_PKEY_derive_init")
+        try check(EVP_PKEY_derive_set_peer(ctx, peer.key.pointer), "setting the ECDH peer", kind: .invalidKey)
+        var len = 0
+        try check(EVP_PKEY_derive(ctx, nil, &len), "ECDH length")
+        var out = [UInt8](repeating: 0, count: len)
+        try check(EVP_PKEY_derive(ctx, &out, &len), "ECDH")
+        return Array(out.prefix(len))
+    }
+
+    /// RSA-OAEP-256 decryption.
+    public func rsaOAEP256Decrypt(_ ciphertext: [UInt8]) throws(CryptoError) -> [UInt8] {
+        guard type == .rsa else { throw CryptoError(.invalidKey, "RSA-OAEP-256 needs an RSA key, got \(type.rawValue)") }
+        return try RSAOAEP.run(key: key, input: ciphertext, encrypt: false)
+    }
+}
+
+enum Signer {
+    /// Applies RSA padding to a digest-sign/verify context. Returns false if OpenSSL refused.
+    static func configureRSA(_ pctx: OpaquePointer?, pss: Bool) -> Bool {
+        if pss {
+            return EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) > 0
+                && EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, 32) > 0
+                && EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) > 0
+        }
+        return EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) > 0
+    }
+
+    /// Signs SHA-256 of `data`; `rsaPSS` nil for EC.
+    static func sign(key: EVPKey, data: [UInt8], rsaPSS: Bool?) throws(CryptoError) -> [UInt8] {
+        let md = try unwrap(EVP_MD_CTX_new(), "EVP_MD_CTX_new")
+        defer { EVP_MD_CTX_free(md) }
+        var pctx: OpaquePointer? = nil
+        try check(EVP_DigestSignInit(md, &pctx, EVP_sha256(), nil, key.pointer), "EVP_DigestSignInit")
+        if let rsaPSS, !configureRSA(pctx, pss: rsaPSS) { throw CryptoError.openSSL("configuring RSA padding") }
+        var len = 0
+        try data.withUnsafeBufferPointer { (d) throws(CryptoError) in
+            try check(EVP_DigestSign(md, nil, &len, d.baseAddress, d.count), "signature length")
+        }
+        var sig = [UInt8](repeating: 0, count: len)
+        try data.withUnsafeBufferPointer { (d) throws(CryptoError) in
+            try check(EVP_DigestSign(md, &sig, &len, d.baseAddress, d.count), "signing")
+        }
+        return Array(sig.prefix(len))
+    }
+}
+
+enum RSAOAEP {
+    static func run(key: EVPKey, input: [UInt8], encrypt: Bool) throws(CryptoError) -> [UInt8] {
+        let ctx = try unwrap(EVP_PKEY_CTX_new(key.pointer, nil), "EVP_PKEY_CTX_new")
+        defer { EVP_PKEY_CTX_free(ctx) }
+        try check(encrypt ? EVP_PKEY_encrypt_init(ctx) : EVP_PKEY_decrypt_init(ctx), "RSA-OAEP init")
+        guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_OAEP_PADDING) > 0,
+              EVP_PKEY_CTX_set_rsa_oaep_md(ctx, EVP_sha256()) > 0,
+              EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, EVP_sha256()) > 0 else {
+            throw CryptoError.openSSL("configuring RSA-OAEP-256")
+        }
+        var len = 0
+        let what = encrypt ? "RSA-OAEP-256 encryption" : "RSA-OAEP-256 decryption (wrong key or corrupted data)"
+        let kind: CryptoError.Kind = encrypt ? .invalidInput : .authenticationFailed
+        try input.withUnsafeBufferPointer { (i) throws(CryptoError) in
+            let rc = encrypt ? EVP_PKEY_encrypt(ctx, nil, &len, i.baseAddress, i.count)
+                             : EVP_PKEY_decrypt(ctx, nil, &len, i.baseAddress, i.count)
+            try check(rc, what, kind: kind)
+        }
+        var out = [UInt8](repeating: 0, count: len)
+        try input.withUnsafeBufferPointer { (i) throws(CryptoError) in
+            let rc = encrypt ? EVP_PKEY_encrypt(ctx, &out, &len, i.baseAddress, i.count)
+                             : EVP_PKEY_decrypt(ctx, &out, &len, i.baseAddress, i.count)
+            try check(rc, what, kind: kind)
+        }
+        return Array(out.prefix(len))
+    }
+}
+
+/// Converts ECDSA P-256 signatures between DER (OpenSSL) and r‖s (JOSE).
+enum ECDSASignature {
+    static func raw(fromDER der: [UInt8]) throws(CryptoError) -> [UInt8] {
+        let sig = der.withUnsafeBufferPointer { b -> OpaquePointer? in
+            var p: UnsafePointer<UInt8>? = b.baseAddress
+            return d2i_ECDSA_SIG(nil, &p, b.count)
+        }
+        guard let sig else { throw CryptoError.openSSL("parsing an ECDSA signature", kind: .invalidInput) }
+        defer { ECDSA_SIG_free(sig) }
+        var out = [UInt8](repeating: 0, count: 64)
+        out.withUnsafeMutableBufferPointer { o in
+            _ = BN_bn2binpad(ECDSA_SIG_get0_r(sig), o.baseAddress, 32)
+            _ = BN_bn2binpad(ECDSA_SIG_get0_s(sig), o.baseAddress! + 32, 32)
+        }
+        return out
+    }
+
+    static func der(fromRaw raw: [UInt8]) throws(CryptoError) -> [UInt8] {
+        let sig = try unwrap(ECDSA_SIG_new(), "ECDSA_SIG_new")
+        defer { ECDSA_SIG_free(sig) }
+        let r = try BigNum.make(Array(raw[0..<32]))
+        let s = try BigNum.make(Array(raw[32..<64]))
+        guard ECDSA_SIG_set0(sig, r, s) == 1 else {
+            BN_free(r); BN_free(s)
+            throw CryptoError.openSSL("ECDSA_SIG_set0")
+        }
+        let len = i2d_ECDSA_SIG(sig, nil)
+        guard len > 0 else { throw CryptoError.openSSL("encoding an ECDSA signature") }
+        var out = [UInt8](repeating: 0, count: Int(len))
+        _ = out.withUnsafeMutableBufferPointer { b -> Int32 in
+            var p: UnsafeMutablePointer<UInt8>? = b.baseAddress
+            return i2d_ECDSA_SIG(sig, &p)
+        }
+        return out
+    }
+}
+
+/// PEM armour: detection and encoding.
+public enum PEMText {
+    /// True when the bytes look like PEM text rather than DER.
+    public static func looksLikePEM(_ bytes: [UInt8]) -> Bool {
+        String(decoding: bytes.prefix(4096), as: UTF8.self).contains("-----BEGIN ")
+    }
+
+    /// Wraps DER in PEM armour with 64-column lines.
+    public static func encode(label: String, der: [UInt8]) -> String {
+        let b64 = Base64Std.encode(der)
+        var lines: [String] = []
+        var i = b64.startIndex
+        while i < b64.endIndex {
+            let j = b64.index(i, offsetBy: 64, limitedBy: b64.endIndex) ?? b64.endIndex
+            lines.append(String(b64[i..<j]))
+            i = j
+        }
+        return "-----BEGIN \(label)-----\n" + lines.joined(separator: "\n") + "\n-----END \(label)-----\n"
+    }
+}
+
+/// Standard base64 through OpenSSL's encoder (kept here so PEM needs nothing else).
+enum Base64Std {
+    static func encode(_ bytes: [UInt8]) -> String {
+        if bytes.isEmpty { return "" }
+        var out = [UInt8](repeating: 0, count: 4 * ((bytes.count + 2) / 3) + 1)
+        let n = EVP_EncodeBlock(&out, bytes, Int32(bytes.count))
+        return String(decoding: out.prefix(Int(n)), as: UTF8.self)
+    }
+}

@@ -1,0 +1,75 @@
+import TapCore
+
+/// The EMV 3DS message types, with the UL test platform's proprietary wrappers mapped to them.
+public enum MessageKind: String, Sendable, CaseIterable {
+    case aReq = "AReq", aRes = "ARes", cReq = "CReq", cRes = "CRes", pReq = "PReq", pRes = "PRes"
+    case rReq = "RReq", rRes = "RRes", erro = "Erro"
+
+    /// Reads `messageType`, accepting the UL harness names (pArq, pArs, pGcq, pGcs, pPrq, pPrs).
+    public init?(messageType: String) {
+        let aliases = ["pArq": "AReq", "pArs": "ARes", "pGcq": "CReq", "pGcs": "CRes", "pPrq": "PReq", "pPrs": "PRes"]
+        guard let k = MessageKind(rawValue: aliases[messageType] ?? messageType) else { return nil }
+        self = k
+    }
+}
+
+/// The message versions 3dstape speaks.
+public enum MessageVersion: String, Sendable, CaseIterable, Comparable {
+    case v210 = "2.1.0", v220 = "2.2.0", v231 = "2.3.1"
+
+    public static func < (a: MessageVersion, b: MessageVersion) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// The identifying fields of any EMV 3DS message, as stored and shown.
+public struct MessageSummary: Sendable, Equatable {
+    public var kind: MessageKind?
+    public var messageType: String?
+    public var messageVersion: String?
+    public var threeDSServerTransID: String?
+    public var dsTransID: String?
+    public var acsTransID: String?
+    public var sdkTransID: String?
+    public var transStatus: String?
+    public var errorCode: String?
+
+    /// Reads the summary from a JSON object; nil when it carries no `messageType`.
+    public init?(_ json: JSON) {
+        guard let type = json["messageType"]?.stringValue else { return nil }
+        messageType = type
+        kind = MessageKind(messageType: type)
+        messageVersion = json["messageVersion"]?.stringValue
+        threeDSServerTransID = json["threeDSServerTransID"]?.stringValue
+        dsTransID = json["dsTransID"]?.stringValue
+        acsTransID = json["acsTransID"]?.stringValue
+        sdkTransID = json["sdkTransID"]?.stringValue
+        transStatus = json["transStatus"]?.stringValue
+        errorCode = json["errorCode"]?.stringValue
+    }
+
+    /// One line for a terminal: `CRes 2.2.0 transStatus=Y acsTransID=…`.
+    public var line: String {
+        var parts = [messageType ?? "?", messageVersion ?? "?"]
+        if let transStatus { parts.append("transStatus=\(transStatus)") }
+        if let errorCode { parts.append("errorCode=\(errorCode)") }
+        if let acsTransID { parts.append("acsTransID=\(acsTransID)") }
+        return parts.joined(separator: " ")
+    }
+}
+
+/// EMV 3DS protocol error codes (emv3ds.md §4, SPEC Table A.4) that 3dstape produces or checks.
+public enum EMVErrorCode: String, Sendable {
+    case messageInvalid = "101"
+    case versionNotSupported = "102"
+    case requiredElementMissing = "201"
+    case criticalExtensionNotRecognised = "202"
+    case formatInvalid = "203"
+    case duplicateElement = "204"
+    case transactionIDNotRecognised = "301"
+    case decryptionFailure = "302"
+    case accessDenied = "303"
+    case transactionDataInvalid = "305"
+    case timedOut = "402"
+    case transientFailure = "403"
+    case permanentFailure = "404"
+    case connectionFailure = "405"
+}

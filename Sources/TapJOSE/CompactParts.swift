@@ -1,0 +1,49 @@
+import TapCore
+
+/// Splits compact JOSE serialisations and decodes their protected header.
+enum CompactParts {
+    /// Splits on '.', requiring exactly `count` parts made only of base64url characters.
+    static func split(_ text: String, count: Int, what: String) throws(JOSEError) -> [Substring] {
+        let trimmed = text.trimmingWhitespace
+        let parts = trimmed.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == count else {
+            throw JOSEError(.malformed, "\(what) must have \(count) dot-separated parts, found \(parts.count)")
+        }
+        for (i, p) in parts.enumerated() where !p.allSatisfy(\.isBase64URLCharacter) {
+            throw JOSEError(.malformed, "\(what) part \(i + 1) contains characters outside base64url")
+        }
+        return parts
+    }
+
+    static func decode(_ part: Substring, name: String) throws(JOSEError) -> [UInt8] {
+        guard let b = Base64URL.decode(part) else { throw JOSEError(.malformed, "\(name) is not valid base64url") }
+        return b
+    }
+
+    static func header(_ part: Substring) throws(JOSEError) -> JSON {
+        let bytes = try decode(part, name: "protected header")
+        let json: JSON
+        do { json = try JSON.parse(bytes) } catch { throw JOSEError(.malformed, "protected header is not JSON: \(error)") }
+        guard json.isObject else { throw JOSEError(.malformed, "protected header is not a JSON object") }
+        return json
+    }
+}
+
+extension Character {
+    var isBase64URLCharacter: Bool {
+        guard let a = asciiValue else { return false }
+        return (a >= 0x41 && a <= 0x5A) || (a >= 0x61 && a <= 0x7A) || (a >= 0x30 && a <= 0x39) || a == 0x2D || a == 0x5F
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces, tabs and newlines.
+    public var trimmingWhitespace: String {
+        let scalars = unicodeScalars
+        var start = scalars.startIndex, end = scalars.endIndex
+        func ws(_ c: Unicode.Scalar) -> Bool { c == " " || c == "\n" || c == "\r" || c == "\t" }
+        while start < end, ws(scalars[start]) { start = scalars.index(after: start) }
+        while end > start, ws(scalars[scalars.index(before: end)]) { end = scalars.index(before: end) }
+        return String(String.UnicodeScalarView(scalars[start..<end]))
+    }
+}

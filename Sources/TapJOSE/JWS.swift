@@ -1,0 +1,149 @@
+import Foundation
+import TapCore
+import TapCrypto
+
+/// JWS algorithms 3dstape signs and verifies.
+public enum JWSAlgorithm: String, Sendable, CaseIterable {
+    case es256 = "ES256"
+    case ps256 = "PS256"
+    case rs256 = "RS256"
+    case hs256 = "HS256"
+
+    var asymmetric: SignatureAlgorithm? { SignatureAlgorithm(rawValue: rawValue) }
+}
+
+/// A compact JWS (RFC 7515): parsed, signed and verified, with x5c chain validation.
+public struct JWS: Sendable {
+    /// The protected header.
+    public let header: JSON
+    /// The payload bytes (usually JSON).
+    public let payload: [UInt8]
+    /// The signature bytes (r‖s for ES256).
+    public let signature: [UInt8]
+    /// `BASE64URL(header) || '.' || BASE64URL(payload)` as received, which is what was signed.
+    public let signingInput: [UInt8]
+    /// The compact serialisation.
+    public let compact: String
+
+    /// The `alg` header.
+    public var algorithm: String? { header["alg"]?.stringValue }
+
+    /// The payload parsed as JSON, if it is JSON.
+    public var payloadJSON: JSON? { try? JSON.parse(payload) }
+
+    /// Parses a compact JWS; throws `.malformed` naming the problem.
+    public init(compact text: String) throws(JOSEError) {
+        let parts = try CompactParts.split(text, count: 3, what: "JWS")
+        header = try CompactParts.header(parts[0])
+        payload = try CompactParts.decode(parts[1], name: "JWS payload")
+        signature = try CompactParts.decode(parts[2], name: "JWS signature")
+        signingInput = Array("\(parts[0]).\(parts[1])".utf8)
+        compact = parts.joined(separator: ".")
+        guard algorithm != nil else { throw JOSEError(.malformed, "JWS header has no \"alg\"") }
+    }
+
+    /// Signs `payload` with an asymmetric key; `alg` is put first in the header, `extraHeader` members after it.
+    public static func sign(payload: [UInt8], algorithm: SignatureAlgorithm, key: PrivateKey,
+                            extraHeader: [(String, JSON)] = []) throws(JOSEError) -> JWS {
+        let header = JSON.object([("alg", .string(algorithm.rawValue))] + extraHeader)
+        let input = Base64URL.encode(header.bytes) + "." + Base64URL.encode(payload)
+        let sig: [UInt8]
+        do { sig = try key.sign(Array(input.utf8), algorithm: algorithm) } catch { throw JOSEError.from(error, context: "signing") }
+        return try JWS(compact: input + "." + Base64URL.encode(sig))
+    }
+
+    /// Signs with HMAC-SHA256 (HS256) under a shared secret.
+    public static func signHS256(payload: [UInt8], secret: [UInt8], extraHeader: [(String, JSON)] = []) throws(JOSEError) -> JWS {
+        let header = JSON.object([("alg", .string("HS256"))] + extraHeader)
+        let input = Base64URL.encode(header.bytes) + "." + Base64URL.encode(payload)
+        let mac = Digest.hmacSHA256(key: secret, data: Array(input.utf8))
+        return try JWS(compact: input + "." + Base64URL.encode(mac))
+    }
+
+    /// Verifies the signature with the given public key. Throws `.badSignature` or `.unsupported`.
+    public func verify(with key: PublicKey) throws(JOSEError) {
+        guard let alg = algorithm.flatMap(JWSAlgorithm.init(rawValue:)), let asym = alg.asymmetric else {
+            throw JOSEError(.unsupported, "JWS alg \(algorithm ?? "?") cannot be verified with a public key (ES256, PS256, RS256)")
+        }
+        guard asym.keyType == key.type else {
+            throw JOSEError(.wrongKey, "JWS alg \(asym.rawValue) needs an \(asym.keyType.rawValue) key, got \(key.type.rawValue)")
+        }
+        guard key.verify(signature, of: signingInput, algorithm: asym) else {
+            throw JOSEError(.badSignature, "JWS \(asym.rawValue) signature does not verify")
+        }
+    }
+
+    /// Verifies an HS256 signature with the shared secret (constant-time comparison).
+    public func verifyHS256(secret: [UInt8]) throws(JOSEError) {
+        guard algorithm == "HS256" else { throw JOSEError(.unsupported, "expected alg HS256, got \(algorithm ?? "?")") }
+        let mac = Digest.hmacSHA256(key: secret, data: signingInput)
+        guard Digest.constantTimeEquals(mac, signature) else {
+            throw JOSEError(.badSignature, "HS256 signature does not verify with the given secret")
+        }
+    }
+
+    /// The certificates of the `x5c` header (standard base64 DER, leaf first).
+    public func x5cChain() throws(JOSEError) -> [Certificate] {
+        guard let x5c = header["x5c"] else { return [] }
+        guard case let .array(items) = x5c, !items.isEmpty else { throw JOSEError(.malformed, "x5c must be a non-empty array") }
+        var certs: [Certificate] = []
+        for (i, item) in items.enumerated() {
+            guard let s = item.stringValue, let der = Data(base64Encoded: s) else {
+                throw JOSEError(.malformed, "x5c[\(i)] is not base64 DER")
+            }
+            do { certs.append(try Certificate(der: [UInt8](der))) } catch {
+                throw JOSEError(.malformed, "x5c[\(i)] is not a certificate: \(error.message)")
+            }
+        }
+        return certs
+    }
+
+    /// Validates the x5c chain against `roots` and verifies the signature with the leaf's key.
+    /// Returns the leaf certificate.
+    @discardableResult
+    public func verifyWithX5C(roots: [Certificate], at time: Date? = nil) throws(JOSEError) -> Certificate {
+        let chain = try x5cChain()
+        guard let leaf = chain.first else { throw JOSEError(.missingKey, "JWS has no x5c header to verify against the trusted roots") }
+        do {
+            try Certificate.verifyChain(leaf: leaf, intermediates: Array(chain.dropFirst()), roots: roots, at: time)
+        } catch {
+            throw JOSEError(.untrustedChain, error.message)
+        }
+        let key: PublicKey
+        do { key = try leaf.publicKey } catch { throw JOSEError.from(error, context: "x5c leaf key") }
+        try verify(with: key)
+        return leaf
+    }
+}
+
+/// A JWT (RFC 7519) signed with HS256, as payment gateways use it to carry 3DS data.
+public struct JWT: Sendable {
+    public let jws: JWS
+    /// The claims object.
+    public let claims: JSON
+
+    /// Parses a compact JWT whose payload is a JSON object.
+    public init(compact: String) throws(JOSEError) {
+        jws = try JWS(compact: compact)
+        guard let c = jws.payloadJSON, c.isObject else { throw JOSEError(.malformed, "JWT payload is not a JSON object") }
+        claims = c
+    }
+
+    /// Signs claims with HS256 (`{"alg":"HS256","typ":"JWT"}`).
+    public static func signHS256(claims: JSON, secret: [UInt8]) throws(JOSEError) -> JWT {
+        let jws = try JWS.signHS256(payload: claims.bytes, secret: secret, extraHeader: [("typ", .string("JWT"))])
+        return try JWT(compact: jws.compact)
+    }
+
+    /// Verifies the HS256 signature and, when present, `exp` and `nbf` against `now` (with `leeway` seconds).
+    public func verify(secret: [UInt8], now: Date = Date(), leeway: TimeInterval = 60) throws(JOSEError) {
+        try jws.verifyHS256(secret: secret)
+        let t = now.timeIntervalSince1970
+        if case let .number(exp)? = claims["exp"], let e = Double(exp), t > e + leeway {
+            throw JOSEError(.invalidClaims, "JWT expired at \(Int(e)) (now \(Int(t)))")
+        }
+        if case let .number(nbf)? = claims["nbf"], let n = Double(nbf), t + leeway < n {
+            throw JOSEError(.invalidClaims, "JWT not valid before \(Int(n)) (now \(Int(t)))")
+        }
+    }
+}
