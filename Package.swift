@@ -51,8 +51,8 @@ let package = Package(
         .testTarget(name: "TapCompressionTests", dependencies: ["TapCompression"]),
         .testTarget(name: "TapSQLiteTests", dependencies: ["TapSQLite"]),
         .testTarget(name: "TapJOSETests", dependencies: ["TapJOSE", "TapCrypto", "TapCore"],
-                    resources: [.copy("Fixtures")]),
+                    exclude: ["Fixtures"]),
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
-        .testTarget(name: "TapCLITests", dependencies: ["TapCore"]),
+        .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

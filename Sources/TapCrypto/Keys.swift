@@ -91,11 +91,10 @@ final class EVPKey: @unchecked Sendable {
         return out
     }
 
-    static func fromData(type: String, selection: Int32, build: (OpaquePointer) throws(CryptoError) -> Void) throws(CryptoError) -> EVPKey {
-        let bld = try unwrap(OSSL_PARAM_BLD_new(), "OSSL_PARAM_BLD_new")
-        defer { OSSL_PARAM_BLD_free(bld) }
+    static func fromData(type: String, selection: Int32, build: (ParamBuilder) throws(CryptoError) -> Void) throws(CryptoError) -> EVPKey {
+        let bld = try ParamBuilder()
         try build(bld)
-        let params = try unwrap(OSSL_PARAM_BLD_to_param(bld), "building key parameters", kind: .invalidKey)
+        let params = try unwrap(OSSL_PARAM_BLD_to_param(bld.pointer), "building key parameters", kind: .invalidKey)
         defer { OSSL_PARAM_free(params) }
         let ctx = try unwrap(EVP_PKEY_CTX_new_from_name(nil, type, nil), "EVP_PKEY_CTX_new_from_name(\(type))")
         defer { EVP_PKEY_CTX_free(ctx) }
@@ -127,11 +126,52 @@ enum BigNum {
         try unwrap(BN_bin2bn(bytes, Int32(bytes.count), nil), "BN_bin2bn")
     }
 
-    static func push(_ bld: OpaquePointer, _ name: String, _ bytes: [UInt8]) throws(CryptoError) {
-        let bn = try make(bytes)
-        defer { BN_clear_free(bn) }
-        // OSSL_PARAM_BLD copies both the key name and the number, so nothing dangles afterwards.
-        try check(OSSL_PARAM_BLD_push_BN(bld, name, bn), "adding \(name)", kind: .invalidKey)
+}
+
+/// Owns an `OSSL_PARAM_BLD` and everything pushed into it. The builder keeps *pointers* to the key
+/// names, BIGNUMs, strings and octets (it copies values only in `OSSL_PARAM_BLD_to_param`, and never
+/// the names), so names are static strings and values are copied into buffers this object frees.
+final class ParamBuilder {
+    let pointer: OpaquePointer
+    private var numbers: [OpaquePointer] = []
+    private var buffers: [UnsafeMutableRawPointer] = []
+
+    init() throws(CryptoError) { pointer = try unwrap(OSSL_PARAM_BLD_new(), "OSSL_PARAM_BLD_new") }
+
+    deinit {
+        OSSL_PARAM_BLD_free(pointer)
+        numbers.forEach { BN_clear_free($0) }
+        buffers.forEach { $0.deallocate() }
+    }
+
+    private func cName(_ name: StaticString) -> UnsafePointer<CChar> {
+        UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)
+    }
+
+    private func copy(_ bytes: [UInt8]) -> UnsafeMutableRawPointer {
+        // One extra zero byte, so a UTF-8 value is also a C string.
+        let p = UnsafeMutableRawPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
+        p.initializeMemory(as: UInt8.self, repeating: 0, count: bytes.count + 1)
+        bytes.withUnsafeBytes { p.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        buffers.append(p)
+        return p
+    }
+
+    func push(_ name: StaticString, bigEndian bytes: [UInt8]) throws(CryptoError) {
+        let bn = try BigNum.make(bytes)
+        numbers.append(bn)
+        try check(OSSL_PARAM_BLD_push_BN(pointer, cName(name), bn), "adding \(name)", kind: .invalidKey)
+    }
+
+    func push(_ name: StaticString, utf8 value: String) throws(CryptoError) {
+        let p = copy(Array(value.utf8))
+        try check(OSSL_PARAM_BLD_push_utf8_string(pointer, cName(name), p.assumingMemoryBound(to: CChar.self), 0),
+                  "adding \(name)", kind: .invalidKey)
+    }
+
+    func push(_ name: StaticString, octets: [UInt8]) throws(CryptoError) {
+        let p = copy(octets)
+        try check(OSSL_PARAM_BLD_push_octet_string(pointer, cName(name), p, octets.count), "adding \(name)", kind: .invalidKey)
     }
 }
 
@@ -178,8 +218,8 @@ public struct PublicKey: Sendable {
         }
         let point = [0x04] + x + y
         let k = try EVPKey.fromData(type: "EC", selection: tap_EVP_PKEY_PUBLIC_KEY()) { (bld) throws(CryptoError) in
-            try check(OSSL_PARAM_BLD_push_utf8_string(bld, "group", "prime256v1", 0), "group")
-            try check(point.withUnsafeBytes { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) }, "pub")
+            try bld.push("group", utf8: "prime256v1")
+            try bld.push("pub", octets: point)
         }
         try k.validate(privatePart: false)
         try self.init(k)
@@ -188,8 +228,8 @@ public struct PublicKey: Sendable {
     /// An RSA public key from its modulus and exponent.
     public init(rsa: RSAPublicComponents) throws(CryptoError) {
         let k = try EVPKey.fromData(type: "RSA", selection: tap_EVP_PKEY_PUBLIC_KEY()) { (bld) throws(CryptoError) in
-            try BigNum.push(bld, "n", rsa.n)
-            try BigNum.push(bld, "e", rsa.e)
+            try bld.push("n", bigEndian: rsa.n)
+            try bld.push("e", bigEndian: rsa.e)
         }
         try self.init(k)
     }
@@ -310,9 +350,9 @@ public struct PrivateKey: Sendable {
         }
         let point = [0x04] + x + y
         let k = try EVPKey.fromData(type: "EC", selection: tap_EVP_PKEY_KEYPAIR()) { (bld) throws(CryptoError) in
-            try check(OSSL_PARAM_BLD_push_utf8_string(bld, "group", "prime256v1", 0), "group")
-            try check(point.withUnsafeBytes { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) }, "pub")
-            try BigNum.push(bld, "priv", d)
+            try bld.push("group", utf8: "prime256v1")
+            try bld.push("pub", octets: point)
+            try bld.push("priv", bigEndian: d)
         }
         try k.validate(privatePart: true)
         try self.init(k)
@@ -321,15 +361,15 @@ public struct PrivateKey: Sendable {
     /// An RSA private key from its components.
     public init(rsa c: RSAPrivateComponents) throws(CryptoError) {
         let k = try EVPKey.fromData(type: "RSA", selection: tap_EVP_PKEY_KEYPAIR()) { (bld) throws(CryptoError) in
-            try BigNum.push(bld, "n", c.n)
-            try BigNum.push(bld, "e", c.e)
-            try BigNum.push(bld, "d", c.d)
+            try bld.push("n", bigEndian: c.n)
+            try bld.push("e", bigEndian: c.e)
+            try bld.push("d", bigEndian: c.d)
             if let p = c.p, let q = c.q, let dp = c.dp, let dq = c.dq, let qi = c.qi {
-                try BigNum.push(bld, "rsa-factor1", p)
-                try BigNum.push(bld, "rsa-factor2", q)
-                try BigNum.push(bld, "rsa-exponent1", dp)
-                try BigNum.push(bld, "rsa-exponent2", dq)
-                try BigNum.push(bld, "rsa-coefficient1", qi)
+                try bld.push("rsa-factor1", bigEndian: p)
+                try bld.push("rsa-factor2", bigEndian: q)
+                try bld.push("rsa-exponent1", bigEndian: dp)
+                try bld.push("rsa-exponent2", bigEndian: dq)
+                try bld.push("rsa-coefficient1", bigEndian: qi)
             }
         }
         try self.init(k)

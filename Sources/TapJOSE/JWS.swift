@@ -82,6 +82,11 @@ public struct JWS: Sendable {
         }
     }
 
+    /// An `x5c` header value: standard base64 DER, leaf first (give the chain without the root).
+    public static func x5cHeader(_ chain: [Certificate]) -> JSON {
+        .array(chain.map { .string(Data($0.der).base64EncodedString()) })
+    }
+
     /// The certificates of the `x5c` header (standard base64 DER, leaf first).
     public func x5cChain() throws(JOSEError) -> [Certificate] {
         guard let x5c = header["x5c"] else { return [] }

@@ -1,0 +1,101 @@
+internal import CZlib
+
+/// A zlib failure, with zlib's own message.
+public struct CompressionError: Error, Equatable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// gzip and deflate through zlib, for HTTP bodies (decoded for storage) and compressed session blobs.
+public enum Compression {
+    /// The container around the deflate stream.
+    public enum Format: Sendable {
+        /// RFC 1952 gzip (`Content-Encoding: gzip`).
+        case gzip
+        /// RFC 1950 zlib (`Content-Encoding: deflate` as the RFC means it).
+        case zlib
+        /// RFC 1951 raw deflate (what some servers send as `deflate`).
+        case raw
+
+        var windowBits: Int32 {
+            switch self {
+            case .gzip: return 15 + 16
+            case .zlib: return 15
+            case .raw: return -15
+            }
+        }
+    }
+
+    /// Compresses `data`.
+    public static func compress(_ data: [UInt8], format: Format, level: Int32 = 6) throws(CompressionError) -> [UInt8] {
+        var stream = z_stream()
+        guard tap_deflateInit2(&stream, level, format.windowBits) == Z_OK else { throw CompressionError("deflateInit2 failed") }
+        defer { deflateEnd(&stream) }
+        var input = data
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        let rc: Int32 = input.withUnsafeMutableBufferPointer { inp in
+            stream.next_in = inp.baseAddress
+            stream.avail_in = UInt32(inp.count)
+            var rc: Int32 = Z_OK
+            repeat {
+                rc = chunk.withUnsafeMutableBufferPointer { c in
+                    stream.next_out = c.baseAddress
+                    stream.avail_out = UInt32(c.count)
+                    return deflate(&stream, Z_FINISH)
+                }
+                out += chunk.prefix(chunk.count - Int(stream.avail_out))
+            } while rc == Z_OK
+            return rc
+        }
+        guard rc == Z_STREAM_END else { throw CompressionError("deflate failed: \(message(stream, rc))") }
+        return out
+    }
+
+    /// Decompresses `data`, refusing output larger than `maxOutput` (a decompression bomb guard).
+    /// For `.zlib`, a raw deflate stream is accepted too, since servers send both as `deflate`.
+    public static func decompress(_ data: [UInt8], format: Format, maxOutput: Int = 64 << 20) throws(CompressionError) -> [UInt8] {
+        do {
+            return try inflate(data, windowBits: format == .gzip ? 15 + 32 : format.windowBits, maxOutput: maxOutput)
+        } catch where format == .zlib {
+            return try inflate(data, windowBits: -15, maxOutput: maxOutput)
+        }
+    }
+
+    static func inflate(_ data: [UInt8], windowBits: Int32, maxOutput: Int) throws(CompressionError) -> [UInt8] {
+        var stream = z_stream()
+        guard tap_inflateInit2(&stream, windowBits) == Z_OK else { throw CompressionError("inflateInit2 failed") }
+        defer { inflateEnd(&stream) }
+        var input = data
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var tooLarge = false
+        let rc: Int32 = input.withUnsafeMutableBufferPointer { inp in
+            stream.next_in = inp.baseAddress
+            stream.avail_in = UInt32(inp.count)
+            var rc: Int32 = Z_OK
+            repeat {
+                rc = chunk.withUnsafeMutableBufferPointer { c in
+                    stream.next_out = c.baseAddress
+                    stream.avail_out = UInt32(c.count)
+                    return CZlib.inflate(&stream, Z_NO_FLUSH)
+                }
+                out += chunk.prefix(chunk.count - Int(stream.avail_out))
+                if out.count > maxOutput { tooLarge = true; break }
+            } while rc == Z_OK && (stream.avail_in > 0 || stream.avail_out == 0)
+            return rc
+        }
+        if tooLarge { throw CompressionError("decompressed body exceeds \(maxOutput) bytes") }
+        guard rc == Z_STREAM_END else {
+            if rc == Z_OK || rc == Z_BUF_ERROR { throw CompressionError("compressed data is truncated") }
+            throw CompressionError("inflate failed: \(message(stream, rc))")
+        }
+        return out
+    }
+
+    static func message(_ s: z_stream, _ rc: Int32) -> String {
+        if let m = s.msg { return String(cString: m) }
+        return "zlib error \(rc)"
+    }
+}

@@ -1,0 +1,220 @@
+internal import CSQLite
+
+/// A SQLite failure: the result code and SQLite's own message (`sqlite3_errmsg`), plus the SQL at fault.
+/// Bound values are never included, so card data cannot leak into logs.
+public struct SQLiteError: Error, Equatable, CustomStringConvertible {
+    /// The extended result code.
+    public let code: Int32
+    public let message: String
+    public let sql: String?
+
+    public init(code: Int32, message: String, sql: String? = nil) {
+        self.code = code
+        self.message = message
+        self.sql = sql
+    }
+
+    /// The primary result code (SQLITE_BUSY, SQLITE_CORRUPT, SQLITE_NOTADB, ...).
+    public var primaryCode: Int32 { code & 0xFF }
+
+    /// True when the file is not a database or is corrupt.
+    public var isNotADatabase: Bool { primaryCode == SQLITE_NOTADB || primaryCode == SQLITE_CORRUPT }
+
+    public var description: String {
+        "SQLite error \(code): \(message)" + (sql.map { " (in: \($0.prefix(120)))" } ?? "")
+    }
+}
+
+/// A value bound to or read from a statement.
+public enum SQLiteValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+
+    /// The integer, or nil.
+    public var integer: Int64? { if case let .integer(v) = self { return v }; return nil }
+    /// The text, or nil.
+    public var text: String? { if case let .text(v) = self { return v }; return nil }
+    /// The blob (or text bytes), or nil.
+    public var blob: [UInt8]? {
+        switch self {
+        case let .blob(b): return b
+        case let .text(t): return Array(t.utf8)
+        default: return nil
+        }
+    }
+    /// The real (or integer as a real), or nil.
+    public var real: Double? {
+        switch self {
+        case let .real(d): return d
+        case let .integer(i): return Double(i)
+        default: return nil
+        }
+    }
+}
+
+/// How to open a database file.
+public enum OpenMode: Sendable {
+    case readOnly, readWrite, readWriteCreate
+}
+
+/// One SQLite connection. Owned by one thread at a time; not Sendable.
+public final class Database {
+    let handle: OpaquePointer
+    /// The file path.
+    public let path: String
+
+    /// Opens (or creates) the file. A file that is not SQLite fails on first use with `isNotADatabase`.
+    public init(path: String, mode: OpenMode = .readWriteCreate) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags: Int32
+        switch mode {
+        case .readOnly: flags = SQLITE_OPEN_READONLY
+        case .readWrite: flags = SQLITE_OPEN_READWRITE
+        case .readWriteCreate: flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        let rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_close_v2(db)
+            throw SQLiteError(code: rc, message: "cannot open \(path): \(message)")
+        }
+        handle = db
+        self.path = path
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, 5000)
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    func error(_ rc: Int32, sql: String?) -> SQLiteError {
+        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+
+    /// Runs one or more statements that return no rows.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc, sql: sql) }
+    }
+
+    /// Compiles one statement.
+    public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc, sql: sql) }
+        return Statement(handle: stmt, database: self, sql: sql)
+    }
+
+    /// Runs `sql` with `bindings` and returns every row.
+    public func query(_ sql: String, _ bindings: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
+        let s = try prepare(sql)
+        try s.bind(bindings)
+        var rows: [[SQLiteValue]] = []
+        while try s.step() { rows.append(s.row) }
+        return rows
+    }
+
+    /// Runs `sql` with `bindings` for its effect.
+    public func run(_ sql: String, _ bindings: [SQLiteValue] = []) throws(SQLiteError) {
+        let s = try prepare(sql)
+        try s.bind(bindings)
+        while try s.step() {}
+    }
+
+    /// Runs `body` inside BEGIN IMMEDIATE … COMMIT, rolling back if it throws.
+    public func transaction<R>(_ body: () throws -> R) throws -> R {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let r = try body()
+            try execute("COMMIT")
+            return r
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// The rowid of the last insert on this connection.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Rows changed by the last statement.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// `PRAGMA integrity_check`: ["ok"] for a sound file.
+    public func integrityCheck() throws(SQLiteError) -> [String] {
+        try query("PRAGMA integrity_check").compactMap { $0.first?.text }
+    }
+
+    /// The linked SQLite library version.
+    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+}
+
+/// A compiled statement, finalized when released.
+public final class Statement {
+    let handle: OpaquePointer
+    let database: Database
+    /// The SQL text.
+    public let sql: String
+
+    init(handle: OpaquePointer, database: Database, sql: String) {
+        self.handle = handle
+        self.database = database
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// Binds values to parameters 1…n, after resetting the statement.
+    public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        for (i, v) in values.enumerated() {
+            let idx = Int32(i + 1)
+            let rc: Int32
+            switch v {
+            case .null: rc = sqlite3_bind_null(handle, idx)
+            case let .integer(n): rc = sqlite3_bind_int64(handle, idx, n)
+            case let .real(d): rc = sqlite3_bind_double(handle, idx, d)
+            case let .text(t): rc = sqlite3_bind_text(handle, idx, t, -1, tap_sqlite_transient())
+            case let .blob(b):
+                rc = b.withUnsafeBytes { p in
+                    sqlite3_bind_blob64(handle, idx, p.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(p.count),
+                                        tap_sqlite_transient())
+                }
+            }
+            guard rc == SQLITE_OK else { throw database.error(rc, sql: sql) }
+        }
+    }
+
+    /// Advances; true when a row is available.
+    public func step() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default: throw database.error(rc, sql: sql)
+        }
+    }
+
+    /// The current row's values.
+    public var row: [SQLiteValue] {
+        (0..<sqlite3_column_count(handle)).map { column(Int($0)) }
+    }
+
+    /// One column of the current row.
+    public func column(_ i: Int) -> SQLiteValue {
+        let c = Int32(i)
+        switch sqlite3_column_type(handle, c) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, c))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, c))
+        case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(handle, c)))
+        case SQLITE_BLOB:
+            let n = Int(sqlite3_column_bytes(handle, c))
+            guard n > 0, let p = sqlite3_column_blob(handle, c) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: p, count: n)))
+        default: return .null
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import Testing
+@testable import TapCore
+
+@Suite struct JSONTests {
+    @Test func keepsKeyOrderAndNumberText() throws {
+        let text = #"{"z":1,"a":[true,false,null],"m":{"n":"1.50","x":-0.5e3}}"#
+        let json = try JSON.parse(text)
+        #expect(json.compact == text)
+        #expect(json["z"] == .number("1"))
+        #expect(json["m"]?["x"] == .number("-0.5e3"))
+    }
+
+    @Test func escapesRoundTrip() throws {
+        let json = try JSON.parse(#"{"s":"a\"b\\c\n\u00e9\ud83d\ude00\u0001"}"#)
+        #expect(json["s"]?.stringValue == "a\"b\\c\né😀\u{01}")
+        #expect(try JSON.parse(json.compact) == json)
+    }
+
+    @Test(arguments: [
+        ("", "unexpected end"), ("{", "expected a string key"), (#"{"a":}"#, "unexpected character"),
+        (#"{"a":1,}"#, "expected a string key"), ("[1 2]", "expected ','"), (#""\ud800""#, "unpaired surrogate"),
+        ("01", "unexpected data"), ("1.", "no digits after"), (#"{"a":1} x"#, "unexpected data"), ("\"\u{01}\"", "control character"),
+    ])
+    func rejectsMalformed(input: String, fragment: String) {
+        #expect {
+            _ = try JSON.parse(input)
+        } throws: { error in
+            "\(error)".contains(fragment)
+        }
+    }
+
+    @Test func deepNestingIsAnErrorNotACrash() {
+        let deep = String(repeating: "[", count: 100_000)
+        #expect(throws: JSONError.self) { try JSON.parse(deep) }
+    }
+
+    @Test func settingAndRemovingKeepOrder() throws {
+        let json = try JSON.parse(#"{"a":1,"b":2}"#)
+        #expect(json.setting("a", to: .string("x")).compact == #"{"a":"x","b":2}"#)
+        #expect(json.setting("c", to: .null).compact == #"{"a":1,"b":2,"c":null}"#)
+        #expect(json.removing("a").compact == #"{"b":2}"#)
+    }
+
+    @Test func prettyPrints() throws {
+        #expect(try JSON.parse(#"{"a":[1],"b":{}}"#).pretty == "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}")
+    }
+}
+
+@Suite struct Base64URLTests {
+    @Test func paddedAndUnpadded() {
+        #expect(Base64URL.encode(Array("{\"a\":1}".utf8)) == "eyJhIjoxfQ")
+        #expect(Base64URL.decode("eyJhIjoxfQ") == Array("{\"a\":1}".utf8))
+        #expect(Base64URL.decode("eyJhIjoxfQ==") == Array("{\"a\":1}".utf8))
+        #expect(Base64URL.encode([0xFB, 0xFF]) == "-_8")
+        #expect(Base64URL.decode("-_8") == [0xFB, 0xFF])
+    }
+
+    @Test func rejectsOutsideAlphabet() {
+        #expect(Base64URL.decode("+/8") == nil)
+        #expect(Base64URL.decode("+/8", lenient: true) == [0xFB, 0xFF])
+        #expect(Base64URL.decode("ab c") == nil)
+        #expect(Base64URL.decode("a") == nil)
+        #expect(Base64URL.decode("ab=c") == nil)
+    }
+
+    @Test func hex() {
+        #expect(Hex.encode([0, 0xAB, 0xFF]) == "00abff")
+        #expect(Hex.decode("00ABff") == [0, 0xAB, 0xFF])
+        #expect(Hex.decode("0") == nil)
+        #expect(Hex.decode("zz") == nil)
+    }
+}

@@ -1,0 +1,121 @@
+import Testing
+import TapCore
+import TapCrypto
+import TapJOSE
+@testable import TapEMV
+
+@Suite struct DecoderTests {
+    let areq = #"{"messageType":"AReq","messageVersion":"2.2.0","acctNumber":"4000000000001091","threeDSServerTransID":"t1"}"#
+
+    func decode(_ s: String, _ keys: DecodeKeys = DecodeKeys()) -> DecodeResult { Decoder.decode(Array(s.utf8), keys: keys) }
+
+    @Test func plainJSONIsMaskedByDefault() {
+        let r = decode(areq)
+        #expect(r.kind == .json)
+        #expect(r.payload?["acctNumber"]?.stringValue == "400000******1091")
+        var keys = DecodeKeys()
+        keys.mask = false
+        #expect(decode(areq, keys).payload?["acctNumber"]?.stringValue == "4000000000001091")
+    }
+
+    @Test func base64urlJSONPaddedOrNot() {
+        let b = Base64URL.encode(Array(#"{"messageType":"CReq","messageVersion":"2.2.0"}"#.utf8))
+        for s in [b, b + String(repeating: "=", count: (4 - b.count % 4) % 4)] {
+            let r = decode(s)
+            #expect(r.kind == .base64urlJSON)
+            #expect(r.payload?["messageType"]?.stringValue == "CReq")
+        }
+    }
+
+    @Test func formWithCresAndSessionData() {
+        let cres = Base64URL.encode(Array(#"{"messageType":"CRes","transStatus":"Y"}"#.utf8))
+        let r = decode("cres=\(cres)&threeDSSessionData=opaque%2Bvalue")
+        #expect(r.kind == .form)
+        #expect(r.fields?.first?.1.payload?["transStatus"]?.stringValue == "Y")
+        #expect(r.fields?.last?.1.payload == .string("opaque+value"))
+        #expect(r.error == nil)
+    }
+
+    @Test func jweNeedsTheRightKey() throws {
+        let rsa = try PrivateKey.generateRSA()
+        let jwe = try JWE.encryptRSAOAEP256(plaintext: Array(areq.utf8), recipient: rsa.publicKey, enc: .a128gcm).compact
+        #expect(decode(jwe).error?.hasPrefix("missing key") == true)
+        var keys = DecodeKeys()
+        keys.privateKeys = [try PrivateKey.generateRSA()]
+        let wrong = decode(jwe, keys)
+        #expect(wrong.error?.hasPrefix("wrong key") == true)
+        #expect(wrong.payload == nil, "never a plaintext after a failure")
+        keys.privateKeys.append(rsa)
+        let ok = decode(jwe, keys)
+        #expect(ok.error == nil)
+        #expect(ok.payload?["messageType"]?.stringValue == "AReq")
+        #expect(ok.notes.first?.contains("RSA key #2") == true)
+    }
+
+    @Test func ecDeviceDataTriesKnownDSIDs() throws {
+        let ds = try PrivateKey.generateP256()
+        let jwe = try JWE.encryptEMVECDH(plaintext: Array(#"{"DV":"1.6"}"#.utf8), recipient: ds.publicKey,
+                                         directoryServerID: "A000000004", enc: .a128cbcHS256).compact
+        var keys = DecodeKeys()
+        keys.privateKeys = [ds]
+        let r = decode(jwe, keys)
+        #expect(r.payload?["DV"]?.stringValue == "1.6")
+        #expect(r.notes.first?.contains("A000000004") == true)
+        keys.directoryServerIDs = ["A000000003"]
+        #expect(decode(jwe, keys).error?.contains("wrong key") == true)
+    }
+
+    @Test func channelCEKDecryptsBothDirectionsOfGCM() throws {
+        let cek = Digest.randomBytes(32)
+        var acs = AppChannelCipher(role: .acs, cek: cek, acsTransID: "a", enc: .a128gcm)
+        let cres = try acs.seal(.object([("messageType", .string("CRes"))]))
+        var keys = DecodeKeys()
+        keys.contentKeys = [cek]
+        let r = decode(cres, keys)
+        #expect(r.payload?["messageType"]?.stringValue == "CRes")
+        #expect(r.notes.first?.contains("ACS→SDK") == true)
+        keys.contentKeys = [Digest.randomBytes(32)]
+        #expect(decode(cres, keys).error?.hasPrefix("bad tag") == true)
+    }
+
+    @Test func jwsVerificationStates() throws {
+        let root = try CertificateAuthority.selfSigned(commonName: "Root", key: try PrivateKey.generateP256())
+        let acsKey = try PrivateKey.generateP256()
+        let cert = try root.issue(commonName: "ACS", subjectKey: acsKey.publicKey, profile: .signing)
+        let jws = try JWS.sign(payload: Array(#"{"acsURL":"https://acs.test"}"#.utf8), algorithm: .es256, key: acsKey,
+                               extraHeader: [("x5c", JWS.x5cHeader([cert]))]).compact
+        #expect(decode(jws).verified == nil)
+        var keys = DecodeKeys()
+        keys.trustRoots = [root.certificate]
+        #expect(decode(jws, keys).verified == true)
+        keys.trustRoots = [try CertificateAuthority.selfSigned(commonName: "Other", key: try PrivateKey.generateP256()).certificate]
+        let bad = decode(jws, keys)
+        #expect(bad.verified == false)
+        #expect(bad.error?.hasPrefix("untrusted chain") == true)
+        #expect(bad.payload == nil)
+    }
+
+    @Test func jwtWithSecret() throws {
+        let jwt = try JWT.signHS256(claims: try JSON.parse(#"{"sub":"x"}"#), secret: Array("k".utf8)).jws.compact
+        #expect(decode(jwt).kind == .jwt)
+        #expect(decode(jwt).verified == nil)
+        var keys = DecodeKeys()
+        keys.secrets = [Array("k".utf8)]
+        #expect(decode(jwt, keys).verified == true)
+        keys.secrets = [Array("no".utf8)]
+        #expect(decode(jwt, keys).error?.hasPrefix("bad signature") == true)
+    }
+
+    @Test(arguments: ["", "   ", "{", "a.b.c", "a.b.c.d.e", "%%%", "\u{0}\u{1}"])
+    func malformedInputIsAnErrorNotACrash(input: String) {
+        #expect(decode(input).error != nil)
+    }
+}
+
+@Suite struct MaskingTests {
+    @Test func masksAtAnyDepth() throws {
+        let j = try JSON.parse(#"{"acctNumber":"5100000000000008","x":[{"challengeDataEntry":"1234"}],"authenticationValue":"AAAB"}"#)
+        #expect(Masking.mask(j).compact == #"{"acctNumber":"510000******0008","x":[{"challengeDataEntry":"***"}],"authenticationValue":"***"}"#)
+        #expect(Masking.maskPAN("1234") == "****")
+    }
+}

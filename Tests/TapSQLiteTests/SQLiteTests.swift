@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+@testable import TapSQLite
+
+@Suite struct SQLiteTests {
+    func tempPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sqlite-\(UUID().uuidString).db").path
+    }
+
+    @Test func writesAndReadsEveryType() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let db = try Database(path: path)
+        try db.execute("PRAGMA journal_mode=WAL; CREATE TABLE t(i INTEGER, r REAL, s TEXT, b BLOB, n)")
+        let blob = (0..<100_000).map { UInt8($0 % 251) }
+        try db.transaction {
+            for i in 0..<10 {
+                try db.run("INSERT INTO t VALUES(?,?,?,?,?)", [.integer(Int64(i)), .real(1.5), .text("é\(i)"), .blob(blob), .null])
+            }
+        }
+        let rows = try db.query("SELECT i, r, s, b, n FROM t ORDER BY i")
+        #expect(rows.count == 10)
+        #expect(rows[3] == [.integer(3), .real(1.5), .text("é3"), .blob(blob), .null])
+        #expect(try db.integrityCheck() == ["ok"])
+    }
+
+    @Test func errorsCarrySQLiteMessages() throws {
+        let db = try Database(path: ":memory:")
+        #expect { try db.execute("SELEC 1") } throws: { error in
+            let e = error as! SQLiteError
+            return e.message.contains("syntax error") && e.sql == "SELEC 1"
+        }
+        try db.execute("CREATE TABLE u(x UNIQUE)")
+        try db.run("INSERT INTO u VALUES(1)")
+        #expect { try db.run("INSERT INTO u VALUES(?)", [.integer(1)]) } throws: { error in
+            (error as! SQLiteError).message.contains("UNIQUE constraint failed") && !"\(error)".contains("VALUES(1)")
+        }
+    }
+
+    @Test func rollsBackOnError() throws {
+        let db = try Database(path: ":memory:")
+        try db.execute("CREATE TABLE t(x)")
+        struct Boom: Error {}
+        #expect(throws: Boom.self) { try db.transaction { try db.run("INSERT INTO t VALUES(1)"); throw Boom() } }
+        #expect(try db.query("SELECT count(*) FROM t") == [[.integer(0)]])
+    }
+
+    @Test func aFileThatIsNotADatabase() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(String(repeating: "not sqlite ", count: 100).utf8).write(to: URL(fileURLWithPath: path))
+        let db = try Database(path: path, mode: .readOnly)
+        #expect { try db.query("SELECT * FROM sqlite_master") } throws: { ($0 as! SQLiteError).isNotADatabase }
+        #expect { try Database(path: "/nonexistent/dir/x.db", mode: .readOnly) } throws: {
+            ($0 as! SQLiteError).message.contains("cannot open")
+        }
+    }
+
+    /// The sqlite3 shell reads what we wrote.
+    @Test func sqlite3ShellReadsOurFile() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path)
+            try db.execute("CREATE TABLE t(s TEXT)")
+            try db.run("INSERT INTO t VALUES(?)", [.text("hello 3ds")])
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["sqlite3", path, "SELECT s FROM t"]
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(out == "hello 3ds\n")
+    }
+}
