@@ -12,6 +12,7 @@ let package = Package(
     name: "3dstape",
     products: [
         .executable(name: "3dstape", targets: ["TapCLI"]),
+        .executable(name: "TapInteropVectors", targets: ["TapInteropVectors"]),
     ],
     targets: [
         // C bindings: one system module per library; each is imported by exactly one Swift module.
