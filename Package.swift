@@ -23,6 +23,9 @@ let package = Package(
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
 
+        // Linux calls Glibc does not export (epoll, eventfd, accept4); _GNU_SOURCE is set in the .c file.
+        .target(name: "CLinux", path: "Sources/CLinux"),
+
         // Pure Swift value types shared by every layer (JSON with key order kept, base64url, hex).
         .target(name: "TapCore", swiftSettings: strict),
         // The only importer of OpenSSL: hashes, MACs, ciphers, keys, signatures, X.509.
@@ -31,6 +34,8 @@ let package = Package(
         .target(name: "TapCompression", dependencies: ["CZlib"], swiftSettings: strict),
         // The only importer of SQLite: connections, statements, typed errors.
         .target(name: "TapSQLite", dependencies: ["CSQLite"], swiftSettings: strict),
+        // HTTP/1.1 messages and an incremental parser, free of I/O.
+        .target(name: "TapHTTP", swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
         // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.
@@ -48,6 +53,7 @@ let package = Package(
 
         .testTarget(name: "TapCoreTests", dependencies: ["TapCore"]),
         .testTarget(name: "TapArgumentsTests", dependencies: ["TapArguments"]),
+        .testTarget(name: "TapHTTPTests", dependencies: ["TapHTTP"]),
         .testTarget(name: "TapCryptoTests", dependencies: ["TapCrypto", "TapCore"]),
         .testTarget(name: "TapCompressionTests", dependencies: ["TapCompression"]),
         .testTarget(name: "TapSQLiteTests", dependencies: ["TapSQLite"]),

@@ -43,4 +43,6 @@ static inline long tap_SSL_CTX_set_tlsext_servername_callback(SSL_CTX *c, int (*
 static inline long tap_SSL_CTX_set_tlsext_servername_arg(SSL_CTX *c, void *arg) { return SSL_CTX_set_tlsext_servername_arg(c, arg); }
 static inline uint64_t tap_SSL_OP_NO_COMPRESSION(void) { return SSL_OP_NO_COMPRESSION; }
 static inline int tap_BIO_pending(BIO *b) { return (int)BIO_pending(b); }
+static inline long tap_BIO_set_mem_eof_return(BIO *b, long v) { return BIO_set_mem_eof_return(b, v); }
+static inline long tap_SSL_CTX_set_session_cache_mode(SSL_CTX *c, long m) { return SSL_CTX_set_session_cache_mode(c, m); }
 #endif

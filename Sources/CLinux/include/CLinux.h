@@ -1,0 +1,16 @@
+// Linux calls Glibc's Swift module does not export: epoll, eventfd, accept4.
+// The header forward-declares struct sockaddr instead of including <sys/socket.h>, so that
+// SOCK_* names keep resolving through Glibc in release (whole-module) builds.
+#ifndef TAP_CLINUX_H
+#define TAP_CLINUX_H
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <stdint.h>
+
+struct sockaddr;
+int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len);
+int clinux_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
+int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms);
+int clinux_socket_error(int fd);
+int clinux_set_nodelay(int fd);
+#endif

@@ -1,0 +1,41 @@
+#define _GNU_SOURCE
+#include "CLinux.h"
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+
+int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len) {
+    return accept4(fd, addr, (socklen_t *)len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int clinux_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+    struct epoll_event ev;
+    ev.events = events;
+    ev.data.u64 = data;
+    return epoll_ctl(epfd, op, fd, &ev);
+}
+
+// Unpacks epoll_event (a packed struct on x86_64) into two plain arrays for Swift.
+int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms) {
+    struct epoll_event evs[256];
+    if (max > 256) max = 256;
+    int n = epoll_wait(epfd, evs, max, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        events[i] = evs[i].events;
+        data[i] = evs[i].data.u64;
+    }
+    return n;
+}
+
+int clinux_socket_error(int fd) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
+    return err;
+}
+
+int clinux_set_nodelay(int fd) {
+    int one = 1;
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}

@@ -1,0 +1,151 @@
+/// HTTP header fields in order, with case-insensitive lookup.
+public struct HTTPHeaders: Sendable, Equatable, Sequence {
+    public var fields: [(name: String, value: String)]
+
+    public init(_ fields: [(String, String)] = []) { self.fields = fields.map { (name: $0.0, value: $0.1) } }
+
+    public static func == (a: HTTPHeaders, b: HTTPHeaders) -> Bool {
+        a.fields.count == b.fields.count && zip(a.fields, b.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    /// The first value of `name`.
+    public subscript(name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveEquals(name) }?.value
+    }
+
+    /// Every value of `name`, comma-joined lists split and trimmed, lowercased.
+    public func tokens(_ name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveEquals(name) }
+            .flatMap { $0.value.split(separator: ",").map { $0.trimmingCharacters(in: " \t").lowercased() } }
+    }
+
+    public mutating func remove(_ name: String) { fields.removeAll { $0.name.caseInsensitiveEquals(name) } }
+
+    public mutating func replaceOrAdd(_ name: String, _ value: String) {
+        if let i = fields.firstIndex(where: { $0.name.caseInsensitiveEquals(name) }) {
+            fields[i].value = value
+            fields.removeAll { $0.name.caseInsensitiveEquals(name) && $0.value != value }
+        } else {
+            fields.append((name: name, value: value))
+        }
+    }
+
+    public mutating func add(_ name: String, _ value: String) { fields.append((name: name, value: value)) }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+}
+
+/// A request line and headers.
+public struct HTTPRequestHead: Sendable, Equatable {
+    public var method: String
+    /// The request target as sent: origin-form (`/path`), absolute-form (`http://h/p`), or authority (CONNECT).
+    public var target: String
+    public var version: String
+    public var headers: HTTPHeaders
+
+    public init(method: String, target: String, version: String = "HTTP/1.1", headers: HTTPHeaders = HTTPHeaders()) {
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+    }
+
+    /// Whether the connection may carry another request after this one.
+    public var keepAlive: Bool {
+        let c = headers.tokens("Connection") + headers.tokens("Proxy-Connection")
+        if version == "HTTP/1.0" { return c.contains("keep-alive") }
+        return !c.contains("close")
+    }
+
+    /// The serialised head.
+    public var bytes: [UInt8] {
+        var s = "\(method) \(target) \(version)\r\n"
+        for f in headers.fields { s += "\(f.name): \(f.value)\r\n" }
+        s += "\r\n"
+        return Array(s.utf8)
+    }
+}
+
+/// A status line and headers.
+public struct HTTPResponseHead: Sendable, Equatable {
+    public var version: String
+    public var status: Int
+    public var reason: String
+    public var headers: HTTPHeaders
+
+    public init(status: Int, reason: String? = nil, version: String = "HTTP/1.1", headers: HTTPHeaders = HTTPHeaders()) {
+        self.version = version
+        self.status = status
+        self.reason = reason ?? HTTPResponseHead.reasonPhrase(status)
+        self.headers = headers
+    }
+
+    public var keepAlive: Bool {
+        let c = headers.tokens("Connection")
+        if version == "HTTP/1.0" { return c.contains("keep-alive") }
+        return !c.contains("close")
+    }
+
+    public var bytes: [UInt8] {
+        var s = "\(version) \(status) \(reason)\r\n"
+        for f in headers.fields { s += "\(f.name): \(f.value)\r\n" }
+        s += "\r\n"
+        return Array(s.utf8)
+    }
+
+    public static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 100: return "Continue"
+        case 200: return "OK"
+        case 204: return "No Content"
+        case 302: return "Found"
+        case 400: return "Bad Request"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 413: return "Content Too Large"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 504: return "Gateway Timeout"
+        default: return "Status \(status)"
+        }
+    }
+}
+
+/// A complete request: head, the body bytes exactly as framed on the wire, and the decoded body.
+public struct HTTPRequest: Sendable {
+    public var head: HTTPRequestHead
+    /// The head bytes exactly as received.
+    public var rawHead: [UInt8]
+    /// The body as framed on the wire (chunk framing included).
+    public var rawBody: [UInt8]
+    /// The body with chunked framing removed (still content-encoded, e.g. gzip).
+    public var body: [UInt8]
+}
+
+/// A complete response.
+public struct HTTPResponse: Sendable {
+    public var head: HTTPResponseHead
+    public var rawHead: [UInt8]
+    public var rawBody: [UInt8]
+    public var body: [UInt8]
+}
+
+extension String {
+    func caseInsensitiveEquals(_ other: String) -> Bool {
+        utf8.count == other.utf8.count && lowercased() == other.lowercased()
+    }
+
+    func trimmingCharacters(in set: String) -> String {
+        var s = Substring(self)
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String { String(self).trimmingCharacters(in: set) }
+}
