@@ -36,12 +36,16 @@ let package = Package(
         .target(name: "TapSQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // HTTP/1.1 messages and an incremental parser, free of I/O.
         .target(name: "TapHTTP", swiftSettings: strict),
+        // Network I/O: epoll event loop, timers, non-blocking TCP connections with optional TLS, listeners.
+        .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
         // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.
         .target(name: "TapEMV", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
         // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
         .target(name: "TapArguments", swiftSettings: strict),
+        // Session files: the schema, the single writer, and the reader.
+        .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
                           dependencies: ["TapArguments", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],

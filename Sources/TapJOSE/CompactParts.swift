@@ -36,14 +36,3 @@ extension Character {
     }
 }
 
-extension StringProtocol {
-    /// The text without leading and trailing spaces, tabs and newlines.
-    public var trimmingWhitespace: String {
-        let scalars = unicodeScalars
-        var start = scalars.startIndex, end = scalars.endIndex
-        func ws(_ c: Unicode.Scalar) -> Bool { c == " " || c == "\n" || c == "\r" || c == "\t" }
-        while start < end, ws(scalars[start]) { start = scalars.index(after: start) }
-        while end > start, ws(scalars[scalars.index(before: end)]) { end = scalars.index(before: end) }
-        return String(String.UnicodeScalarView(scalars[start..<end]))
-    }
-}

@@ -1,0 +1,104 @@
+import TapCore
+
+/// Finds EMV 3DS messages in HTTP bodies and masks card data before anything is stored.
+public enum ThreeDSContent {
+    /// A message found in a body: where (`body`, `form:creq`, `form:cres`, `form:threeDSMethodData`) and its JSON.
+    public struct Found: Sendable {
+        public let location: String
+        public let json: JSON
+        public let summary: MessageSummary?
+    }
+
+    /// The 3DS messages in a (decoded, already masked) body: a JSON object with `messageType`, or the
+    /// base64url JSON form fields of the browser flow.
+    public static func messages(in body: [UInt8]) -> [Found] {
+        guard let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) else { return [] }
+        if first == UInt8(ascii: "{") {
+            guard let json = try? JSON.parse(body), let s = MessageSummary(json) else { return [] }
+            return [Found(location: "body", json: json, summary: s)]
+        }
+        guard body.count < 1 << 20, let text = String(validating: body, as: UTF8.self), text.contains("="),
+              let fields = FormBody.parse(text.trimmingWhitespace) else { return [] }
+        var out: [Found] = []
+        for (name, value) in fields where ["creq", "cres", "threeDSMethodData"].contains(name) {
+            guard let bytes = Base64URL.decode(value.trimmingWhitespace), let json = try? JSON.parse(bytes), json.isObject else { continue }
+            out.append(Found(location: "form:\(name)", json: json, summary: MessageSummary(json)))
+        }
+        return out
+    }
+
+    /// Masks a body for storage: JSON bodies field by field (acctNumber, OTP entries, CAVV), form fields
+    /// holding base64url JSON likewise (re-encoded), and then any 13–19 digit run that passes the Luhn
+    /// check anywhere in the text (PANs in HTML, query strings, free text) to its first 6 and last 4.
+    public static func maskBody(_ body: [UInt8]) -> [UInt8] {
+        guard !body.isEmpty, let text = String(validating: body, as: UTF8.self) else { return body }
+        let trimmed = text.trimmingWhitespace
+        if trimmed.hasPrefix("{") || trimmed.hasPrefix("["), let json = try? JSON.parse(body) {
+            let masked = Masking.mask(json)
+            return masked == json ? maskLuhnRuns(body) : maskLuhnRuns(masked.bytes)
+        }
+        if trimmed.contains("="), !trimmed.contains(" "), let fields = FormBody.parse(trimmed),
+           fields.contains(where: { ["creq", "cres", "threeDSMethodData"].contains($0.0) }) {
+            var parts: [String] = []
+            for (name, value) in fields {
+                var v = value
+                if let bytes = Base64URL.decode(value), let json = try? JSON.parse(bytes), json.isObject {
+                    let masked = Masking.mask(json)
+                    if masked != json { v = Base64URL.encode(masked.bytes) }
+                }
+                parts.append("\(FormBody.percentEncode(name))=\(FormBody.percentEncode(v))")
+            }
+            return maskLuhnRuns(Array(parts.joined(separator: "&").utf8))
+        }
+        return maskLuhnRuns(body)
+    }
+
+    /// Replaces each run of 13–19 ASCII digits that passes the Luhn check with first 6, `*`s, last 4.
+    public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
+        var out = bytes
+        var i = 0
+        while i < out.count {
+            guard out[i] >= 0x30, out[i] <= 0x39 else { i += 1; continue }
+            var j = i
+            while j < out.count, out[j] >= 0x30, out[j] <= 0x39 { j += 1 }
+            let len = j - i
+            if (13...19).contains(len), luhn(out[i..<j]) {
+                for k in (i + 6)..<(j - 4) { out[k] = UInt8(ascii: "*") }
+            }
+            i = j
+        }
+        return out
+    }
+
+    /// The Luhn (mod 10) check over ASCII digits.
+    public static func luhn(_ digits: some Collection<UInt8>) -> Bool {
+        var sum = 0
+        for (n, c) in digits.reversed().enumerated() {
+            var d = Int(c - 0x30)
+            if n % 2 == 1 { d *= 2; if d > 9 { d -= 9 } }
+            sum += d
+        }
+        return sum % 10 == 0
+    }
+}
+
+extension FormBody {
+    /// Percent-encodes everything but unreserved characters (RFC 3986).
+    public static func percentEncode(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            switch b {
+            case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, 0x2D, 0x2E, 0x5F, 0x7E: out.unicodeScalars.append(Unicode.Scalar(b))
+            default: out += "%" + String(format2: b)
+            }
+        }
+        return out
+    }
+}
+
+extension String {
+    init(format2 b: UInt8) {
+        let d = Array("0123456789ABCDEF")
+        self = String([d[Int(b >> 4)], d[Int(b & 0xF)]])
+    }
+}

@@ -1,0 +1,371 @@
+import CLinux
+import Glibc
+import TapCrypto
+
+/// What a `Connection` tells its owner.
+public protocol ConnectionDelegate: AnyObject {
+    /// TCP connect finished (outgoing) and, if TLS was started, the handshake completed.
+    func connectionReady(_ connection: Connection)
+    /// Plaintext arrived.
+    func connection(_ connection: Connection, received bytes: [UInt8])
+    /// The connection is closed; called once. `error` is nil for an orderly close by the peer or by us.
+    func connectionClosed(_ connection: Connection, error: ConnectionError?)
+}
+
+/// Why a connection ended abnormally.
+public enum ConnectionError: Error, Equatable, CustomStringConvertible {
+    case connect(NetError)
+    case io(NetError)
+    case tls(String)
+    case resolve(String)
+
+    public var description: String {
+        switch self {
+        case let .connect(e): return "connect failed: \(e.reason)"
+        case let .io(e): return "\(e)"
+        case let .tls(m): return "TLS: \(m)"
+        case let .resolve(m): return "cannot resolve: \(m)"
+        }
+    }
+}
+
+/// One non-blocking TCP connection on an event loop, optionally wrapped in TLS. Owns its fd.
+/// Used only on its loop's thread.
+public final class Connection: EventHandler {
+    public let loop: EventLoop
+    public let fd: Int32
+    public weak var delegate: (any ConnectionDelegate)?
+    /// `host:port` of the peer.
+    public let peer: String
+    private var registration: Registration?
+    private var tls: TLSSession?
+    private var outbox: [UInt8] = []
+    private var outboxOffset = 0
+    private var connecting: Bool
+    private var closeAfterFlush = false
+    public private(set) var isClosed = false
+    /// Whether the TCP connection is up and any TLS handshake is done.
+    public private(set) var isReady = false
+    /// Monotonic nanoseconds when TCP connect completed (outgoing connections).
+    public private(set) var connectedAt: UInt64?
+    /// Monotonic nanoseconds when the TLS handshake completed.
+    public private(set) var tlsEstablishedAt: UInt64?
+    /// Bytes received and sent on the wire.
+    public private(set) var bytesIn = 0, bytesOut = 0
+
+    init(loop: EventLoop, fd: Int32, peer: String, connecting: Bool) {
+        self.loop = loop
+        self.fd = fd
+        self.peer = peer
+        self.connecting = connecting
+    }
+
+    /// Adopts an accepted socket and starts reading.
+    public static func accepted(fd: Int32, peer: String, loop: EventLoop, delegate: any ConnectionDelegate) throws(NetError) -> Connection {
+        let c = Connection(loop: loop, fd: fd, peer: peer, connecting: false)
+        c.delegate = delegate
+        _ = clinux_set_nodelay(fd)
+        c.registration = try loop.register(fd: fd, handler: c, readable: true, writable: false)
+        c.isReady = true
+        return c
+    }
+
+    /// Starts a non-blocking connect. Name resolution uses getaddrinfo on the loop thread (fast for
+    /// loopback and literal addresses; a slow resolver would stall the loop).
+    public static func connect(to target: HostPort, loop: EventLoop, delegate: any ConnectionDelegate) throws(ConnectionError) -> Connection {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(target.host, String(target.port), &hints, &result)
+        guard rc == 0, let ai = result else {
+            throw .resolve("\(target.host): \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(result) }
+        let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .connect(NetError.errno("socket")) }
+        _ = clinux_set_nodelay(fd)
+        let r = Glibc.connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen)
+        if r != 0, errno != EINPROGRESS {
+            let e = NetError.errno("connect to \(target)")
+            Glibc.close(fd)
+            throw .connect(e)
+        }
+        let c = Connection(loop: loop, fd: fd, peer: target.description, connecting: true)
+        c.delegate = delegate
+        do {
+            c.registration = try loop.register(fd: fd, handler: c, readable: true, writable: true)
+        } catch {
+            Glibc.close(fd)
+            throw .io(error)
+        }
+        return c
+    }
+
+    /// Wraps the connection in TLS. A client session sends its ClientHello as soon as TCP is up.
+    public func startTLS(_ session: TLSSession) {
+        tls = session
+        isReady = false
+        if !connecting { advanceHandshake() }
+    }
+
+    /// The TLS session, once started.
+    public var tlsSession: TLSSession? { tls }
+
+    /// Queues plaintext for sending (encrypting it if TLS is on).
+    public func write(_ bytes: [UInt8]) {
+        guard !isClosed, !bytes.isEmpty else { return }
+        if let tls {
+            do {
+                try tls.writePlaintext(bytes)
+            } catch {
+                fail(.tls(error.message))
+                return
+            }
+            sendRaw(tls.takeCiphertext())
+        } else {
+            sendRaw(bytes)
+        }
+    }
+
+    /// Closes now, or once queued bytes are sent.
+    public func close(afterFlush: Bool = false) {
+        guard !isClosed else { return }
+        if afterFlush, outboxOffset < outbox.count {
+            closeAfterFlush = true
+            return
+        }
+        finish(error: nil, notify: true)
+    }
+
+    private func sendRaw(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        if outboxOffset == outbox.count, !connecting {
+            outbox.removeAll(keepingCapacity: true)
+            outboxOffset = 0
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n == bytes.count { bytesOut += n; return }
+            if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
+                fail(.io(NetError.errno("send to \(peer)")))
+                return
+            }
+            let sent = max(0, n)
+            bytesOut += sent
+            outbox = Array(bytes[sent...])
+        } else {
+            outbox += bytes
+        }
+        if let registration { loop.update(registration, readable: true, writable: true) }
+    }
+
+    private func flush() {
+        while outboxOffset < outbox.count {
+            let n = outbox.withUnsafeBytes { send(fd, $0.baseAddress! + outboxOffset, $0.count - outboxOffset, Int32(MSG_NOSIGNAL)) }
+            if n > 0 {
+                outboxOffset += n
+                bytesOut += n
+                continue
+            }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
+            if n < 0, errno == EINTR { continue }
+            fail(.io(NetError.errno("send to \(peer)")))
+            return
+        }
+        outbox.removeAll(keepingCapacity: true)
+        outboxOffset = 0
+        if let registration { loop.update(registration, readable: true, writable: false) }
+        if closeAfterFlush { finish(error: nil, notify: true) }
+    }
+
+    public func handleEvent(readable: Bool, writable: Bool, hangup: Bool) {
+        if connecting {
+            guard writable || hangup else { return }
+            let err = clinux_socket_error(fd)
+            if err != 0 {
+                fail(.connect(NetError("connect to \(peer)", code: err)))
+                return
+            }
+            connecting = false
+            connectedAt = EventLoop.nowNanos()
+            if tls != nil {
+                advanceHandshake()
+            } else {
+                isReady = true
+                delegate?.connectionReady(self)
+            }
+            if !isClosed { flush() }
+            return
+        }
+        if writable, !isClosed { flush() }
+        if (readable || hangup), !isClosed { readAvailable() }
+    }
+
+    private func readAvailable() {
+        var buf = [UInt8](repeating: 0, count: 65536)
+        var rounds = 0
+        while !isClosed, rounds < 16 {
+            rounds += 1
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                bytesIn += n
+                deliver(Array(buf.prefix(n)))
+                if n < buf.count { return }
+                continue
+            }
+            if n == 0 {
+                finish(error: nil, notify: true)
+                return
+            }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return }
+            if errno == EINTR { continue }
+            fail(.io(NetError.errno("recv from \(peer)")))
+            return
+        }
+    }
+
+    private func deliver(_ bytes: [UInt8]) {
+        guard let tls else {
+            delegate?.connection(self, received: bytes)
+            return
+        }
+        tls.feed(bytes)
+        if !tls.isEstablished {
+            advanceHandshake()
+            if !tls.isEstablished || isClosed { return }
+        }
+        do {
+            let plain = try tls.readPlaintext()
+            sendRaw(tls.takeCiphertext())
+            if !plain.isEmpty { delegate?.connection(self, received: plain) }
+            if tls.receivedClose, !isClosed { finish(error: nil, notify: true) }
+        } catch {
+            fail(.tls(error.message))
+        }
+    }
+
+    private func advanceHandshake() {
+        guard let tls else { return }
+        do {
+            let done = try tls.handshake()
+            sendRaw(tls.takeCiphertext())
+            if done, !isReady {
+                isReady = true
+                tlsEstablishedAt = EventLoop.nowNanos()
+                delegate?.connectionReady(self)
+                // Application data may have arrived with the last handshake flight.
+                let plain = try tls.readPlaintext()
+                sendRaw(tls.takeCiphertext())
+                if !plain.isEmpty { delegate?.connection(self, received: plain) }
+            }
+        } catch {
+            sendRaw(tls.takeCiphertext()) // the alert, if any
+            fail(.tls(error.message))
+        }
+    }
+
+    private func fail(_ error: ConnectionError) { finish(error: error, notify: true) }
+
+    private func finish(error: ConnectionError?, notify: Bool) {
+        guard !isClosed else { return }
+        isClosed = true
+        if let registration { loop.deregister(registration) }
+        registration = nil
+        Glibc.close(fd)
+        if notify { delegate?.connectionClosed(self, error: error) }
+        delegate = nil
+    }
+}
+
+/// A listening TCP socket that hands each accepted connection's fd to `onAccept`.
+public final class Listener: EventHandler {
+    public let loop: EventLoop
+    public let fd: Int32
+    /// The bound address (with the real port when 0 was asked for).
+    public let address: HostPort
+    private var registration: Registration?
+    private let onAccept: (Int32, String) -> Void
+
+    /// Binds and listens (SO_REUSEADDR, backlog 1024). Call on the loop thread, or before `run`.
+    public init(loop: EventLoop, address: HostPort, onAccept: @escaping (Int32, String) -> Void) throws(NetError) {
+        self.loop = loop
+        self.onAccept = onAccept
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(address.host, String(address.port), &hints, &result)
+        guard rc == 0, let ai = result else {
+            throw NetError("resolve \(address.host)", code: 0, reason: String(cString: gai_strerror(rc)))
+        }
+        defer { freeaddrinfo(result) }
+        let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw NetError.errno("socket") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 else {
+            let e = NetError.errno("bind \(address)")
+            Glibc.close(fd)
+            throw e
+        }
+        guard listen(fd, 1024) == 0 else {
+            let e = NetError.errno("listen \(address)")
+            Glibc.close(fd)
+            throw e
+        }
+        self.fd = fd
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let port: UInt16 = withUnsafeMutablePointer(to: &storage) { p in
+            _ = p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+            return Listener.port(of: p)
+        }
+        self.address = HostPort(host: address.host, port: port)
+    }
+
+    /// Starts accepting. Call on the loop thread.
+    public func start() throws(NetError) {
+        registration = try loop.register(fd: fd, handler: self, readable: true, writable: false)
+    }
+
+    /// Stops accepting and closes the socket.
+    public func close() {
+        if let registration { loop.deregister(registration) }
+        registration = nil
+        Glibc.close(fd)
+    }
+
+    public func handleEvent(readable: Bool, writable: Bool, hangup: Bool) {
+        for _ in 0..<64 {
+            var storage = sockaddr_storage()
+            var len = UInt32(MemoryLayout<sockaddr_storage>.size)
+            let client = withUnsafeMutablePointer(to: &storage) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { clinux_accept4_nonblocking(fd, $0, &len) }
+            }
+            if client < 0 { return } // EAGAIN, or a transient error such as EMFILE: try again on the next event
+            let peer = withUnsafeMutablePointer(to: &storage) { Listener.describe($0) }
+            onAccept(client, peer)
+        }
+    }
+
+    static func port(of p: UnsafeMutablePointer<sockaddr_storage>) -> UInt16 {
+        if p.pointee.ss_family == sa_family_t(AF_INET6) {
+            return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+        }
+        return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+    }
+
+    static func describe(_ p: UnsafeMutablePointer<sockaddr_storage>) -> String {
+        var host = [CChar](repeating: 0, count: 64)
+        if p.pointee.ss_family == sa_family_t(AF_INET6) {
+            p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { s in
+                _ = withUnsafePointer(to: &s.pointee.sin6_addr) { inet_ntop(AF_INET6, $0, &host, 64) }
+            }
+            return "[\(host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })]:\(port(of: p))"
+        }
+        p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { s in
+            _ = withUnsafePointer(to: &s.pointee.sin_addr) { inet_ntop(AF_INET, $0, &host, 64) }
+        }
+        return "\(host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }):\(port(of: p))"
+    }
+}

@@ -1,0 +1,202 @@
+import CLinux
+import Glibc
+import Synchronization
+
+/// Something the event loop wakes when its file descriptor is ready.
+public protocol EventHandler: AnyObject {
+    func handleEvent(readable: Bool, writable: Bool, hangup: Bool)
+}
+
+/// An opaque registration token; events for a closed and reused fd are dropped because the token changes.
+public struct Registration: Hashable, Sendable {
+    let id: UInt64
+}
+
+/// A cancellable timer token.
+public struct TimerHandle: Hashable, Sendable {
+    let id: UInt64
+}
+
+/// A single-threaded epoll event loop with timers and a thread-safe task queue.
+///
+/// Design: 3dstape runs one network loop and one session-writer thread. On the 2-core machines it
+/// targets that uses both cores, and it keeps each client connection and its upstream connection on
+/// the same thread, so proxy state needs no locks. Level-triggered epoll; every registration carries a
+/// fresh 64-bit id (like SwiftNIO's registration IDs) so a stale event for a reused fd is ignored.
+///
+/// `@unchecked Sendable` is safe because every mutable field except `tasks` and `stopping` is touched
+/// only on the loop's own thread (enforced by `assertInLoop` in debug builds); `tasks` is a `Mutex` and
+/// `stopping` an `Atomic`.
+public final class EventLoop: @unchecked Sendable {
+    private let epfd: Int32
+    private let wakeFD: Int32
+    private var handlers: [UInt64: (fd: Int32, handler: any EventHandler)] = [:]
+    private var nextID: UInt64 = 1
+    private var timerHeap: [(deadline: UInt64, id: UInt64)] = []
+    private var timerActions: [UInt64: () -> Void] = [:]
+    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    private let stopping = Atomic<Bool>(false)
+    private var loopThread: pthread_t?
+
+    public init() throws(NetError) {
+        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epfd >= 0 else { throw NetError.errno("epoll_create1") }
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard wakeFD >= 0 else { close(epfd); throw NetError.errno("eventfd") }
+        _ = clinux_epoll_ctl(epfd, EPOLL_CTL_ADD, wakeFD, EPOLLIN.rawValue, 0)
+    }
+
+    deinit {
+        close(wakeFD)
+        close(epfd)
+    }
+
+    /// Monotonic nanoseconds.
+    public static func nowNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    /// True on the loop's thread.
+    public var inLoop: Bool { loopThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+
+    @inline(__always) func assertInLoop() { assert(loopThread == nil || inLoop, "EventLoop used off its thread") }
+
+    // MARK: registration (loop thread)
+
+    /// Starts watching `fd` for `handler`.
+    public func register(fd: Int32, handler: any EventHandler, readable: Bool, writable: Bool) throws(NetError) -> Registration {
+        assertInLoop()
+        let id = nextID
+        nextID += 1
+        guard clinux_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, mask(readable, writable), id) == 0 else { throw NetError.errno("epoll_ctl(ADD)") }
+        handlers[id] = (fd, handler)
+        return Registration(id: id)
+    }
+
+    /// Changes the interest set.
+    public func update(_ r: Registration, readable: Bool, writable: Bool) {
+        assertInLoop()
+        guard let h = handlers[r.id] else { return }
+        _ = clinux_epoll_ctl(epfd, EPOLL_CTL_MOD, h.fd, mask(readable, writable), r.id)
+    }
+
+    /// Stops watching (call before closing the fd).
+    public func deregister(_ r: Registration) {
+        assertInLoop()
+        guard let h = handlers.removeValue(forKey: r.id) else { return }
+        _ = clinux_epoll_ctl(epfd, EPOLL_CTL_DEL, h.fd, 0, 0)
+    }
+
+    private func mask(_ r: Bool, _ w: Bool) -> UInt32 {
+        (r ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0) | (w ? EPOLLOUT.rawValue : 0)
+    }
+
+    // MARK: timers (loop thread)
+
+    /// Runs `action` on the loop after `seconds`.
+    @discardableResult
+    public func schedule(after seconds: Double, _ action: @escaping () -> Void) -> TimerHandle {
+        assertInLoop()
+        let id = nextID
+        nextID += 1
+        let deadline = EventLoop.nowNanos() + UInt64(max(0, seconds) * 1e9)
+        timerActions[id] = action
+        timerHeap.append((deadline, id))
+        var i = timerHeap.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if timerHeap[parent].deadline <= timerHeap[i].deadline { break }
+            timerHeap.swapAt(parent, i)
+            i = parent
+        }
+        return TimerHandle(id: id)
+    }
+
+    /// Cancels a timer that has not fired.
+    public func cancel(_ t: TimerHandle) {
+        timerActions[t.id] = nil
+    }
+
+    private func popTimer() -> (deadline: UInt64, id: UInt64)? {
+        guard let top = timerHeap.first else { return nil }
+        let last = timerHeap.removeLast()
+        if !timerHeap.isEmpty {
+            timerHeap[0] = last
+            var i = 0
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < timerHeap.count, timerHeap[l].deadline < timerHeap[m].deadline { m = l }
+                if r < timerHeap.count, timerHeap[r].deadline < timerHeap[m].deadline { m = r }
+                if m == i { break }
+                timerHeap.swapAt(i, m)
+                i = m
+            }
+        }
+        return top
+    }
+
+    private func runDueTimers() -> Int32 {
+        while let top = timerHeap.first {
+            if timerActions[top.id] == nil { _ = popTimer(); continue }
+            let now = EventLoop.nowNanos()
+            if top.deadline > now { return Int32(min(UInt64(Int32.max), (top.deadline - now + 999_999) / 1_000_000)) }
+            _ = popTimer()
+            timerActions.removeValue(forKey: top.id)?()
+        }
+        return -1
+    }
+
+    // MARK: cross-thread
+
+    /// Runs `task` on the loop thread soon. Safe from any thread.
+    public func execute(_ task: @escaping @Sendable () -> Void) {
+        tasks.withLock { $0.append(task) }
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    /// Makes `run` return after the current iteration. Safe from any thread.
+    public func stop() {
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        execute {}
+    }
+
+    // MARK: the loop
+
+    /// Runs on the calling thread until `stop`.
+    public func run() {
+        loopThread = pthread_self()
+        var events = [UInt32](repeating: 0, count: 256)
+        var datas = [UInt64](repeating: 0, count: 256)
+        while !stopping.load(ordering: .sequentiallyConsistent) {
+            let timeout = runDueTimers()
+            let n = clinux_epoll_wait(epfd, &events, &datas, 256, timeout)
+            if n < 0 {
+                if Glibc.errno == EINTR { continue }
+                break
+            }
+            for i in 0..<Int(n) {
+                let id = datas[i]
+                if id == 0 {
+                    var v: UInt64 = 0
+                    _ = read(wakeFD, &v, 8)
+                    continue
+                }
+                guard let h = handlers[id] else { continue } // stale event: already deregistered
+                let e = events[i]
+                h.handler.handleEvent(readable: e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0,
+                                      writable: e & EPOLLOUT.rawValue != 0,
+                                      hangup: e & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
+            }
+            let pending = tasks.withLock { t -> [@Sendable () -> Void] in
+                let p = t
+                t.removeAll()
+                return p
+            }
+            for t in pending { t() }
+        }
+    }
+}

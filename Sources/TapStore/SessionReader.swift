@@ -1,0 +1,164 @@
+import Foundation
+import TapCompression
+import TapCore
+import TapSQLite
+
+/// A recorded exchange as read back.
+public struct StoredExchange: Sendable {
+    public var id: Int64
+    public var connectionID: Int64
+    public var method: String
+    public var url: String
+    public var status: Int?
+    public var requestHeaders: [(String, String)]
+    public var requestBody: [UInt8]
+    public var requestContentEncoding: String?
+    public var responseHeaders: [(String, String)]
+    public var responseBody: [UInt8]
+    public var responseContentEncoding: String?
+    public var upstream: String?
+    public var requestStart: Double
+    public var upstreamConnect: Double?
+    public var tlsDone: Double?
+    public var requestSent: Double?
+    public var firstByte: Double?
+    public var done: Double?
+    public var error: String?
+    public var clientAbortAt: Double?
+    /// (direction, location, messageType, JSON)
+    public var messages: [(direction: String, location: String, type: String?, json: JSON?)]
+
+    /// Milliseconds from request start to done.
+    public var durationMs: Double? { done.map { ($0 - requestStart) * 1000 } }
+}
+
+/// One line of `3dstape ls`.
+public struct SessionSummary: Sendable {
+    public var path: String
+    public var label: String
+    public var created: String
+    public var exchanges: Int
+    public var transactions: Int
+    /// The final transStatus of each 3DS transaction, e.g. "Y×3 N×1", or errors.
+    public var outcome: String
+    public var durationSeconds: Double?
+}
+
+/// Reads a session file. Refuses files that are not sessions or have a newer schema.
+public final class SessionReader {
+    let db: Database
+    public let path: String
+    public let meta: [String: String]
+
+    public init(path: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else { throw SessionFileError("\(path): no such file") }
+        self.path = path
+        do {
+            // Read-write so that a WAL left by a killed recorder is recovered on open.
+            let writable = FileManager.default.isWritableFile(atPath: path)
+            db = try Database(path: path, mode: writable ? .readWrite : .readOnly)
+            let hasMeta = try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")
+            guard !hasMeta.isEmpty else { throw SessionFileError("\(path) is not a 3dstape session (no meta table)") }
+            var m: [String: String] = [:]
+            for row in try db.query("SELECT key, value FROM meta") {
+                if let k = row[0].text, let v = row[1].text { m[k] = v }
+            }
+            meta = m
+        } catch let e as SQLiteError {
+            if e.isNotADatabase { throw SessionFileError("\(path) is not a 3dstape session: \(e.message)") }
+            throw SessionFileError("\(path): \(e.message)")
+        }
+        guard meta["format"] == SessionSchema.format else { throw SessionFileError("\(path) is not a 3dstape session (format is \(meta["format"] ?? "missing"))") }
+        guard let v = meta["schema_version"].flatMap(Int.init) else { throw SessionFileError("\(path): session has no schema_version") }
+        guard v <= SessionSchema.version else {
+            throw SessionFileError("\(path) has session schema v\(v), newer than this 3dstape reads (v\(SessionSchema.version)); upgrade 3dstape")
+        }
+    }
+
+    /// `PRAGMA integrity_check` result.
+    public func integrityCheck() throws -> [String] { try db.integrityCheck() }
+
+    public var exchangeCount: Int {
+        get throws { Int(try db.query("SELECT count(*) FROM exchanges")[0][0].integer ?? 0) }
+    }
+
+    /// Every exchange in time order, with bodies.
+    public func exchanges() throws -> [StoredExchange] {
+        try readExchanges(whereClause: "", [])
+    }
+
+    /// One exchange by its id.
+    public func exchange(id: Int64) throws -> StoredExchange? {
+        try readExchanges(whereClause: "WHERE e.id = ?", [.integer(id)]).first
+    }
+
+    /// Connection details by id.
+    public func connections() throws -> [Int64: (client: String, tls: String?, sni: String?, alpn: String?)] {
+        var out: [Int64: (String, String?, String?, String?)] = [:]
+        for r in try db.query("SELECT id, client_addr, tls_version, sni, alpn FROM connections") {
+            out[r[0].integer ?? 0] = (r[1].text ?? "", r[2].text, r[3].text, r[4].text)
+        }
+        return out
+    }
+
+    func readExchanges(whereClause: String, _ args: [SQLiteValue]) throws -> [StoredExchange] {
+        let rows = try db.query("""
+            SELECT e.id, e.connection_id, e.method, e.url, e.status, e.request_headers, e.request_body, e.request_body_compressed,
+                   e.request_content_encoding, e.response_headers, e.response_body, e.response_body_compressed, e.response_content_encoding,
+                   e.upstream, e.t_request_start, e.t_upstream_connect, e.t_tls_done, e.t_request_sent, e.t_first_byte, e.t_done,
+                   e.error, e.client_abort_at
+            FROM exchanges e \(whereClause) ORDER BY e.t_request_start, e.id
+            """, args)
+        var messagesByExchange: [Int64: [(String, String, String?, JSON?)]] = [:]
+        for m in try db.query("SELECT exchange_id, direction, location, message_type, json FROM messages ORDER BY id") {
+            messagesByExchange[m[0].integer ?? 0, default: []].append(
+                (m[1].text ?? "", m[2].text ?? "", m[3].text, m[4].text.flatMap { try? JSON.parse($0) }))
+        }
+        return rows.map { r in
+            StoredExchange(
+                id: r[0].integer ?? 0, connectionID: r[1].integer ?? 0, method: r[2].text ?? "", url: r[3].text ?? "",
+                status: r[4].integer.map(Int.init), requestHeaders: SessionReader.headers(r[5].text),
+                requestBody: SessionReader.body(r[6], compressed: r[7].integer == 1), requestContentEncoding: r[8].text,
+                responseHeaders: SessionReader.headers(r[9].text), responseBody: SessionReader.body(r[10], compressed: r[11].integer == 1),
+                responseContentEncoding: r[12].text, upstream: r[13].text, requestStart: r[14].real ?? 0, upstreamConnect: r[15].real,
+                tlsDone: r[16].real, requestSent: r[17].real, firstByte: r[18].real, done: r[19].real, error: r[20].text,
+                clientAbortAt: r[21].real,
+                messages: (messagesByExchange[r[0].integer ?? 0] ?? []).map { (direction: $0.0, location: $0.1, type: $0.2, json: $0.3) })
+        }
+    }
+
+    static func headers(_ text: String?) -> [(String, String)] {
+        guard let text, case let .array(items)? = try? JSON.parse(text) else { return [] }
+        return items.compactMap { item in
+            guard case let .array(pair) = item, pair.count == 2, let n = pair[0].stringValue, let v = pair[1].stringValue else { return nil }
+            return (n, v)
+        }
+    }
+
+    static func body(_ v: SQLiteValue, compressed: Bool) -> [UInt8] {
+        guard let b = v.blob else { return [] }
+        if compressed { return (try? Compression.decompress(b, format: .zlib)) ?? b }
+        return b
+    }
+
+    /// The row for `3dstape ls`.
+    public func summary() throws -> SessionSummary {
+        let count = try exchangeCount
+        let span = try db.query("SELECT min(t_request_start), max(coalesce(t_done, t_request_start)) FROM exchanges")[0]
+        let tx = try db.query("SELECT final_trans_status, error_code FROM v_transactions")
+        var tally: [String: Int] = [:]
+        for t in tx {
+            let key = t[0].text ?? (t[1].text.map { "Erro \($0)" } ?? "?")
+            tally[key, default: 0] += 1
+        }
+        let errors = try db.query("SELECT count(*) FROM exchanges WHERE error IS NOT NULL")[0][0].integer ?? 0
+        var outcome = tally.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")
+        if errors > 0 { outcome += (outcome.isEmpty ? "" : " ") + "errors×\(errors)" }
+        let duration: Double? = {
+            guard let a = span[0].real, let b = span[1].real else { return nil }
+            return b - a
+        }()
+        return SessionSummary(path: path, label: meta["label"] ?? "", created: meta["created_at"] ?? "", exchanges: count,
+                              transactions: tx.count, outcome: outcome.isEmpty ? "-" : outcome, durationSeconds: duration)
+    }
+}

@@ -1,0 +1,109 @@
+import TapSQLite
+
+/// The session file schema, versioned. Documented in Sources/TapStore/SCHEMA.md; bump `version`
+/// and add a migration step for any change.
+public enum SessionSchema {
+    /// The schema version this build writes and the newest it reads.
+    public static let version = 1
+    /// The `meta.format` value that marks a 3dstape session.
+    public static let format = "3dstape-session"
+
+    static let statements = """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE connections (
+        id INTEGER PRIMARY KEY,
+        client_addr TEXT NOT NULL,
+        accepted_at REAL NOT NULL,
+        mode TEXT NOT NULL,
+        upstream TEXT,
+        tls_version TEXT,
+        tls_cipher TEXT,
+        sni TEXT,
+        alpn TEXT,
+        closed_at REAL
+    );
+    CREATE TABLE exchanges (
+        id INTEGER PRIMARY KEY,
+        connection_id INTEGER NOT NULL REFERENCES connections(id),
+        seq INTEGER NOT NULL,
+        method TEXT NOT NULL,
+        url TEXT NOT NULL,
+        host TEXT,
+        path TEXT,
+        request_headers TEXT NOT NULL,
+        request_body BLOB,
+        request_body_compressed INTEGER NOT NULL DEFAULT 0,
+        request_content_encoding TEXT,
+        request_wire_size INTEGER NOT NULL DEFAULT 0,
+        status INTEGER,
+        response_headers TEXT,
+        response_body BLOB,
+        response_body_compressed INTEGER NOT NULL DEFAULT 0,
+        response_content_encoding TEXT,
+        response_wire_size INTEGER NOT NULL DEFAULT 0,
+        upstream TEXT,
+        t_request_start REAL NOT NULL,
+        t_upstream_connect REAL,
+        t_tls_done REAL,
+        t_request_sent REAL,
+        t_first_byte REAL,
+        t_done REAL,
+        error TEXT,
+        client_abort_at REAL
+    );
+    CREATE INDEX exchanges_by_connection ON exchanges(connection_id, seq);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        exchange_id INTEGER NOT NULL REFERENCES exchanges(id),
+        direction TEXT NOT NULL CHECK (direction IN ('request', 'response')),
+        location TEXT NOT NULL,
+        message_type TEXT,
+        message_version TEXT,
+        three_ds_server_trans_id TEXT,
+        ds_trans_id TEXT,
+        acs_trans_id TEXT,
+        sdk_trans_id TEXT,
+        trans_status TEXT,
+        error_code TEXT,
+        json TEXT NOT NULL
+    );
+    CREATE INDEX messages_by_exchange ON messages(exchange_id);
+    CREATE INDEX messages_by_transaction ON messages(three_ds_server_trans_id);
+    CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
+
+    CREATE VIEW v_exchanges AS
+        SELECT e.id, datetime(e.t_request_start, 'unixepoch', 'subsec') AS started, e.method, e.url, e.status,
+               round((e.t_done - e.t_request_start) * 1000, 3) AS duration_ms,
+               (SELECT group_concat(message_type, ',') FROM messages m WHERE m.exchange_id = e.id AND m.direction = 'request') AS request_type,
+               (SELECT group_concat(message_type, ',') FROM messages m WHERE m.exchange_id = e.id AND m.direction = 'response') AS response_type,
+               e.error, e.client_abort_at IS NOT NULL AS client_aborted
+        FROM exchanges e ORDER BY e.t_request_start;
+    CREATE VIEW v_messages AS
+        SELECT m.id, m.exchange_id, m.direction, m.location, m.message_type, m.message_version,
+               m.three_ds_server_trans_id, m.ds_trans_id, m.acs_trans_id, m.sdk_trans_id, m.trans_status, m.error_code,
+               datetime(e.t_request_start, 'unixepoch', 'subsec') AS at, e.url
+        FROM messages m JOIN exchanges e ON e.id = m.exchange_id ORDER BY e.t_request_start, m.id;
+    CREATE VIEW v_transactions AS
+        SELECT three_ds_server_trans_id, count(*) AS messages,
+               group_concat(message_type, ' ') AS flow,
+               (SELECT trans_status FROM messages x WHERE x.three_ds_server_trans_id = m.three_ds_server_trans_id
+                    AND x.trans_status IS NOT NULL ORDER BY x.exchange_id DESC, x.id DESC LIMIT 1) AS final_trans_status,
+               max(error_code) AS error_code
+        FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id;
+    """
+
+    /// Creates the schema in an empty database and writes the metadata.
+    static func create(in db: Database, meta: [(String, String)]) throws(SQLiteError) {
+        try db.execute(statements)
+        for (k, v) in [("format", format), ("schema_version", String(version))] + meta {
+            try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [.text(k), .text(v)])
+        }
+    }
+}
+
+/// Why a file cannot be used as a session.
+public struct SessionFileError: Error, Equatable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

@@ -1,0 +1,175 @@
+import Dispatch
+import Foundation
+import Synchronization
+import TapCompression
+import TapCore
+import TapEMV
+import TapSQLite
+
+/// Writes session events into a new session file from its own thread, in batched transactions, so that
+/// a slow disk never stalls the network loop. `submit` never blocks on I/O.
+public final class SessionWriter: Sendable {
+    public let path: String
+    private let queue = Mutex<[SessionEvent]>([])
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let stopping = Atomic<Bool>(false)
+    private let written = Atomic<Int>(0)
+    private let failure = Mutex<String?>(nil)
+    /// Bodies larger than this are stored zlib-compressed (flag column `*_body_compressed`).
+    public static let compressAbove = 8 * 1024
+
+    /// Creates the file (refusing to overwrite one that exists) and starts the writer thread.
+    public init(path: String, meta: [(String, String)]) throws {
+        if FileManager.default.fileExists(atPath: path) {
+            throw SessionFileError("\(path) already exists; choose another --session or remove it")
+        }
+        let dir = (path as NSString).deletingLastPathComponent
+        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        self.path = path
+        let db = try Database(path: path)
+        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        try db.transaction { try SessionSchema.create(in: db, meta: meta) }
+        let box = DatabaseBox(db)
+        let thread = Thread { [self] in self.runLoop(box.take()) }
+        thread.name = "3dstape-session-writer"
+        thread.start()
+    }
+
+    /// Queues an event. Thread-safe; never waits for the disk.
+    public func submit(_ event: SessionEvent) {
+        queue.withLock { $0.append(event) }
+        wake.signal()
+    }
+
+    /// Exchanges committed to the file so far.
+    public var exchangesWritten: Int { written.load(ordering: .relaxed) }
+
+    /// The first write error, if any (writing stops at the first one; the file keeps what was committed).
+    public var writeError: String? { failure.withLock { $0 } }
+
+    /// Writes everything queued, checkpoints the WAL into the main file, and stops the thread.
+    public func close() {
+        guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        wake.signal()
+        finished.wait()
+    }
+
+    private func runLoop(_ db: Database) {
+        var statements: Statements?
+        do { statements = try Statements(db) } catch { failure.withLock { $0 = "\(error)" } }
+        while true {
+            _ = wake.wait(timeout: .now() + .milliseconds(100))
+            let batch = queue.withLock { q -> [SessionEvent] in
+                let b = q
+                q.removeAll(keepingCapacity: true)
+                return b
+            }
+            if !batch.isEmpty, let s = statements, failure.withLock({ $0 }) == nil {
+                do {
+                    try db.transaction { for e in batch { try s.write(e) } }
+                    let n = batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
+                    written.add(n, ordering: .relaxed)
+                } catch {
+                    failure.withLock { $0 = "\(error)" }
+                }
+            }
+            if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
+        }
+        statements = nil
+        try? db.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
+        finished.signal()
+    }
+}
+
+/// Moves the connection into the writer thread (its single owner from then on).
+private final class DatabaseBox: @unchecked Sendable {
+    // Safe: the box is created on the caller's thread and emptied once, by the writer thread, before any
+    // other use; the Database is never touched by two threads.
+    private var db: Database?
+    init(_ db: Database) { self.db = db }
+    func take() -> Database {
+        defer { db = nil }
+        return db!
+    }
+}
+
+/// Prepared statements for the writer.
+private final class Statements {
+    let connection, connectionTLS, connectionClosed, exchange, message, note: Statement
+    let db: Database
+
+    init(_ db: Database) throws {
+        self.db = db
+        connection = try db.prepare("INSERT INTO connections(id, client_addr, accepted_at, mode, upstream) VALUES (?,?,?,?,?)")
+        connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=? WHERE id=?")
+        connectionClosed = try db.prepare("UPDATE connections SET closed_at=? WHERE id=?")
+        exchange = try db.prepare("""
+            INSERT INTO exchanges(connection_id, seq, method, url, host, path, request_headers, request_body, request_body_compressed,
+              request_content_encoding, request_wire_size, status, response_headers, response_body, response_body_compressed,
+              response_content_encoding, response_wire_size, upstream, t_request_start, t_upstream_connect, t_tls_done,
+              t_request_sent, t_first_byte, t_done, error, client_abort_at)
+            VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+            """)
+        message = try db.prepare("""
+            INSERT INTO messages(exchange_id, direction, location, message_type, message_version, three_ds_server_trans_id,
+              ds_trans_id, acs_trans_id, sdk_trans_id, trans_status, error_code, json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+            """)
+        note = try db.prepare("INSERT INTO events(at, kind, detail) VALUES (?,?,?)")
+    }
+
+    func exec(_ s: Statement, _ values: [SQLiteValue]) throws {
+        try s.bind(values)
+        while try s.step() {}
+    }
+
+    func write(_ event: SessionEvent) throws {
+        switch event {
+        case let .connectionOpened(c):
+            try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
+        case let .connectionTLS(id, version, cipher, sni, alpn):
+            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), .integer(id)])
+        case let .connectionClosed(id, at):
+            try exec(connectionClosed, [.real(at), .integer(id)])
+        case let .note(at, kind, detail):
+            try exec(note, [.real(at), .text(kind), .text(detail)])
+        case let .exchange(x):
+            let (reqBody, reqZ) = Statements.storedBody(x.request.body)
+            let resp = x.response
+            let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
+            try exec(exchange, [
+                .integer(x.connectionID), .integer(Int64(x.seq)), .text(x.method), .text(x.url), opt(x.host), opt(x.path),
+                .text(Statements.headersJSON(x.request.headers)), reqBody, .integer(reqZ ? 1 : 0), opt(x.request.contentEncoding),
+                .integer(Int64(x.request.wireSize)), x.status.map { .integer(Int64($0)) } ?? .null,
+                resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null, respBody, .integer(respZ ? 1 : 0),
+                opt(resp?.contentEncoding), .integer(Int64(resp?.wireSize ?? 0)), opt(x.upstream), .real(x.requestStart),
+                optReal(x.upstreamConnect), optReal(x.tlsDone), optReal(x.requestSent), optReal(x.firstByte), optReal(x.done),
+                opt(x.error), optReal(x.clientAbortAt),
+            ])
+            let exchangeID = db.lastInsertRowID
+            for (direction, found) in x.request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
+                let s = found.summary
+                try exec(message, [
+                    .integer(exchangeID), .text(direction), .text(found.location), opt(s?.messageType), opt(s?.messageVersion),
+                    opt(s?.threeDSServerTransID), opt(s?.dsTransID), opt(s?.acsTransID), opt(s?.sdkTransID), opt(s?.transStatus),
+                    opt(s?.errorCode), .text(found.json.compact),
+                ])
+            }
+        }
+    }
+
+    func opt(_ s: String?) -> SQLiteValue { s.map { .text($0) } ?? .null }
+    func optReal(_ d: Double?) -> SQLiteValue { d.map { .real($0) } ?? .null }
+
+    static func storedBody(_ body: [UInt8]) -> (SQLiteValue, Bool) {
+        if body.isEmpty { return (.null, false) }
+        if body.count > SessionWriter.compressAbove, let z = try? Compression.compress(body, format: .zlib), z.count < body.count {
+            return (.blob(z), true)
+        }
+        return (.blob(body), false)
+    }
+
+    static func headersJSON(_ headers: [(String, String)]) -> String {
+        JSON.array(headers.map { .array([.string($0.0), .string($0.1)]) }).compact
+    }
+}
