@@ -46,9 +46,13 @@ let package = Package(
         .target(name: "TapArguments", swiftSettings: strict),
         // Session files: the schema, the single writer, and the reader.
         .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], swiftSettings: strict),
+        // The recording proxy: forward (CONNECT + TLS interception) and reverse modes, the 3DS layer, the CA.
+        .target(name: "TapProxy", dependencies: ["TapNet", "TapHTTP", "TapStore", "TapEMV", "TapCrypto", "TapCompression", "TapCore"],
+                swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                          dependencies: ["TapArguments", "TapProxy", "TapStore", "TapNet", "TapHTTP", "TapEMV", "TapJOSE",
+                                         "TapCrypto", "TapCore"],
                           swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",

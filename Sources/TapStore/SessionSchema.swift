@@ -72,7 +72,7 @@ public enum SessionSchema {
     CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
 
     CREATE VIEW v_exchanges AS
-        SELECT e.id, datetime(e.t_request_start, 'unixepoch', 'subsec') AS started, e.method, e.url, e.status,
+        SELECT e.id, strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS started, e.method, e.url, e.status,
                round((e.t_done - e.t_request_start) * 1000, 3) AS duration_ms,
                (SELECT group_concat(message_type, ',') FROM messages m WHERE m.exchange_id = e.id AND m.direction = 'request') AS request_type,
                (SELECT group_concat(message_type, ',') FROM messages m WHERE m.exchange_id = e.id AND m.direction = 'response') AS response_type,
@@ -81,7 +81,7 @@ public enum SessionSchema {
     CREATE VIEW v_messages AS
         SELECT m.id, m.exchange_id, m.direction, m.location, m.message_type, m.message_version,
                m.three_ds_server_trans_id, m.ds_trans_id, m.acs_trans_id, m.sdk_trans_id, m.trans_status, m.error_code,
-               datetime(e.t_request_start, 'unixepoch', 'subsec') AS at, e.url
+               strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS at, e.url
         FROM messages m JOIN exchanges e ON e.id = m.exchange_id ORDER BY e.t_request_start, m.id;
     CREATE VIEW v_transactions AS
         SELECT three_ds_server_trans_id, count(*) AS messages,

@@ -1,0 +1,57 @@
+import Foundation
+import TapArguments
+import TapCrypto
+import TapProxy
+
+/// `3dstape ca`: the interception CA that clients trust for recording HTTPS.
+struct CACommand: Command {
+    let name = "ca"
+    let abstract = "Create, show or export the interception CA (init | show | export)"
+    let usage = "3dstape ca init|show|export [--format pem|der|base64] [--out FILE]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("format", "pem|der|base64", help: "export format (default pem); base64 is DER in one line, as SDKs take root certificates"),
+        .option("out", "FILE", help: "write the export to FILE instead of standard output"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        let home = UserHome.resolve()
+        let action = args.positionals.first ?? "show"
+        switch action {
+        case "init":
+            let (ca, created) = try home.interceptionCA()
+            io.out(created ? "created the interception CA in \(home.path)/ca" : "the interception CA already exists in \(home.path)/ca")
+            describe(ca.certificate, home: home, io: io)
+        case "show":
+            let (ca, created) = try home.interceptionCA()
+            if created { io.err("created the interception CA in \(home.path)/ca") }
+            describe(ca.certificate, home: home, io: io)
+        case "export":
+            let (ca, _) = try home.interceptionCA()
+            let bytes: [UInt8]
+            switch args.value("format") ?? "pem" {
+            case "pem": bytes = Array(ca.certificate.pem.utf8)
+            case "der": bytes = ca.certificate.der
+            case "base64": bytes = Array((Data(ca.certificate.der).base64EncodedString() + "\n").utf8)
+            case let other: throw CommandFailure("--format \(other): expected pem, der or base64")
+            }
+            if let out = args.value("out") {
+                guard FileManager.default.createFile(atPath: out, contents: Data(bytes)) else { throw CommandFailure("cannot write \(out)") }
+                io.err("wrote \(out)")
+            } else {
+                FileHandle.standardOutput.write(Data(bytes))
+            }
+        default:
+            throw CommandFailure("unknown action '\(action)'; expected init, show or export")
+        }
+        return 0
+    }
+
+    func describe(_ cert: Certificate, home: UserHome, io: Terminal) {
+        io.out("subject:     \(cert.subject)")
+        if let nb = cert.notBefore, let na = cert.notAfter { io.out("valid:       \(nb) to \(na)") }
+        io.out("sha256:      \(cert.sha256Fingerprint)")
+        io.out("certificate: \(home.caCertificatePath)")
+        io.out("key:         \(home.caKeyPath) (mode 0600)")
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import TapArguments
+import TapCore
+import TapStore
+
+/// `3dstape ls`: the sessions in a directory.
+struct LsCommand: Command {
+    let name = "ls"
+    let abstract = "List the *.3dstape session files in DIR (default sessions/): label, created, exchanges, 3DS transactions, outcome"
+    let usage = "3dstape ls [DIR] [--json]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [.flag("json", help: "print a JSON array")]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        let dir = args.positionals.first ?? "sessions"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else {
+            throw CommandFailure("cannot read directory \(dir)")
+        }
+        var rows: [SessionSummary] = []
+        var problems: [String] = []
+        for n in names.sorted() where n.hasSuffix(".3dstape") {
+            let path = (dir as NSString).appendingPathComponent(n)
+            var isDir: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue else { continue }
+            do { rows.append(try SessionReader(path: path).summary()) } catch { problems.append("\(n): \(error)") }
+        }
+        if args.has("json") {
+            io.out(JSON.array(rows.map { r in
+                .object([("file", .string(r.path)), ("label", .string(r.label)), ("created", .string(r.created)),
+                         ("exchanges", .number(String(r.exchanges))), ("transactions", .number(String(r.transactions))),
+                         ("outcome", .string(r.outcome)), ("duration_s", r.durationSeconds.map { .number(String(format: "%.3f", $0)) } ?? .null)])
+            }).pretty)
+        } else {
+            let table = [["FILE", "LABEL", "CREATED", "EXCHANGES", "3DS TX", "OUTCOME", "DURATION"]] + rows.map { r in
+                [(r.path as NSString).lastPathComponent, r.label, r.created, String(r.exchanges), String(r.transactions), r.outcome,
+                 r.durationSeconds.map { String(format: "%.2f s", $0) } ?? "-"]
+            }
+            io.out(Table.render(table))
+            if rows.isEmpty { io.out("(no sessions in \(dir))") }
+        }
+        for p in problems { io.err("3dstape: ls: skipped \(p)") }
+        return 0
+    }
+}
+
+/// `3dstape show`: a session's timeline, or one exchange in full.
+struct ShowCommand: Command {
+    let name = "show"
+    let abstract = "Show a session's timeline, or one exchange in full with headers and decoded bodies"
+    let usage = "3dstape show SESSION [--exchange N] [--json]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("exchange", "N", help: "show exchange N (its id in the timeline) in full"),
+        .flag("json", help: "print JSON"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let path = args.positionals.first else { throw CommandFailure("give a session file (see '3dstape ls')") }
+        let reader = try SessionReader(path: path)
+        if let n = args.value("exchange") {
+            guard let id = Int64(n) else { throw CommandFailure("--exchange \(n): expected a number") }
+            guard let x = try reader.exchange(id: id) else { throw CommandFailure("\(path) has no exchange \(id)") }
+            if args.has("json") { io.out(ExchangeJSON.full(x).pretty) } else { printFull(x, io: io) }
+            return 0
+        }
+        let all = try reader.exchanges()
+        if args.has("json") {
+            io.out(JSON.object([("file", .string(path)), ("meta", .object(reader.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                                ("exchanges", .array(all.map(ExchangeJSON.summary)))]).pretty)
+            return 0
+        }
+        let m = reader.meta
+        io.out(io.bold("session ") + path + (m["label"].map { "  label: \($0)" } ?? ""))
+        io.out("created \(m["created_at"] ?? "?")  mode \(m["mode"] ?? "?")\(m["upstream"].map { " → \($0)" } ?? "")  masked \(m["masked"] ?? "?")")
+        let t0 = all.first?.requestStart ?? 0
+        var rows = [["#", "T+MS", "METHOD", "URL", "STATUS", "3DS", "MS"]]
+        for x in all {
+            let req = x.messages.filter { $0.direction == "request" }.map { Self.describe($0.type, $0.json) }
+            let resp = x.messages.filter { $0.direction == "response" }.map { Self.describe($0.type, $0.json) }
+            let threeDS = (req + resp.map { "→ " + $0 }).joined(separator: " ")
+            rows.append([String(x.id), String(format: "%.1f", (x.requestStart - t0) * 1000), x.method, x.url,
+                         x.status.map(String.init) ?? "-", threeDS + (x.error.map { "  ! \($0)" } ?? ""),
+                         x.durationMs.map { String(format: "%.1f", $0) } ?? "-"])
+        }
+        io.out(Table.render(rows))
+        io.out("\(all.count) exchanges; '3dstape show \(path) --exchange N' for one in full")
+        return 0
+    }
+
+    static func describe(_ type: String?, _ json: JSON?) -> String {
+        var s = type ?? "?"
+        if let v = json?["messageVersion"]?.stringValue { s += " " + v }
+        if let t = json?["transStatus"]?.stringValue { s += " " + t }
+        if let e = json?["errorCode"]?.stringValue { s += " " + e }
+        return s
+    }
+
+    func printFull(_ x: StoredExchange, io: Terminal) {
+        io.out(io.bold("exchange \(x.id)") + "  connection \(x.connectionID)  upstream \(x.upstream ?? "-")")
+        io.out(io.bold("\(x.method) \(x.url)") + "  → \(x.status.map(String.init) ?? "no response")")
+        if let e = x.error { io.out(io.red("error: \(e)")) }
+        let t0 = x.requestStart
+        func ms(_ t: Double?) -> String { t.map { String(format: "+%.3f ms", ($0 - t0) * 1000) } ?? "-" }
+        io.out("timings: request start \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: t0)))"
+               + ", upstream connected \(ms(x.upstreamConnect)), TLS \(ms(x.tlsDone)), request sent \(ms(x.requestSent))"
+               + ", first byte \(ms(x.firstByte)), done \(ms(x.done))" + (x.clientAbortAt.map { ", client aborted \(ms($0))" } ?? ""))
+        for (title, headers, body, encoding, direction) in [("request", x.requestHeaders, x.requestBody, x.requestContentEncoding, "request"),
+                                                              ("response", x.responseHeaders, x.responseBody, x.responseContentEncoding, "response")] {
+            io.out("")
+            io.out(io.bold("── \(title) headers"))
+            for (n, v) in headers { io.out("\(n): \(v)") }
+            let msgs = x.messages.filter { $0.direction == direction }
+            io.out(io.bold("── \(title) body") + " (\(body.count) bytes\(encoding.map { ", decoded from \($0)" } ?? ""))")
+            if msgs.isEmpty {
+                io.out(Self.bodyText(body))
+            } else {
+                for m in msgs {
+                    io.out("# 3DS \(m.type ?? "?") in \(m.location)")
+                    io.out(m.json?.pretty ?? "")
+                }
+            }
+        }
+    }
+
+    static func bodyText(_ body: [UInt8]) -> String {
+        if body.isEmpty { return "(empty)" }
+        if let j = try? JSON.parse(body) { return j.pretty }
+        if let s = String(validating: body, as: UTF8.self) { return s.count > 4000 ? String(s.prefix(4000)) + "\n… (\(s.count) characters)" : s }
+        return "(\(body.count) bytes of binary data)"
+    }
+}
+
+/// JSON renderings of stored exchanges for `show --json`.
+enum ExchangeJSON {
+    static func summary(_ x: StoredExchange) -> JSON {
+        .object([("id", .number(String(x.id))), ("method", .string(x.method)), ("url", .string(x.url)),
+                 ("status", x.status.map { .number(String($0)) } ?? .null), ("start", .number(String(format: "%.6f", x.requestStart))),
+                 ("duration_ms", x.durationMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
+                 ("messages", .array(x.messages.map { .object([("direction", .string($0.direction)), ("type", $0.type.map(JSON.string) ?? .null)]) })),
+                 ("error", x.error.map(JSON.string) ?? .null)])
+    }
+
+    static func full(_ x: StoredExchange) -> JSON {
+        func headers(_ h: [(String, String)]) -> JSON { .array(h.map { .array([.string($0.0), .string($0.1)]) }) }
+        func body(_ b: [UInt8]) -> JSON { (try? JSON.parse(b)) ?? .string(String(decoding: b, as: UTF8.self)) }
+        func t(_ d: Double?) -> JSON { d.map { .number(String(format: "%.6f", $0)) } ?? .null }
+        return summary(x).setting("request", to: .object([("headers", headers(x.requestHeaders)), ("body", body(x.requestBody))]))
+            .setting("response", to: .object([("headers", headers(x.responseHeaders)), ("body", body(x.responseBody))]))
+            .setting("timings", to: .object([("request_start", t(x.requestStart)), ("upstream_connect", t(x.upstreamConnect)),
+                                             ("tls_done", t(x.tlsDone)), ("request_sent", t(x.requestSent)),
+                                             ("first_byte", t(x.firstByte)), ("done", t(x.done)), ("client_abort", t(x.clientAbortAt))]))
+            .setting("messages", to: .array(x.messages.map {
+                .object([("direction", .string($0.direction)), ("location", .string($0.location)), ("json", $0.json ?? .null)])
+            }))
+    }
+}
+
+/// Left-aligned text tables.
+enum Table {
+    static func render(_ rows: [[String]]) -> String {
+        guard let first = rows.first else { return "" }
+        var widths = [Int](repeating: 0, count: first.count)
+        for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
+        return rows.map { r in
+            r.enumerated().map { i, c in i == r.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count) }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,151 @@
+import Dispatch
+import Foundation
+import TapArguments
+import TapCrypto
+import TapNet
+import TapProxy
+import TapCore
+import TapStore
+
+/// `3dstape record`: the recording proxy.
+struct RecordCommand: Command {
+    let name = "record"
+    let abstract = "Run the recording proxy and write every exchange to a session file"
+    let usage = "3dstape record --session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--name LABEL] [--no-mask] [--quiet|--json-lines]"
+    let maxPositionals = 0
+    let options: [OptionSpec] = [
+        .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080)"),
+        .option("session", "FILE", help: "the session file to create (default sessions/<time>.3dstape)"),
+        .option("reverse", "URL", help: "reverse mode: send every request to this upstream (http or https)"),
+        .option("upstream-ca", "PEM", help: "roots for verifying upstream TLS (default: the system's)"),
+        .flag("insecure-upstream", help: "do not verify upstream TLS certificates"),
+        .option("client-cert", "PEM", help: "client certificate for mutual TLS to the upstream"),
+        .option("client-key", "PEM", help: "private key of --client-cert"),
+        .option("name", "LABEL", help: "a label stored in the session"),
+        .flag("no-mask", help: "store PANs and OTP entries unmasked"),
+        .flag("quiet", help: "print only the summary"),
+        .flag("json-lines", help: "print each exchange as one JSON line"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        let listens = try (args.all("listen").isEmpty ? ["127.0.0.1:8080"] : args.all("listen")).map { text -> HostPort in
+            guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
+            return hp
+        }
+        let mode: ProxyConfiguration.Mode
+        if let r = args.value("reverse") {
+            guard let u = UpstreamURL(r) else { throw CommandFailure("--reverse \(r): expected http://host[:port] or https://host[:port]") }
+            mode = .reverse(u)
+        } else {
+            mode = .forward
+        }
+        var roots: [Certificate]? = nil
+        if let path = args.value("upstream-ca") { roots = try Certificate.parseAll(try readInput(path)) }
+        var clientCert: Certificate?, clientKey: PrivateKey?
+        switch (args.value("client-cert"), args.value("client-key")) {
+        case let (c?, k?):
+            clientCert = try Certificate(pemOrDER: try readInput(c))
+            clientKey = try PrivateKey(pemOrDER: try readInput(k))
+        case (nil, nil): break
+        default: throw CommandFailure("--client-cert and --client-key go together")
+        }
+        let upstreamTLS = try TLSContext(clientRoots: roots, verify: !args.has("insecure-upstream"),
+                                         clientCertificate: clientCert, clientKey: clientKey)
+        var intercept: TLSContext?
+        if case .forward = mode {
+            let (ca, created) = try UserHome.resolve().interceptionCA()
+            if created { io.err("created the interception CA in \(UserHome.resolve().path)/ca; clients must trust it ('3dstape ca export')") }
+            intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
+        }
+        var config = ProxyConfiguration(mode: mode, upstreamTLS: upstreamTLS, interceptTLS: intercept)
+        config.mask = !args.has("no-mask")
+
+        let sessionPath = args.value("session") ?? defaultSessionPath()
+        let created = ISO8601DateFormatter().string(from: Date())
+        var meta: [(String, String)] = [("created_at", created), ("mode", config.modeName), ("tool_version", version),
+                                        ("listen", listens.map(\.description).joined(separator: ",")),
+                                        ("masked", config.mask ? "yes" : "no")]
+        if let n = args.value("name") { meta.append(("label", n)) }
+        if case let .reverse(u) = mode { meta.append(("upstream", u.description)) }
+        let writer = try SessionWriter(path: sessionPath, meta: meta)
+
+        let live = LiveView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines), colour: io.colour)
+        let loop = try EventLoop()
+        let server = ProxyServer(loop: loop, config: config, writer: writer, onExchange: { live.print($0) },
+                                 onLog: { line in FileHandle.standardError.write(Data("3dstape: \(line)\n".utf8)) })
+        var bound: [HostPort] = []
+        for l in listens { bound.append(try server.listen(on: l)) }
+        let upstreamText: String = { if case let .reverse(u) = mode { return " → \(u)" }; return " (forward proxy; CONNECT intercepted)" }()
+        io.err("recording on \(bound.map { "http://\($0)" }.joined(separator: ", "))\(upstreamText)")
+        io.err("session: \(sessionPath)   Ctrl-C to stop")
+
+        let signals = SignalWatcher { loop.stop() }
+        loop.run()
+        signals.cancel()
+        server.shutdown()
+        writer.close()
+        let s = server.stats
+        let types = s.messages.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        io.err("")
+        io.err("stopped: \(s.exchanges) exchanges on \(s.connections) connections, \(s.errors) errors; 3DS messages: \(types.isEmpty ? "none" : types)")
+        if let e = writer.writeError { io.err("session write error: \(e)") }
+        io.err("session: \(sessionPath) (\(writer.exchangesWritten) exchanges written)")
+        return writer.writeError == nil ? 0 : 1
+    }
+
+    func defaultSessionPath() -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyyMMdd-HHmmss"
+        return "sessions/\(f.string(from: Date())).3dstape"
+    }
+}
+
+/// Calls `handler` once on SIGINT or SIGTERM (which are otherwise ignored while it is active).
+final class SignalWatcher {
+    let sources: [any DispatchSourceSignal]
+
+    init(_ handler: @escaping @Sendable () -> Void) {
+        signal(SIGPIPE, SIG_IGN)
+        sources = [SIGINT, SIGTERM].map { sig in
+            signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            s.setEventHandler(handler: handler)
+            s.resume()
+            return s
+        }
+    }
+
+    func cancel() { sources.forEach { $0.cancel() } }
+}
+
+/// Prints one line per exchange as it completes.
+struct LiveView: Sendable {
+    enum Mode: Sendable { case lines, jsonLines, quiet }
+    let mode: Mode
+    let colour: Bool
+
+    func print(_ x: ExchangeLine) {
+        let line: String
+        switch mode {
+        case .quiet: return
+        case .jsonLines:
+            let obj = JSON.object([
+                ("at", .number(String(format: "%.6f", x.at))), ("method", .string(x.method)), ("url", .string(x.url)),
+                ("status", x.status.map { .number(String($0)) } ?? .null),
+                ("request", .array(x.requestTypes.map(JSON.string))), ("response", .array(x.responseTypes.map(JSON.string))),
+                ("duration_ms", .number(String(format: "%.3f", x.durationMs))), ("error", x.error.map(JSON.string) ?? .null),
+            ])
+            line = obj.compact
+        case .lines:
+            let f = DateFormatter()
+            f.dateFormat = "HH:mm:ss.SSS"
+            let time = f.string(from: Date(timeIntervalSince1970: x.at))
+            var types = (x.requestTypes + x.responseTypes.map { "→\($0)" }).joined(separator: " ")
+            if !types.isEmpty { types = "  " + types }
+            let status = x.status.map(String.init) ?? "---"
+            let statusText = colour ? (x.error != nil || (x.status ?? 500) >= 400 ? "\u{1B}[31m\(status)\u{1B}[0m" : "\u{1B}[32m\(status)\u{1B}[0m") : status
+            line = "\(time)  \(x.method) \(x.url)  \(statusText)\(types)  \(String(format: "%.1f", x.durationMs)) ms" + (x.error.map { "  (\($0))" } ?? "")
+        }
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}

@@ -1,0 +1,283 @@
+import Foundation
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTP
+import TapNet
+import TapStore
+
+/// Where a request goes.
+struct Target: Equatable {
+    var tls: Bool
+    var address: HostPort
+    var hostHeader: String
+    var path: String
+
+    var urlPrefix: String { "\(tls ? "https" : "http")://\(hostHeader)" }
+}
+
+/// One client connection: parses its requests, forwards them one at a time (pipelined requests wait
+/// their turn), and writes back each response exactly as the upstream sent it.
+final class ClientSession: ConnectionDelegate {
+    unowned let server: ProxyServer
+    let id: Int64
+    let peer: String
+    var client: Connection!
+    var parser: HTTPParser
+    /// The CONNECT target once a tunnel is being intercepted.
+    var tunnel: HostPort?
+    var upstream: UpstreamLink?
+    var inFlight: InFlight?
+    var seq = 0
+    var requestStartedAt: Double?
+    var sentContinue = false
+    var headerTimer: TimerHandle?
+    var idleTimer: TimerHandle?
+    var closed = false
+
+    /// The exchange being forwarded.
+    struct InFlight {
+        var record: ExchangeRecord
+        var keepAlive: Bool
+        var target: Target
+        var timer: TimerHandle?
+    }
+
+    init(server: ProxyServer, id: Int64, peer: String) {
+        self.server = server
+        self.id = id
+        self.peer = peer
+        parser = HTTPParser(mode: .request, limits: server.config.limits)
+    }
+
+    var config: ProxyConfiguration { server.config }
+    var loop: EventLoop { server.loop }
+
+    func armIdleTimer() {
+        if let idleTimer { loop.cancel(idleTimer) }
+        idleTimer = loop.schedule(after: config.idleTimeout) { [weak self] in
+            guard let self, self.inFlight == nil, self.parser.isIdle else { return }
+            self.client.close()
+        }
+    }
+
+    // MARK: ConnectionDelegate (client side)
+
+    func connectionReady(_ connection: Connection) {
+        // The intercepted TLS handshake with the client is done.
+        if let tls = connection.tlsSession {
+            server.writer?.submit(.connectionTLS(id: id, version: tls.protocolVersion, cipher: tls.cipher, sni: tls.serverName, alpn: tls.alpn))
+        }
+    }
+
+    func connection(_ connection: Connection, received bytes: [UInt8]) {
+        if parser.isIdle, requestStartedAt == nil { requestStartedAt = wallNow() }
+        parser.append(bytes)
+        if inFlight == nil { processNext() }
+    }
+
+    func connectionClosed(_ connection: Connection, error: ConnectionError?) {
+        guard !closed else { return }
+        closed = true
+        if var f = inFlight {
+            f.record.clientAbortAt = wallNow()
+            f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
+            f.record.done = wallNow()
+            if let t = f.timer { loop.cancel(t) }
+            inFlight = nil
+            server.record(f.record)
+        } else if let error, case .tls = error {
+            server.log("client \(peer): \(error)")
+            server.writer?.submit(.note(at: wallNow(), kind: "client-tls-failed", detail: "\(peer): \(error)"))
+        }
+        for t in [headerTimer, idleTimer].compactMap({ $0 }) { loop.cancel(t) }
+        upstream?.close()
+        upstream = nil
+        server.sessionEnded(self)
+    }
+
+    func shutdown() {
+        client.close()
+    }
+
+    // MARK: requests
+
+    func processNext() {
+        guard !closed, inFlight == nil else { return }
+        let request: HTTPRequest
+        do {
+            if !sentContinue, let head = try parser.peekRequestHead(), head.headers["Expect"]?.lowercased() == "100-continue",
+               parser.isInBody {
+                sentContinue = true
+                client.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+            }
+            guard let r = try parser.nextRequest() else {
+                if !parser.isIdle, headerTimer == nil {
+                    headerTimer = loop.schedule(after: config.headerTimeout) { [weak self] in
+                        guard let self, self.inFlight == nil, !self.parser.isIdle else { return }
+                        self.reject(status: 408, "request not received within \(Int(self.config.headerTimeout)) s")
+                    }
+                }
+                return
+            }
+            request = r
+        } catch {
+            reject(status: error.status == 502 ? 400 : error.status, error.message)
+            return
+        }
+        if let headerTimer { loop.cancel(headerTimer); self.headerTimer = nil }
+        sentContinue = false
+        let startedAt = requestStartedAt ?? wallNow()
+        requestStartedAt = parser.isIdle ? nil : wallNow()
+        handle(request, startedAt: startedAt)
+    }
+
+    func handle(_ request: HTTPRequest, startedAt: Double) {
+        let head = request.head
+        if head.method == "CONNECT" {
+            guard case .forward = config.mode, let ctx = config.interceptTLS, tunnel == nil else {
+                reject(status: 405, "CONNECT is only accepted by a forward proxy, once per connection")
+                return
+            }
+            guard let hp = HostPort(head.target) else {
+                reject(status: 400, "CONNECT target '\(head.target)' is not host:port")
+                return
+            }
+            client.write(Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8))
+            do {
+                client.startTLS(try TLSSession(context: ctx, serverName: hp.host))
+            } catch {
+                server.log("TLS for \(hp): \(error)")
+                client.close()
+                return
+            }
+            tunnel = hp
+            requestStartedAt = nil
+            return
+        }
+        let target: Target
+        switch resolveTarget(head) {
+        case let .success(t): target = t
+        case let .failure(e):
+            reject(status: 400, e.message)
+            return
+        }
+        seq += 1
+        let url = config.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array((target.urlPrefix + target.path).utf8)), as: UTF8.self)
+                              : target.urlPrefix + target.path
+        let stored = StoredForm.make(headers: head.headers, body: request.body, wireSize: request.rawHead.count + request.rawBody.count,
+                                     mask: config.mask)
+        var record = ExchangeRecord(connectionID: id, seq: seq, method: head.method, url: url, host: target.hostHeader,
+                                    path: target.path, upstream: target.address.description, request: stored, requestStart: startedAt)
+        record.status = nil
+
+        // The request toward the upstream: origin-form, hop-by-hop headers removed, body bytes unchanged.
+        var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
+        for h in ["Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"] { out.headers.remove(h) }
+        out.headers.remove("Connection")
+        if case .reverse = config.mode { out.headers.replaceOrAdd("Host", target.hostHeader) }
+        if out.headers["Host"] == nil { out.headers.add("Host", target.hostHeader) }
+        let bytes = out.bytes + request.rawBody
+
+        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, timer: nil)
+        inFlight?.timer = loop.schedule(after: config.upstreamTimeout) { [weak self] in
+            self?.upstreamFailed(status: 504, "upstream \(target.address) did not answer within \(Int(self?.config.upstreamTimeout ?? 0)) s",
+                                 closeUpstream: true)
+        }
+        if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
+            link.send(bytes, method: head.method)
+        } else {
+            upstream?.close()
+            upstream = UpstreamLink(session: self, target: target)
+            upstream?.open(sending: bytes, method: head.method)
+        }
+    }
+
+    func resolveTarget(_ head: HTTPRequestHead) -> Result<Target, HTTPParseError> {
+        switch config.mode {
+        case let .reverse(u):
+            guard head.target.hasPrefix("/") || head.target == "*" else {
+                return .failure(HTTPParseError(status: 400, "a reverse proxy expects origin-form targets, got '\(head.target.prefix(60))'"))
+            }
+            return .success(Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: u.basePath + head.target))
+        case .forward:
+            if let tunnel {
+                let host = tunnel.port == 443 ? tunnel.host : tunnel.description
+                return .success(Target(tls: true, address: tunnel, hostHeader: head.headers["Host"] ?? host, path: head.target))
+            }
+            guard let u = UpstreamURL(head.target) else {
+                return .failure(HTTPParseError(status: 400, "a forward proxy needs an absolute URL (http://host/path) or CONNECT, got '\(head.target.prefix(60))'"))
+            }
+            let t = head.target
+            let afterScheme = t.index(t.startIndex, offsetBy: u.tls ? 8 : 7)
+            let path = t[afterScheme...].firstIndex(of: "/").map { String(t[$0...]) } ?? "/"
+            return .success(Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: path))
+        }
+    }
+
+    /// Answers the client with an error of our own and closes after it (malformed or refused request).
+    func reject(status: Int, _ message: String) {
+        server.log("\(peer): \(status) \(message)")
+        server.writer?.submit(.note(at: wallNow(), kind: "rejected", detail: "\(peer): \(status) \(message)"))
+        client.write(ProxyErrorResponse.bytes(status: status, error: message, upstream: nil, close: true))
+        client.close(afterFlush: true)
+    }
+
+    // MARK: upstream results
+
+    func responseReceived(_ response: HTTPResponse, firstByteAt: Double?) {
+        guard var f = inFlight else { return }
+        if let t = f.timer { loop.cancel(t) }
+        inFlight = nil
+        client.write(response.rawHead + response.rawBody)
+        f.record.status = response.head.status
+        f.record.response = StoredForm.make(headers: response.head.headers, body: response.body,
+                                            wireSize: response.rawHead.count + response.rawBody.count, mask: config.mask)
+        fillUpstreamTimes(&f.record)
+        f.record.firstByte = firstByteAt
+        f.record.done = wallNow()
+        server.record(f.record)
+        let closeDelimited = response.head.headers["Content-Length"] == nil && response.head.headers["Transfer-Encoding"] == nil
+            && !(response.head.status == 204 || response.head.status == 304 || f.record.method == "HEAD")
+        if !f.keepAlive || closeDelimited {
+            client.close(afterFlush: true)
+            return
+        }
+        armIdleTimer()
+        processNext()
+    }
+
+    func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool) {
+        guard var f = inFlight else { return }
+        if let t = f.timer { loop.cancel(t) }
+        inFlight = nil
+        if closeUpstream { upstream?.close(); upstream = nil }
+        let body = ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.address.description, close: !f.keepAlive)
+        client.write(body)
+        f.record.status = status
+        f.record.error = message
+        fillUpstreamTimes(&f.record)
+        f.record.done = wallNow()
+        server.record(f.record)
+        if !f.keepAlive { client.close(afterFlush: true) } else { processNext() }
+    }
+
+    func fillUpstreamTimes(_ r: inout ExchangeRecord) {
+        guard let link = upstream else { return }
+        r.upstreamConnect = link.connectedAt
+        r.tlsDone = link.tlsDoneAt
+        r.requestSent = link.requestSentAt
+    }
+}
+
+/// The JSON error answers the proxy itself gives (malformed requests, unreachable upstreams, timeouts).
+enum ProxyErrorResponse {
+    static func bytes(status: Int, error: String, upstream: String?, close: Bool) -> [UInt8] {
+        var members: [(String, JSON)] = [("error", .string(error)), ("status", .number(String(status))), ("proxy", .string("3dstape"))]
+        if let upstream { members.append(("upstream", .string(upstream))) }
+        let body = JSON.object(members).bytes + [0x0A]
+        var headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", String(body.count)), ("X-3dstape-Error", "1")])
+        if close { headers.add("Connection", "close") }
+        return HTTPResponseHead(status: status, headers: headers).bytes + body
+    }
+}

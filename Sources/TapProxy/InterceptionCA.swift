@@ -1,0 +1,57 @@
+import Foundation
+import TapCrypto
+
+/// The per-user directory (`$THREEDSTAPE_HOME` or `~/.3dstape`) and the interception CA kept in it.
+public struct UserHome: Sendable {
+    public let path: String
+
+    /// `$THREEDSTAPE_HOME`, else `~/.3dstape`.
+    public static func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) -> UserHome {
+        if let h = environment["THREEDSTAPE_HOME"], !h.isEmpty { return UserHome(path: h) }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return UserHome(path: (home as NSString).appendingPathComponent(".3dstape"))
+    }
+
+    public init(path: String) { self.path = path }
+
+    public var caCertificatePath: String { (path as NSString).appendingPathComponent("ca/ca-cert.pem") }
+    public var caKeyPath: String { (path as NSString).appendingPathComponent("ca/ca-key.pem") }
+
+    /// Loads the interception CA, creating it on first use (key file mode 0600, directory 0700).
+    /// Returns whether it was just created.
+    public func interceptionCA(create: Bool = true) throws -> (CertificateAuthority, created: Bool) {
+        let fm = FileManager.default
+        if fm.fileExists(atPath: caCertificatePath), fm.fileExists(atPath: caKeyPath) {
+            guard let certData = fm.contents(atPath: caCertificatePath), let keyData = fm.contents(atPath: caKeyPath) else {
+                throw CAError("cannot read the CA in \(path)/ca")
+            }
+            do {
+                let cert = try Certificate(pemOrDER: [UInt8](certData))
+                let key = try PrivateKey(pemOrDER: [UInt8](keyData))
+                guard try cert.publicKey == key.publicKey else { throw CAError("\(caKeyPath) does not match \(caCertificatePath)") }
+                return (CertificateAuthority(certificate: cert, key: key), false)
+            } catch let e as CryptoError {
+                throw CAError("the CA in \(path)/ca is unreadable: \(e.message)")
+            }
+        }
+        guard create else { throw CAError("no CA yet in \(path)/ca; run '3dstape ca init'") }
+        let dir = (caKeyPath as NSString).deletingLastPathComponent
+        try fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let key = try PrivateKey.generateP256()
+        let ca = try CertificateAuthority.selfSigned(commonName: "3dstape interception CA (testing only)", key: key, days: 3650)
+        guard fm.createFile(atPath: caKeyPath, contents: Data(try key.pem().utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CAError("cannot write \(caKeyPath)")
+        }
+        guard fm.createFile(atPath: caCertificatePath, contents: Data(ca.certificate.pem.utf8), attributes: [.posixPermissions: 0o644]) else {
+            throw CAError("cannot write \(caCertificatePath)")
+        }
+        return (ca, true)
+    }
+}
+
+/// A CA file problem, with a message for the user.
+public struct CAError: Error, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import TapCrypto
+import TapHTTP
+import TapNet
+
+/// An upstream URL: `http(s)://host[:port][/base]`.
+public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
+    public var tls: Bool
+    public var address: HostPort
+    /// A path prefix to put before each request path (without trailing slash), or "".
+    public var basePath: String
+
+    public init?(_ text: String) {
+        let lower = text.lowercased()
+        let rest: Substring
+        if lower.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else if lower.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else { return nil }
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        guard let hp = HostPort(String(rest[..<slash]), defaultPort: tls ? 443 : 80), !hp.host.isEmpty else { return nil }
+        address = hp
+        var base = String(rest[slash...])
+        while base.hasSuffix("/") { base.removeLast() }
+        basePath = base
+    }
+
+    public init(tls: Bool, address: HostPort, basePath: String = "") {
+        self.tls = tls
+        self.address = address
+        self.basePath = basePath
+    }
+
+    public var description: String { "\(tls ? "https" : "http")://\(address)\(basePath)" }
+
+    /// The Host header value (port omitted when it is the scheme's default).
+    public var hostHeader: String {
+        (tls && address.port == 443) || (!tls && address.port == 80) ? address.host : address.description
+    }
+}
+
+/// How the proxy runs.
+public struct ProxyConfiguration: Sendable {
+    public enum Mode: Sendable {
+        /// A plain HTTP proxy: absolute-form requests, and CONNECT with TLS interception.
+        case forward
+        /// Every request goes to one upstream.
+        case reverse(UpstreamURL)
+    }
+
+    public var mode: Mode
+    /// The client context used toward upstreams (verification, client certificate).
+    public var upstreamTLS: TLSContext
+    /// The intercepting server context for CONNECT (forward mode).
+    public var interceptTLS: TLSContext?
+    public var limits = HTTPLimits()
+    /// Seconds a client may take to send a request head once it has started one.
+    public var headerTimeout: Double = 30
+    /// Seconds a keep-alive client connection may sit idle.
+    public var idleTimeout: Double = 120
+    /// Seconds to wait for the upstream's complete response.
+    public var upstreamTimeout: Double = 60
+    /// Mask PANs and OTP entries before storing.
+    public var mask = true
+
+    public init(mode: Mode, upstreamTLS: TLSContext, interceptTLS: TLSContext?) {
+        self.mode = mode
+        self.upstreamTLS = upstreamTLS
+        self.interceptTLS = interceptTLS
+    }
+
+    public var modeName: String {
+        if case .forward = mode { return "forward" }
+        return "reverse"
+    }
+}
+
+/// Wall-clock seconds since 1970 with microsecond precision.
+func wallNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// Converts a monotonic instant (ns) into wall-clock seconds.
+func wall(fromMonotonic mono: UInt64) -> Double {
+    let now = EventLoop.nowNanos()
+    return wallNow() - Double(Int64(now) - Int64(mono)) / 1e9
+}
