@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import TapArguments
 import TapCrypto
 import TapNet
@@ -67,11 +68,14 @@ struct RecordCommand: Command {
                                         ("masked", config.mask ? "yes" : "no")]
         if let n = args.value("name") { meta.append(("label", n)) }
         if case let .reverse(u) = mode { meta.append(("upstream", u.description)) }
-        let writer = try SessionWriter(path: sessionPath, meta: meta)
-
         let live = LiveView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines), colour: io.colour)
+        let tally = MessageTally()
+        let writer = try SessionWriter(path: sessionPath, meta: meta) { line in
+            tally.add(line.requestTypes + line.responseTypes)
+            live.print(line)
+        }
         let loop = try EventLoop()
-        let server = ProxyServer(loop: loop, config: config, writer: writer, onExchange: { live.print($0) },
+        let server = ProxyServer(loop: loop, config: config, writer: writer,
                                  onLog: { line in FileHandle.standardError.write(Data("3dstape: \(line)\n".utf8)) })
         var bound: [HostPort] = []
         for l in listens { bound.append(try server.listen(on: l)) }
@@ -85,7 +89,7 @@ struct RecordCommand: Command {
         server.shutdown()
         writer.close()
         let s = server.stats
-        let types = s.messages.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        let types = tally.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         io.err("")
         io.err("stopped: \(s.exchanges) exchanges on \(s.connections) connections, \(s.errors) errors; 3DS messages: \(types.isEmpty ? "none" : types)")
         if let e = writer.writeError { io.err("session write error: \(e)") }
@@ -98,6 +102,13 @@ struct RecordCommand: Command {
         f.dateFormat = "yyyyMMdd-HHmmss"
         return "sessions/\(f.string(from: Date())).3dstape"
     }
+}
+
+/// Counts 3DS message types as the writer reports them.
+final class MessageTally: Sendable {
+    private let box = Mutex<[String: Int]>([:])
+    func add(_ types: [String]) { box.withLock { for t in types { $0[t, default: 0] += 1 } } }
+    var counts: [String: Int] { box.withLock { $0 } }
 }
 
 /// Calls `handler` once on SIGINT or SIGTERM (which are otherwise ignored while it is active).

@@ -77,14 +77,15 @@ public enum Hex {
     }
 }
 
-extension StringProtocol {
+extension String {
     /// The text without leading and trailing spaces, tabs and newlines.
     public var trimmingWhitespace: String {
-        let scalars = unicodeScalars
-        var start = scalars.startIndex, end = scalars.endIndex
-        func ws(_ c: Unicode.Scalar) -> Bool { c == " " || c == "\n" || c == "\r" || c == "\t" }
-        while start < end, ws(scalars[start]) { start = scalars.index(after: start) }
-        while end > start, ws(scalars[scalars.index(before: end)]) { end = scalars.index(before: end) }
-        return String(String.UnicodeScalarView(scalars[start..<end]))
+        let u = utf8
+        func ws(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
+        var start = u.startIndex, end = u.endIndex
+        while start < end, ws(u[start]) { start = u.index(after: start) }
+        while end > start, ws(u[u.index(before: end)]) { end = u.index(before: end) }
+        if start == u.startIndex, end == u.endIndex { return self }
+        return String(self[start..<end])
     }
 }

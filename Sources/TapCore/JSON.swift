@@ -218,6 +218,14 @@ private struct JSONParser {
 
     mutating func parseString() throws(JSONError) -> String {
         i += 1
+        // Fast path: no escapes before the closing quote.
+        var j = i
+        while j < bytes.count, bytes[j] != UInt8(ascii: "\""), bytes[j] != UInt8(ascii: "\\"), bytes[j] >= 0x20 { j += 1 }
+        if j < bytes.count, bytes[j] == UInt8(ascii: "\"") {
+            guard let s = String(validating: bytes[i..<j], as: UTF8.self) else { throw fail("invalid UTF-8 in a string") }
+            i = j + 1
+            return s
+        }
         var out: [UInt8] = []
         while true {
             guard i < bytes.count else { throw fail("unterminated string") }
@@ -263,71 +271,84 @@ private struct JSONParser {
 
 extension JSON {
     /// Compact serialisation (no spaces), keys in stored order.
-    public var compact: String {
-        var out = ""
-        write(into: &out, indent: nil, level: 0)
-        return out
-    }
+    public var compact: String { String(decoding: bytes, as: UTF8.self) }
 
     /// Pretty serialisation with two-space indentation, keys in stored order.
     public var pretty: String {
-        var out = ""
-        write(into: &out, indent: "  ", level: 0)
-        return out
+        var out: [UInt8] = []
+        write(into: &out, pretty: true, level: 0)
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Compact UTF-8 bytes.
-    public var bytes: [UInt8] { Array(compact.utf8) }
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(into: &out, pretty: false, level: 0)
+        return out
+    }
 
-    private func write(into out: inout String, indent: String?, level: Int) {
+    private static func newline(_ out: inout [UInt8], _ level: Int) {
+        out.append(0x0A)
+        out.append(contentsOf: repeatElement(0x20, count: 2 * level))
+    }
+
+    private func write(into out: inout [UInt8], pretty: Bool, level: Int) {
         switch self {
-        case .null: out += "null"
-        case let .bool(b): out += b ? "true" : "false"
-        case let .number(n): out += n
+        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        case let .bool(b): out.append(contentsOf: b ? Array("true".utf8) : Array("false".utf8))
+        case let .number(n): out.append(contentsOf: n.utf8)
         case let .string(s): JSON.writeString(s, into: &out)
         case let .array(items):
-            if items.isEmpty { out += "[]"; return }
-            out += "["
+            if items.isEmpty { out.append(contentsOf: [0x5B, 0x5D]); return }
+            out.append(0x5B)
             for (n, item) in items.enumerated() {
-                if n > 0 { out += "," }
-                if let indent { out += "\n" + String(repeating: indent, count: level + 1) }
-                item.write(into: &out, indent: indent, level: level + 1)
+                if n > 0 { out.append(0x2C) }
+                if pretty { JSON.newline(&out, level + 1) }
+                item.write(into: &out, pretty: pretty, level: level + 1)
             }
-            if let indent { out += "\n" + String(repeating: indent, count: level) }
-            out += "]"
+            if pretty { JSON.newline(&out, level) }
+            out.append(0x5D)
         case let .object(members):
-            if members.isEmpty { out += "{}"; return }
-            out += "{"
+            if members.isEmpty { out.append(contentsOf: [0x7B, 0x7D]); return }
+            out.append(0x7B)
             for (n, (key, value)) in members.enumerated() {
-                if n > 0 { out += "," }
-                if let indent { out += "\n" + String(repeating: indent, count: level + 1) }
+                if n > 0 { out.append(0x2C) }
+                if pretty { JSON.newline(&out, level + 1) }
                 JSON.writeString(key, into: &out)
-                out += indent == nil ? ":" : ": "
-                value.write(into: &out, indent: indent, level: level + 1)
+                out.append(0x3A)
+                if pretty { out.append(0x20) }
+                value.write(into: &out, pretty: pretty, level: level + 1)
             }
-            if let indent { out += "\n" + String(repeating: indent, count: level) }
-            out += "}"
+            if pretty { JSON.newline(&out, level) }
+            out.append(0x7D)
         }
     }
 
-    private static func writeString(_ s: String, into out: inout String) {
-        out += "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 {
-                    let h = String(u.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
-                } else {
-                    out.unicodeScalars.append(u)
+    /// Writes a JSON string literal; bytes that need no escape are copied in runs.
+    private static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(0x22)
+        var s = s
+        s.withUTF8 { u in
+            var runStart = 0
+            for i in 0..<u.count {
+                let c = u[i]
+                guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: u[runStart..<i]))
+                switch c {
+                case 0x22: out.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: out.append(contentsOf: [0x5C, 0x6E])
+                case 0x0D: out.append(contentsOf: [0x5C, 0x72])
+                case 0x09: out.append(contentsOf: [0x5C, 0x74])
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hex[Int(c >> 4)], hex[Int(c & 0xF)]])
                 }
+                runStart = i + 1
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: u[runStart..<u.count]))
         }
-        out += "\""
+        out.append(0x22)
     }
 }

@@ -9,6 +9,21 @@ public enum ThreeDSContent {
         public let summary: MessageSummary?
     }
 
+    /// Prepares a body for storage in one pass: masked (when `mask` is set, as `maskBody` does) and the 3DS
+    /// messages found in the result, parsing a JSON body only once.
+    public static func prepare(_ body: [UInt8], mask: Bool) -> (stored: [UInt8], messages: [Found]) {
+        let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
+        if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {
+            guard mask else { return (body, MessageSummary(json).map { [Found(location: "body", json: json, summary: $0)] } ?? []) }
+            let masked = Masking.mask(json)
+            let stored = maskLuhnRuns(masked == json ? body : masked.bytes)
+            let summary = MessageSummary(masked)
+            return (stored, summary.map { [Found(location: "body", json: masked, summary: $0)] } ?? [])
+        }
+        let stored = mask ? maskBody(body) : body
+        return (stored, messages(in: stored))
+    }
+
     /// The 3DS messages in a (decoded, already masked) body: a JSON object with `messageType`, or the
     /// base64url JSON form fields of the browser flow.
     public static func messages(in body: [UInt8]) -> [Found] {

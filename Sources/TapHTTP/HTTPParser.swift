@@ -148,30 +148,57 @@ public struct HTTPParser: Sendable {
             return
         }
         if end > limits.maxHeadBytes { throw HTTPParseError(status: 431, "header section exceeds \(limits.maxHeadBytes) bytes") }
-        guard let text = String(validating: buffer[0..<end - 4], as: UTF8.self) else {
-            throw HTTPParseError(status: 400, "header section is not valid UTF-8")
+        // Parse on bytes; Strings are made only for the pieces kept.
+        let headEnd = end - 4 // where the final CRLFCRLF starts
+        var lines: [Range<Int>] = []
+        var lineStart = 0
+        var k = 0
+        while k + 1 < headEnd {
+            if buffer[k] == 0x0D, buffer[k + 1] == 0x0A {
+                lines.append(lineStart..<k)
+                lineStart = k + 2
+                k += 2
+            } else {
+                k += 1
+            }
         }
-        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
-        let first = lines.removeFirst()
+        lines.append(lineStart..<headEnd)
+        let firstRange = lines.removeFirst()
+        guard let first = String(validating: buffer[firstRange], as: UTF8.self) else {
+            throw HTTPParseError(status: 400, "start line is not valid UTF-8")
+        }
         let parts = first.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         switch mode {
         case .request:
-            guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(\.isTokenCharacter), !parts[1].isEmpty,
+            guard parts.count == 3, !parts[0].isEmpty, parts[0].utf8.allSatisfy(HTTPParser.isToken), !parts[1].isEmpty,
                   parts[2] == "HTTP/1.1" || parts[2] == "HTTP/1.0" else {
                 throw HTTPParseError(status: 400, "malformed request line")
             }
         case .response:
-            guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].count == 3, Int(parts[1]) != nil else {
+            guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].utf8.count == 3, Int(parts[1]) != nil else {
                 throw HTTPParseError(status: 502, "malformed status line")
             }
         }
         var headers = HTTPHeaders()
+        headers.fields.reserveCapacity(lines.count)
         for line in lines {
-            if line.first == " " || line.first == "\t" { throw HTTPParseError(status: 400, "obsolete header line folding") }
-            guard let colon = line.firstIndex(of: ":") else { throw HTTPParseError(status: 400, "header line without ':'") }
-            let name = line[..<colon]
-            guard !name.isEmpty, name.allSatisfy(\.isTokenCharacter) else { throw HTTPParseError(status: 400, "invalid header name") }
-            headers.add(String(name), line[line.index(after: colon)...].trimmingCharacters(in: " \t"))
+            guard !line.isEmpty else { throw HTTPParseError(status: 400, "empty header line") }
+            if buffer[line.lowerBound] == 0x20 || buffer[line.lowerBound] == 0x09 {
+                throw HTTPParseError(status: 400, "obsolete header line folding")
+            }
+            var colon = line.lowerBound
+            while colon < line.upperBound, buffer[colon] != 0x3A { colon += 1 }
+            guard colon < line.upperBound else { throw HTTPParseError(status: 400, "header line without ':'") }
+            guard colon > line.lowerBound, buffer[line.lowerBound..<colon].allSatisfy(HTTPParser.isToken) else {
+                throw HTTPParseError(status: 400, "invalid header name")
+            }
+            var vs = colon + 1, ve = line.upperBound
+            while vs < ve, buffer[vs] == 0x20 || buffer[vs] == 0x09 { vs += 1 }
+            while ve > vs, buffer[ve - 1] == 0x20 || buffer[ve - 1] == 0x09 { ve -= 1 }
+            guard let value = String(validating: buffer[vs..<ve], as: UTF8.self) else {
+                throw HTTPParseError(status: 400, "header value is not valid UTF-8")
+            }
+            headers.fields.append((name: String(decoding: buffer[line.lowerBound..<colon], as: UTF8.self), value: value))
             if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(status: 431, "more than \(limits.maxHeaderCount) header fields") }
         }
         head = ParsedHead(startLine: parts, headers: headers, headLength: end)
@@ -256,10 +283,15 @@ public struct HTTPParser: Sendable {
     }
 }
 
-extension Character {
-    var isTokenCharacter: Bool {
-        guard let a = asciiValue, a > 32, a < 127 else { return false }
-        return !"\"(),/:;<=>?@[\\]{}".contains(self)
+extension HTTPParser {
+    /// RFC 9110 tchar, as a lookup over bytes.
+    static let tokenTable: [Bool] = (0..<256).map { b in
+        guard b > 32, b < 127 else { return false }
+        return !Array("\"(),/:;<=>?@[\\]{}".utf8).contains(UInt8(b))
     }
+    @inline(__always) static func isToken(_ b: UInt8) -> Bool { tokenTable[Int(b)] }
+}
+
+extension Character {
     var isASCIIDigit: Bool { asciiValue.map { $0 >= 48 && $0 <= 57 } ?? false }
 }

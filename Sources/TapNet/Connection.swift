@@ -201,15 +201,14 @@ public final class Connection: EventHandler {
     }
 
     private func readAvailable() {
-        var buf = [UInt8](repeating: 0, count: 65536)
         var rounds = 0
         while !isClosed, rounds < 16 {
             rounds += 1
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let (n, capacity) = loop.readBuffer.withUnsafeMutableBytes { ($0.count == 0 ? 0 : recv(fd, $0.baseAddress, $0.count, 0), $0.count) }
             if n > 0 {
                 bytesIn += n
-                deliver(Array(buf.prefix(n)))
-                if n < buf.count { return }
+                deliver(Array(loop.readBuffer[0..<n]))
+                if n < capacity { return }
                 continue
             }
             if n == 0 {

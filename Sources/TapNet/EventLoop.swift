@@ -37,6 +37,8 @@ public final class EventLoop: @unchecked Sendable {
     private let tasks = Mutex<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
     private var loopThread: pthread_t?
+    /// One receive buffer shared by every connection on this loop (they read one at a time).
+    var readBuffer = [UInt8](repeating: 0, count: 65536)
 
     public init() throws(NetError) {
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))

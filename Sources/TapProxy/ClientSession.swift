@@ -163,13 +163,12 @@ final class ClientSession: ConnectionDelegate {
             return
         }
         seq += 1
-        let url = config.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array((target.urlPrefix + target.path).utf8)), as: UTF8.self)
-                              : target.urlPrefix + target.path
-        let stored = StoredForm.make(headers: head.headers, body: request.body, wireSize: request.rawHead.count + request.rawBody.count,
-                                     mask: config.mask)
-        var record = ExchangeRecord(connectionID: id, seq: seq, method: head.method, url: url, host: target.hostHeader,
-                                    path: target.path, upstream: target.address.description, request: stored, requestStart: startedAt)
-        record.status = nil
+        let captured = CapturedMessage(headers: head.headers.fields.map { ($0.name, $0.value) }, body: request.body,
+                                       wireSize: request.rawHead.count + request.rawBody.count)
+        var record = ExchangeRecord(connectionID: id, seq: seq, method: head.method, url: target.urlPrefix + target.path,
+                                    host: target.hostHeader, path: target.path, upstream: target.address.description,
+                                    request: captured, requestStart: startedAt)
+        record.mask = config.mask
 
         // The request toward the upstream: origin-form, hop-by-hop headers removed, body bytes unchanged.
         var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
@@ -231,8 +230,8 @@ final class ClientSession: ConnectionDelegate {
         inFlight = nil
         client.write(response.rawHead + response.rawBody)
         f.record.status = response.head.status
-        f.record.response = StoredForm.make(headers: response.head.headers, body: response.body,
-                                            wireSize: response.rawHead.count + response.rawBody.count, mask: config.mask)
+        f.record.response = CapturedMessage(headers: response.head.headers.fields.map { ($0.name, $0.value) }, body: response.body,
+                                            wireSize: response.rawHead.count + response.rawBody.count)
         fillUpstreamTimes(&f.record)
         f.record.firstByte = firstByteAt
         f.record.done = wallNow()

@@ -8,24 +8,11 @@ import TapHTTP
 import TapNet
 import TapStore
 
-/// A finished exchange, for the live view.
-public struct ExchangeLine: Sendable {
-    public var at: Double
-    public var method: String
-    public var url: String
-    public var status: Int?
-    public var requestTypes: [String]
-    public var responseTypes: [String]
-    public var durationMs: Double
-    public var error: String?
-}
-
 /// Counters for the summary printed at the end.
 public struct ProxyStats: Sendable {
     public var connections = 0
     public var exchanges = 0
     public var errors = 0
-    public var messages: [String: Int] = [:]
 }
 
 /// The recording proxy: accepts clients, forwards each request to its upstream, returns the response
@@ -37,19 +24,17 @@ public final class ProxyServer: @unchecked Sendable {
     public let loop: EventLoop
     public let config: ProxyConfiguration
     let writer: SessionWriter?
-    let onExchange: (@Sendable (ExchangeLine) -> Void)?
     let onLog: (@Sendable (String) -> Void)?
     private var listeners: [Listener] = []
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var nextConnectionID: Int64 = 1
     private let statsBox = Mutex(ProxyStats())
 
-    public init(loop: EventLoop, config: ProxyConfiguration, writer: SessionWriter?,
-                onExchange: (@Sendable (ExchangeLine) -> Void)? = nil, onLog: (@Sendable (String) -> Void)? = nil) {
+    /// `writer` stores the exchanges (and drives the live view through its callback).
+    public init(loop: EventLoop, config: ProxyConfiguration, writer: SessionWriter?, onLog: (@Sendable (String) -> Void)? = nil) {
         self.loop = loop
         self.config = config
         self.writer = writer
-        self.onExchange = onExchange
         self.onLog = onLog
     }
 
@@ -95,38 +80,15 @@ public final class ProxyServer: @unchecked Sendable {
         writer?.submit(.connectionClosed(id: s.id, at: wallNow()))
     }
 
+    /// Hands a finished exchange to the writer; decoding, masking and 3DS parsing happen on its thread.
     func record(_ x: ExchangeRecord) {
         writer?.submit(.exchange(x))
-        let reqTypes = x.request.messages.compactMap { $0.summary?.messageType }
-        let respTypes = x.response?.messages.compactMap { $0.summary?.messageType } ?? []
         statsBox.withLock { s in
             s.exchanges += 1
             if x.error != nil { s.errors += 1 }
-            for t in reqTypes + respTypes { s.messages[t, default: 0] += 1 }
         }
-        onExchange?(ExchangeLine(at: x.requestStart, method: x.method, url: x.url, status: x.status, requestTypes: reqTypes,
-                                 responseTypes: respTypes, durationMs: ((x.done ?? wallNow()) - x.requestStart) * 1000, error: x.error))
     }
 
     func log(_ line: String) { onLog?(line) }
 }
 
-/// Builds the stored form of a message: decoded from gzip/deflate, masked, 3DS messages extracted.
-enum StoredForm {
-    static func make(headers: HTTPHeaders, body: [UInt8], wireSize: Int, mask: Bool) -> StoredMessage {
-        let encoding = headers["Content-Encoding"]?.lowercased()
-        var decoded = body
-        var encodingNote = encoding
-        if let encoding, !body.isEmpty, encoding != "identity" {
-            let format: Compression.Format? = encoding == "gzip" || encoding == "x-gzip" ? .gzip : (encoding == "deflate" ? .zlib : nil)
-            if let format {
-                do { decoded = try Compression.decompress(body, format: format) } catch {
-                    encodingNote = "\(encoding) (not decoded: \(error.message))"
-                }
-            }
-        }
-        let stored = mask ? ThreeDSContent.maskBody(decoded) : decoded
-        return StoredMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: stored, contentEncoding: encodingNote,
-                             wireSize: wireSize, messages: ThreeDSContent.messages(in: stored))
-    }
-}

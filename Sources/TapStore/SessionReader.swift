@@ -114,8 +114,19 @@ public final class SessionReader {
             messagesByExchange[m[0].integer ?? 0, default: []].append(
                 (m[1].text ?? "", m[2].text ?? "", m[3].text, m[4].text.flatMap { try? JSON.parse($0) }))
         }
-        return rows.map { r in
-            StoredExchange(
+        return rows.map { r -> StoredExchange in
+            var x = makeExchange(r, messagesByExchange)
+            // Messages stored as "the body" take their JSON from the body.
+            x.messages = x.messages.map { m in
+                guard m.json == nil, m.location == "body" else { return m }
+                return (m.direction, m.location, m.type, try? JSON.parse(m.direction == "request" ? x.requestBody : x.responseBody))
+            }
+            return x
+        }
+    }
+
+    func makeExchange(_ r: [SQLiteValue], _ messagesByExchange: [Int64: [(String, String, String?, JSON?)]]) -> StoredExchange {
+        StoredExchange(
                 id: r[0].integer ?? 0, connectionID: r[1].integer ?? 0, method: r[2].text ?? "", url: r[3].text ?? "",
                 status: r[4].integer.map(Int.init), requestHeaders: SessionReader.headers(r[5].text),
                 requestBody: SessionReader.body(r[6], compressed: r[7].integer == 1), requestContentEncoding: r[8].text,
@@ -124,7 +135,6 @@ public final class SessionReader {
                 tlsDone: r[16].real, requestSent: r[17].real, firstByte: r[18].real, done: r[19].real, error: r[20].text,
                 clientAbortAt: r[21].real,
                 messages: (messagesByExchange[r[0].integer ?? 0] ?? []).map { (direction: $0.0, location: $0.1, type: $0.2, json: $0.3) })
-        }
     }
 
     static func headers(_ text: String?) -> [(String, String)] {

@@ -1,3 +1,4 @@
+import TapCompression
 import TapEMV
 
 /// What the proxy reports to the session writer. Times are Unix seconds (wall clock, microsecond precision).
@@ -29,6 +30,23 @@ public struct ConnectionRecord: Sendable {
 
 /// One side of an exchange as stored: headers, body (decoded from gzip/deflate and masked), wire size.
 public struct StoredMessage: Sendable {
+    /// Decodes gzip/deflate (the forwarded bytes were not touched), masks, and finds the 3DS messages.
+    public init(_ captured: CapturedMessage, mask: Bool) {
+        let encoding = captured.headers.first { $0.0.lowercased() == "content-encoding" }?.1.lowercased()
+        var decoded = captured.body
+        var encodingNote = encoding
+        if let encoding, !decoded.isEmpty, encoding != "identity" {
+            let format: Compression.Format? = encoding == "gzip" || encoding == "x-gzip" ? .gzip : (encoding == "deflate" ? .zlib : nil)
+            if let format {
+                do { decoded = try Compression.decompress(decoded, format: format) } catch {
+                    encodingNote = "\(encoding) (not decoded: \(error.message))"
+                }
+            }
+        }
+        let (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
+        self.init(headers: captured.headers, body: stored, contentEncoding: encodingNote, wireSize: captured.wireSize, messages: messages)
+    }
+
     public var headers: [(String, String)]
     public var body: [UInt8]
     public var contentEncoding: String?
@@ -45,6 +63,32 @@ public struct StoredMessage: Sendable {
     }
 }
 
+/// One side of an exchange as captured on the network loop: headers and the body as received (chunk
+/// framing removed, still content-encoded). Decoding, masking and 3DS extraction happen on the writer thread.
+public struct CapturedMessage: Sendable {
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    public var wireSize: Int
+
+    public init(headers: [(String, String)], body: [UInt8], wireSize: Int) {
+        self.headers = headers
+        self.body = body
+        self.wireSize = wireSize
+    }
+}
+
+/// A finished exchange, for the live view (called from the writer thread once it is stored).
+public struct ExchangeLine: Sendable {
+    public var at: Double
+    public var method: String
+    public var url: String
+    public var status: Int?
+    public var requestTypes: [String]
+    public var responseTypes: [String]
+    public var durationMs: Double
+    public var error: String?
+}
+
 /// One request and its response (or the error in its place), with timings.
 public struct ExchangeRecord: Sendable {
     public var connectionID: Int64
@@ -54,9 +98,11 @@ public struct ExchangeRecord: Sendable {
     public var host: String?
     public var path: String?
     public var upstream: String?
-    public var request: StoredMessage
+    public var request: CapturedMessage
     public var status: Int?
-    public var response: StoredMessage?
+    public var response: CapturedMessage?
+    /// Mask PANs and OTP entries before storing.
+    public var mask = true
     public var requestStart: Double
     public var upstreamConnect: Double?
     public var tlsDone: Double?
@@ -67,7 +113,7 @@ public struct ExchangeRecord: Sendable {
     public var clientAbortAt: Double?
 
     public init(connectionID: Int64, seq: Int, method: String, url: String, host: String?, path: String?, upstream: String?,
-                request: StoredMessage, requestStart: Double) {
+                request: CapturedMessage, requestStart: Double) {
         self.connectionID = connectionID
         self.seq = seq
         self.method = method

@@ -65,7 +65,7 @@ public enum SessionSchema {
         sdk_trans_id TEXT,
         trans_status TEXT,
         error_code TEXT,
-        json TEXT NOT NULL
+        json TEXT
     );
     CREATE INDEX messages_by_exchange ON messages(exchange_id);
     CREATE INDEX messages_by_transaction ON messages(three_ds_server_trans_id);
@@ -81,7 +81,9 @@ public enum SessionSchema {
     CREATE VIEW v_messages AS
         SELECT m.id, m.exchange_id, m.direction, m.location, m.message_type, m.message_version,
                m.three_ds_server_trans_id, m.ds_trans_id, m.acs_trans_id, m.sdk_trans_id, m.trans_status, m.error_code,
-               strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS at, e.url
+               strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS at, e.url,
+               coalesce(m.json, CASE WHEN m.direction = 'request' AND e.request_body_compressed = 0 THEN CAST(e.request_body AS TEXT)
+                                     WHEN m.direction = 'response' AND e.response_body_compressed = 0 THEN CAST(e.response_body AS TEXT) END) AS json
         FROM messages m JOIN exchanges e ON e.id = m.exchange_id ORDER BY e.t_request_start, m.id;
     CREATE VIEW v_transactions AS
         SELECT three_ds_server_trans_id, count(*) AS messages,

@@ -19,8 +19,12 @@ public final class SessionWriter: Sendable {
     /// Bodies larger than this are stored zlib-compressed (flag column `*_body_compressed`).
     public static let compressAbove = 8 * 1024
 
+    private let onExchange: (@Sendable (ExchangeLine) -> Void)?
+
     /// Creates the file (refusing to overwrite one that exists) and starts the writer thread.
-    public init(path: String, meta: [(String, String)]) throws {
+    /// `onExchange` is called on the writer thread for each exchange, once prepared (the live view).
+    public init(path: String, meta: [(String, String)], onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
+        self.onExchange = onExchange
         if FileManager.default.fileExists(atPath: path) {
             throw SessionFileError("\(path) already exists; choose another --session or remove it")
         }
@@ -36,11 +40,21 @@ public final class SessionWriter: Sendable {
         thread.start()
     }
 
-    /// Queues an event. Thread-safe; never waits for the disk.
+    /// Queues an event. Thread-safe; never waits for the disk. The writer wakes every `flushInterval`,
+    /// or at once when `batchSize` events are waiting, so that a busy proxy does not pay a thread
+    /// wake-up per exchange.
     public func submit(_ event: SessionEvent) {
-        queue.withLock { $0.append(event) }
-        wake.signal()
+        let n = queue.withLock { q -> Int in
+            q.append(event)
+            return q.count
+        }
+        if n == 1 || n == SessionWriter.batchSize { wake.signal() }
     }
+
+    /// Events that wake the writer at once.
+    public static let batchSize = 128
+    /// The longest an event waits in memory before its transaction starts.
+    public static let flushInterval = DispatchTimeInterval.milliseconds(20)
 
     /// Exchanges committed to the file so far.
     public var exchangesWritten: Int { written.load(ordering: .relaxed) }
@@ -59,7 +73,7 @@ public final class SessionWriter: Sendable {
         var statements: Statements?
         do { statements = try Statements(db) } catch { failure.withLock { $0 = "\(error)" } }
         while true {
-            _ = wake.wait(timeout: .now() + .milliseconds(100))
+            _ = wake.wait(timeout: .now() + SessionWriter.flushInterval)
             let batch = queue.withLock { q -> [SessionEvent] in
                 let b = q
                 q.removeAll(keepingCapacity: true)
@@ -67,7 +81,9 @@ public final class SessionWriter: Sendable {
             }
             if !batch.isEmpty, let s = statements, failure.withLock({ $0 }) == nil {
                 do {
-                    try db.transaction { for e in batch { try s.write(e) } }
+                    var lines: [ExchangeLine] = []
+                    try db.transaction { for e in batch { if let l = try s.write(e) { lines.append(l) } } }
+                    if let onExchange { lines.forEach(onExchange) }
                     let n = batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
                     written.add(n, ordering: .relaxed)
                 } catch {
@@ -123,7 +139,8 @@ private final class Statements {
         while try s.step() {}
     }
 
-    func write(_ event: SessionEvent) throws {
+    /// Writes one event; for an exchange, returns its live-view line.
+    func write(_ event: SessionEvent) throws -> ExchangeLine? {
         switch event {
         case let .connectionOpened(c):
             try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
@@ -133,29 +150,42 @@ private final class Statements {
             try exec(connectionClosed, [.real(at), .integer(id)])
         case let .note(at, kind, detail):
             try exec(note, [.real(at), .text(kind), .text(detail)])
-        case let .exchange(x):
-            let (reqBody, reqZ) = Statements.storedBody(x.request.body)
-            let resp = x.response
+        case let .exchange(captured):
+            return try writeExchange(captured)
+        }
+        return nil
+    }
+
+    func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine {
+            let request = StoredMessage(x.request, mask: x.mask)
+            let resp = x.response.map { StoredMessage($0, mask: x.mask) }
+            let url = x.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array(x.url.utf8)), as: UTF8.self) : x.url
+            let path = x.mask ? x.path.map { String(decoding: ThreeDSContent.maskLuhnRuns(Array($0.utf8)), as: UTF8.self) } : x.path
+            let (reqBody, reqZ) = Statements.storedBody(request.body)
             let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
             try exec(exchange, [
-                .integer(x.connectionID), .integer(Int64(x.seq)), .text(x.method), .text(x.url), opt(x.host), opt(x.path),
-                .text(Statements.headersJSON(x.request.headers)), reqBody, .integer(reqZ ? 1 : 0), opt(x.request.contentEncoding),
-                .integer(Int64(x.request.wireSize)), x.status.map { .integer(Int64($0)) } ?? .null,
+                .integer(x.connectionID), .integer(Int64(x.seq)), .text(x.method), .text(url), opt(x.host), opt(path),
+                .text(Statements.headersJSON(request.headers)), reqBody, .integer(reqZ ? 1 : 0), opt(request.contentEncoding),
+                .integer(Int64(request.wireSize)), x.status.map { .integer(Int64($0)) } ?? .null,
                 resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null, respBody, .integer(respZ ? 1 : 0),
                 opt(resp?.contentEncoding), .integer(Int64(resp?.wireSize ?? 0)), opt(x.upstream), .real(x.requestStart),
                 optReal(x.upstreamConnect), optReal(x.tlsDone), optReal(x.requestSent), optReal(x.firstByte), optReal(x.done),
                 opt(x.error), optReal(x.clientAbortAt),
             ])
             let exchangeID = db.lastInsertRowID
-            for (direction, found) in x.request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
+            for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
                 let s = found.summary
                 try exec(message, [
                     .integer(exchangeID), .text(direction), .text(found.location), opt(s?.messageType), opt(s?.messageVersion),
                     opt(s?.threeDSServerTransID), opt(s?.dsTransID), opt(s?.acsTransID), opt(s?.sdkTransID), opt(s?.transStatus),
-                    opt(s?.errorCode), .text(found.json.compact),
+                    // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
+                    opt(s?.errorCode), found.location == "body" ? .null : .text(found.json.compact),
                 ])
             }
-        }
+            return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
+                                requestTypes: request.messages.compactMap { $0.summary?.messageType },
+                                responseTypes: resp?.messages.compactMap { $0.summary?.messageType } ?? [],
+                                durationMs: ((x.done ?? x.requestStart) - x.requestStart) * 1000, error: x.error)
     }
 
     func opt(_ s: String?) -> SQLiteValue { s.map { .text($0) } ?? .null }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Recording-proxy overhead, in one run, beside nginx (a reverse proxy that records nothing) and
+# mitmproxy (mitmdump --mode reverse, saving flows): the same POST of a 2 KB AReq-like JSON answered
+# with a 3 KB ARes-like JSON by an nginx upstream, keep-alive.
+#   - under load: wrk, 2 threads, 16 connections
+#   - one connection: wrk, 1 thread, 1 connection (added latency per exchange = p50 - direct p50)
+# Prints requests/s, p50, p99, each proxy's ratio to nginx, 3dstape's peak RSS, and whether every
+# request wrk completed is in the session file.
+# Needs: wrk, nginx (Debian), mitmproxy (PyPI, into tools/bench/.venv), sqlite3. Loopback only.
+# Usage: tools/bench/proxy.sh [SECONDS per run, default 10]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+secs="${1:-10}"
+work="$(mktemp -d /tmp/3dstape-bench.XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+command -v wrk >/dev/null && command -v nginx >/dev/null || {
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx >/dev/null; }
+if [ ! -x "$here/.venv/bin/mitmdump" ]; then
+  python3 -m venv "$here/.venv" && "$here/.venv/bin/pip" install -q --disable-pip-version-check mitmproxy
+fi
+(cd "$root" && swift build -c release --product 3dstape >/dev/null)
+tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+
+UP=18181; NGX=18182; MITM=18183; TAPE=18184
+ares=$(python3 -c 'import json;print(json.dumps({"messageType":"ARes","messageVersion":"2.2.0","transStatus":"Y","eci":"05","acsTransID":"13c701a3-5a88-4c45-89e9-ef65e50a8bf9","dsTransID":"d7c1ee99-9478-44a6-b1f2-391e29c6b340","threeDSServerTransID":"8a880dc0-d2d2-4067-bcb1-b08d1690b26e","padding":"x"*2750}))')
+printf '%s' "$ares" > "$work/ares.json"
+python3 - "$work/post.lua" <<'PY'
+import json, sys
+areq = {"messageType": "AReq", "messageVersion": "2.2.0", "threeDSServerTransID": "8a880dc0-d2d2-4067-bcb1-b08d1690b26e",
+        "acctNumber": "4000000000001091", "deviceChannel": "02", "messageCategory": "01", "padding": "a" * 1800}
+body = json.dumps(areq).replace("\\", "\\\\").replace('"', '\\"')
+open(sys.argv[1], "w").write(f'wrk.method = "POST"\nwrk.body = "{body}"\nwrk.headers["Content-Type"] = "application/json"\n')
+PY
+
+cat > "$work/nginx.conf" <<NGX
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/body;
+  proxy_temp_path $work/proxy;
+  upstream up { server 127.0.0.1:$UP; keepalive 64; }
+  server {
+    listen 127.0.0.1:$UP;
+    location / { default_type application/json; return 200 '$ares'; }
+  }
+  server {
+    listen 127.0.0.1:$NGX;
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGX
+nginx -c "$work/nginx.conf" -p "$work" & pids+=($!)
+"$here/.venv/bin/mitmdump" --mode "reverse:http://127.0.0.1:$UP" --listen-host 127.0.0.1 -p $MITM -w "$work/flows.mitm" -q & pids+=($!)
+"$tape" record --reverse "http://127.0.0.1:$UP" --listen "127.0.0.1:$TAPE" --session "$work/bench.3dstape" --quiet 2>"$work/tape.log" & tape_pid=$!
+pids+=($tape_pid)
+for port in $UP $NGX $MITM $TAPE; do
+  for _ in $(seq 100); do curl -s -o /dev/null -X POST -d x "http://127.0.0.1:$port/ds/areq" && break; sleep 0.1; done
+done
+check=$(curl -s -X POST -d '{}' "http://127.0.0.1:$TAPE/ds/areq" | head -c 40)
+[ "${check:0:14}" = '{"messageType"' ] || { echo "3dstape did not answer with the ARes: $check"; exit 1; }
+
+run() { # name port threads conns -> "rps p50ms p99ms requests"
+  wrk -t"$3" -c"$4" -d"${secs}s" -s "$work/post.lua" --latency "http://127.0.0.1:$2/ds/areq" > "$work/wrk-$1-$4.txt"
+  python3 - "$work/wrk-$1-$4.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+def ms(v):
+    n, u = re.match(r"([\d.]+)(us|ms|s)", v).groups()
+    return float(n) * {"us": 0.001, "ms": 1, "s": 1000}[u]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+p50 = ms(re.search(r"50%\s+(\S+)", t).group(1)); p99 = ms(re.search(r"99%\s+(\S+)", t).group(1))
+req = int(re.search(r"(\d+) requests in", t).group(1))
+errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+print(f"{rps:.0f} {p50:.3f} {p99:.3f} {req} {errs.group(1) if errs else 0}")
+PY
+}
+
+declare -A R
+total_tape=0
+for load in "2 16" "1 1"; do
+  set -- $load
+  for target in direct:$UP nginx:$NGX mitmproxy:$MITM 3dstape:$TAPE; do
+    name=${target%%:*}; port=${target##*:}
+    R[$name-$2]=$(run "$name" "$port" "$1" "$2")
+    if [ "$name" = 3dstape ]; then total_tape=$((total_tape + $(echo "${R[$name-$2]}" | cut -d' ' -f4))); fi
+  done
+done
+peak_kb=$(awk '/VmHWM/ {print $2}' "/proc/$tape_pid/status")
+kill -INT "$tape_pid"; wait "$tape_pid" 2>/dev/null || true
+stored=$(sqlite3 "$work/bench.3dstape" "SELECT count(*) FROM exchanges WHERE path = '/ds/areq' AND status = 200")
+expected=$((total_tape + 2)) # plus the readiness probe and the check request
+
+echo
+echo "3dstape recording-proxy benchmark: POST 2 KB AReq -> 3 KB ARes, keep-alive, ${secs}s per run, $(nproc) cores"
+for c in 16 1; do
+  [ $c = 16 ] && echo "-- under load (wrk -t2 -c16)" || echo "-- one connection (wrk -t1 -c1)"
+  printf '%-10s %10s %9s %9s %12s %12s %9s\n' target req/s p50_ms p99_ms ratio_nginx added_p50_ms non2xx
+  read -r _ d50 _ _ _ <<<"${R[direct-$c]}"
+  read -r nrps _ _ _ _ <<<"${R[nginx-$c]}"
+  for name in direct nginx mitmproxy 3dstape; do
+    read -r rps p50 p99 _ bad <<<"${R[$name-$c]}"
+    ratio=$(python3 -c "print(f'{$rps/$nrps:.2f}x')")
+    added=$(python3 -c "print(f'{$p50-$d50:+.3f}')")
+    printf '%-10s %10s %9s %9s %12s %12s %9s\n' "$name" "$rps" "$p50" "$p99" "$ratio" "$added" "$bad"
+  done
+done
+echo "-- 3dstape peak memory (VmHWM): $((peak_kb / 1024)) MiB"
+echo "-- session file: $stored of $expected requests recorded ($(du -h "$work/bench.3dstape" | cut -f1))"
+[ "$stored" -ge "$expected" ] && echo "no exchange missing" || { echo "MISSING EXCHANGES"; exit 1; }
