@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import TapArguments
 import TapCrypto
+import TapHTTP
 import TapNet
 import TapProxy
 import TapCore
@@ -24,6 +25,10 @@ struct RecordCommand: Command {
         .option("client-key", "PEM", help: "private key of --client-cert"),
         .option("name", "LABEL", help: "a label stored in the session"),
         .flag("no-mask", help: "store PANs and OTP entries unmasked"),
+        .option("upstream-timeout", "SECONDS", help: "answer 504 when the upstream takes longer (default 60)"),
+        .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
+        .option("idle-timeout", "SECONDS", help: "close idle keep-alive client connections (default 120)"),
+        .option("max-body", "BYTES", help: "largest request or response body (default 16777216); larger is 413"),
         .flag("quiet", help: "print only the summary"),
         .flag("json-lines", help: "print each exchange as one JSON line"),
     ]
@@ -60,6 +65,18 @@ struct RecordCommand: Command {
         }
         var config = ProxyConfiguration(mode: mode, upstreamTLS: upstreamTLS, interceptTLS: intercept)
         config.mask = !args.has("no-mask")
+        func seconds(_ name: String) throws -> Double? {
+            guard let v = args.value(name) else { return nil }
+            guard let d = Double(v), d > 0 else { throw CommandFailure("--\(name) \(v): expected a positive number of seconds") }
+            return d
+        }
+        if let t = try seconds("upstream-timeout") { config.upstreamTimeout = t }
+        if let t = try seconds("header-timeout") { config.headerTimeout = t }
+        if let t = try seconds("idle-timeout") { config.idleTimeout = t }
+        if let v = args.value("max-body") {
+            guard let n = Int(v), n > 0 else { throw CommandFailure("--max-body \(v): expected a positive number of bytes") }
+            config.limits.maxBodyBytes = n
+        }
 
         let sessionPath = args.value("session") ?? defaultSessionPath()
         let created = ISO8601DateFormatter().string(from: Date())

@@ -31,16 +31,19 @@ final class ClientSession: ConnectionDelegate {
     var seq = 0
     var requestStartedAt: Double?
     var sentContinue = false
-    var headerTimer: TimerHandle?
-    var idleTimer: TimerHandle?
     var closed = false
+    /// What the session is waiting for, and until when (monotonic ns); checked by the server's sweep,
+    /// so that no per-request timer is created.
+    var waitingFor: Wait = .idle
+    var deadline: UInt64 = 0
+
+    enum Wait { case idle, requestHead, upstream }
 
     /// The exchange being forwarded.
     struct InFlight {
         var record: ExchangeRecord
         var keepAlive: Bool
         var target: Target
-        var timer: TimerHandle?
     }
 
     init(server: ProxyServer, id: Int64, peer: String) {
@@ -53,11 +56,26 @@ final class ClientSession: ConnectionDelegate {
     var config: ProxyConfiguration { server.config }
     var loop: EventLoop { server.loop }
 
-    func armIdleTimer() {
-        if let idleTimer { loop.cancel(idleTimer) }
-        idleTimer = loop.schedule(after: config.idleTimeout) { [weak self] in
-            guard let self, self.inFlight == nil, self.parser.isIdle else { return }
-            self.client.close()
+    func wait(for what: Wait, seconds: Double) {
+        waitingFor = what
+        deadline = EventLoop.nowNanos() + UInt64(seconds * 1e9)
+    }
+
+    func armIdleTimer() { wait(for: .idle, seconds: config.idleTimeout) }
+
+    /// Called by the server's sweep when `deadline` has passed.
+    func deadlinePassed() {
+        deadline = 0
+        switch waitingFor {
+        case .idle:
+            if inFlight == nil, parser.isIdle { client.close() }
+        case .requestHead:
+            if inFlight == nil, !parser.isIdle { reject(status: 408, "request not received within \(Int(config.headerTimeout)) s") }
+        case .upstream:
+            if let f = inFlight {
+                upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Int(config.upstreamTimeout)) s",
+                               closeUpstream: true)
+            }
         }
     }
 
@@ -83,14 +101,12 @@ final class ClientSession: ConnectionDelegate {
             f.record.clientAbortAt = wallNow()
             f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
             f.record.done = wallNow()
-            if let t = f.timer { loop.cancel(t) }
             inFlight = nil
             server.record(f.record)
         } else if let error, case .tls = error {
             server.log("client \(peer): \(error)")
             server.writer?.submit(.note(at: wallNow(), kind: "client-tls-failed", detail: "\(peer): \(error)"))
         }
-        for t in [headerTimer, idleTimer].compactMap({ $0 }) { loop.cancel(t) }
         upstream?.close()
         upstream = nil
         server.sessionEnded(self)
@@ -112,12 +128,7 @@ final class ClientSession: ConnectionDelegate {
                 client.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
             }
             guard let r = try parser.nextRequest() else {
-                if !parser.isIdle, headerTimer == nil {
-                    headerTimer = loop.schedule(after: config.headerTimeout) { [weak self] in
-                        guard let self, self.inFlight == nil, !self.parser.isIdle else { return }
-                        self.reject(status: 408, "request not received within \(Int(self.config.headerTimeout)) s")
-                    }
-                }
+                if !parser.isIdle, waitingFor != .requestHead { wait(for: .requestHead, seconds: config.headerTimeout) }
                 return
             }
             request = r
@@ -125,7 +136,6 @@ final class ClientSession: ConnectionDelegate {
             reject(status: error.status == 502 ? 400 : error.status, error.message)
             return
         }
-        if let headerTimer { loop.cancel(headerTimer); self.headerTimer = nil }
         sentContinue = false
         let startedAt = requestStartedAt ?? wallNow()
         requestStartedAt = parser.isIdle ? nil : wallNow()
@@ -178,11 +188,8 @@ final class ClientSession: ConnectionDelegate {
         if out.headers["Host"] == nil { out.headers.add("Host", target.hostHeader) }
         let bytes = out.bytes + request.rawBody
 
-        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, timer: nil)
-        inFlight?.timer = loop.schedule(after: config.upstreamTimeout) { [weak self] in
-            self?.upstreamFailed(status: 504, "upstream \(target.address) did not answer within \(Int(self?.config.upstreamTimeout ?? 0)) s",
-                                 closeUpstream: true)
-        }
+        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target)
+        wait(for: .upstream, seconds: config.upstreamTimeout)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
             link.send(bytes, method: head.method)
         } else {
@@ -226,7 +233,6 @@ final class ClientSession: ConnectionDelegate {
 
     func responseReceived(_ response: HTTPResponse, firstByteAt: Double?) {
         guard var f = inFlight else { return }
-        if let t = f.timer { loop.cancel(t) }
         inFlight = nil
         client.write(response.rawHead + response.rawBody)
         f.record.status = response.head.status
@@ -248,8 +254,8 @@ final class ClientSession: ConnectionDelegate {
 
     func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool) {
         guard var f = inFlight else { return }
-        if let t = f.timer { loop.cancel(t) }
         inFlight = nil
+        armIdleTimer()
         if closeUpstream { upstream?.close(); upstream = nil }
         let body = ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.address.description, close: !f.keepAlive)
         client.write(body)

@@ -46,7 +46,18 @@ public final class ProxyServer: @unchecked Sendable {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in self.accept(fd: fd, peer: peer) }
         try l.start()
         listeners.append(l)
+        if listeners.count == 1 { scheduleSweep() }
         return l.address
+    }
+
+    /// Every 250 ms, expires the sessions whose deadline (idle, request head, upstream answer) has passed.
+    private func scheduleSweep() {
+        loop.schedule(after: 0.25) { [weak self] in
+            guard let self, !self.listeners.isEmpty else { return }
+            let now = EventLoop.nowNanos()
+            for s in self.sessions.values where s.deadline != 0 && s.deadline <= now { s.deadlinePassed() }
+            self.scheduleSweep()
+        }
     }
 
     /// Stops accepting and closes every connection (exchanges in flight are recorded as aborted).

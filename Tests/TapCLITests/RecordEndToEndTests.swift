@@ -194,6 +194,28 @@ import TapCrypto
         }
     }
 
+    @Test func timeoutsAnswer504And408() throws {
+        try withFixture { f in
+            let (up, upPort) = try upstream()
+            defer { up.stop() }
+            let (rec, port) = try recorder(f, ["--reverse", "http://127.0.0.1:\(upPort)", "--upstream-timeout", "0.5",
+                                               "--header-timeout", "0.5", "--max-body", "1000"])
+            defer { rec.stop() }
+            let started = Date()
+            let slow = try sh(["curl", "-sS", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)/slow?ms=3000"])
+            #expect(slow.out.hasSuffix("\n504"), "\(slow.out)")
+            #expect(Date().timeIntervalSince(started) < 2.5)
+            let partial = try sh(["python3", "-c", """
+                import socket; s = socket.create_connection(('127.0.0.1', \(port))); s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\n'); s.settimeout(5); print(s.recv(4096).decode())
+                """])
+            #expect(partial.out.hasPrefix("HTTP/1.1 408"), "\(partial.out)")
+            let big = try sh(["curl", "-sS", "-w", "\n%{http_code}", "--data", String(repeating: "b", count: 5000), "http://127.0.0.1:\(port)/x"])
+            #expect(big.out.hasSuffix("\n413"))
+            try stopRecorder(rec)
+            #expect(try sqlite(f.session, "SELECT status, error LIKE '%did not answer%' FROM exchanges") == "504|1")
+        }
+    }
+
     @Test func killDashNineLeavesAValidFile() throws {
         try withFixture { f in
             let (up, upPort) = try upstream()

@@ -111,3 +111,36 @@ import Testing
         }
     }
 }
+
+/// Random and mutated input never crashes the parser: it returns messages, asks for more, or throws.
+@Suite struct HTTPParserRobustnessTests {
+    @Test func randomMutationsOfValidMessages() {
+        let seeds = [
+            "POST /ds/areq HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
+            "GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n0\r\nT: 1\r\n\r\n",
+            "CONNECT acs.test:443 HTTP/1.1\r\nHost: acs.test:443\r\n\r\n",
+        ].map { Array($0.utf8) }
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<3000 {
+            var bytes = seeds.randomElement(using: &rng)!
+            for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                let i = Int.random(in: 0..<bytes.count, using: &rng)
+                switch Int.random(in: 0..<4, using: &rng) {
+                case 0: bytes[i] = UInt8.random(in: 0...255, using: &rng)
+                case 1: bytes.remove(at: i)
+                case 2: bytes.insert(UInt8.random(in: 0...255, using: &rng), at: i)
+                default: bytes.insert(contentsOf: [13, 10], at: i)
+                }
+                if bytes.isEmpty { bytes = [0] }
+            }
+            for mode in [HTTPParser.Mode.request, .response] {
+                var p = HTTPParser(mode: mode)
+                p.append(bytes)
+                for _ in 0..<4 {
+                    if mode == .request { _ = try? p.nextRequest() } else { _ = try? p.nextResponse() }
+                }
+                _ = try? p.finish()
+            }
+        }
+    }
+}
