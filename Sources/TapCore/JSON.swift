@@ -72,8 +72,10 @@ public struct JSONError: Error, Equatable, CustomStringConvertible {
 extension JSON {
     /// Parses UTF-8 JSON text (RFC 8259). Nesting deeper than `maxDepth` is an error, never a crash.
     public static func parse(_ bytes: [UInt8], maxDepth: Int = 256) throws(JSONError) -> JSON {
-        var parser = JSONParser(bytes: bytes, maxDepth: maxDepth)
-        return try parser.parseDocument()
+        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONError) -> JSON in
+            var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+            return try parser.parseDocument()
+        }
     }
 
     /// Parses JSON text given as a string.
@@ -82,13 +84,14 @@ extension JSON {
     }
 }
 
+/// The parser works on the caller's buffer for speed; every read is preceded by an explicit bounds check.
 private struct JSONParser {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
     var i = 0
     var depth = 0
 
-    init(bytes: [UInt8], maxDepth: Int) {
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
     }

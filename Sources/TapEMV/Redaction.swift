@@ -71,16 +71,18 @@ public enum ThreeDSContent {
     /// Replaces each run of 13–19 ASCII digits that passes the Luhn check with first 6, `*`s, last 4.
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
         var out = bytes
-        var i = 0
-        while i < out.count {
-            guard out[i] >= 0x30, out[i] <= 0x39 else { i += 1; continue }
-            var j = i
-            while j < out.count, out[j] >= 0x30, out[j] <= 0x39 { j += 1 }
-            let len = j - i
-            if (13...19).contains(len), luhn(out[i..<j]) {
-                for k in (i + 6)..<(j - 4) { out[k] = UInt8(ascii: "*") }
+        out.withUnsafeMutableBufferPointer { b in
+            let n = b.count
+            var i = 0
+            while i < n {
+                guard b[i] &- 0x30 <= 9 else { i += 1; continue }
+                var j = i
+                while j < n, b[j] &- 0x30 <= 9 { j += 1 }
+                if (13...19).contains(j - i), luhn(UnsafeBufferPointer(rebasing: b[i..<j])) {
+                    for k in (i + 6)..<(j - 4) { b[k] = UInt8(ascii: "*") }
+                }
+                i = j
             }
-            i = j
         }
         return out
     }

@@ -50,6 +50,23 @@ public final class Connection: EventHandler {
     public private(set) var connectedAt: UInt64?
     /// Monotonic nanoseconds when the TLS handshake completed.
     public private(set) var tlsEstablishedAt: UInt64?
+    /// While true, the connection does not read (backpressure); the peer's data waits in the kernel.
+    public private(set) var readingPaused = false
+
+    /// Stops reading until `resumeReading`.
+    public func pauseReading() {
+        guard !readingPaused, !isClosed else { return }
+        readingPaused = true
+        if let registration { loop.update(registration, readable: false, writable: outboxOffset < outbox.count || connecting) }
+    }
+
+    /// Reads again after `pauseReading`.
+    public func resumeReading() {
+        guard readingPaused, !isClosed else { return }
+        readingPaused = false
+        if let registration { loop.update(registration, readable: true, writable: outboxOffset < outbox.count || connecting) }
+    }
+
     /// Bytes received and sent on the wire.
     public private(set) var bytesIn = 0, bytesOut = 0
 
@@ -155,7 +172,7 @@ public final class Connection: EventHandler {
         } else {
             outbox += bytes
         }
-        if let registration { loop.update(registration, readable: true, writable: true) }
+        if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
     }
 
     private func flush() {
@@ -173,7 +190,7 @@ public final class Connection: EventHandler {
         }
         outbox.removeAll(keepingCapacity: true)
         outboxOffset = 0
-        if let registration { loop.update(registration, readable: true, writable: false) }
+        if let registration { loop.update(registration, readable: !readingPaused, writable: false) }
         if closeAfterFlush { finish(error: nil, notify: true) }
     }
 

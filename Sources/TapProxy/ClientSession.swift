@@ -32,6 +32,8 @@ final class ClientSession: ConnectionDelegate {
     var requestStartedAt: Double?
     var sentContinue = false
     var closed = false
+    /// Waiting for the session writer to catch up (backpressure).
+    var isDeferred = false
     /// What the session is waiting for, and until when (monotonic ns); checked by the server's sweep,
     /// so that no per-request timer is created.
     var waitingFor: Wait = .idle
@@ -62,6 +64,13 @@ final class ClientSession: ConnectionDelegate {
     }
 
     func armIdleTimer() { wait(for: .idle, seconds: config.idleTimeout) }
+
+    func resumeAfterBackpressure() {
+        isDeferred = false
+        guard !closed else { return }
+        client.resumeReading()
+        processNext()
+    }
 
     /// Called by the server's sweep when `deadline` has passed.
     func deadlinePassed() {
@@ -119,7 +128,13 @@ final class ClientSession: ConnectionDelegate {
     // MARK: requests
 
     func processNext() {
-        guard !closed, inFlight == nil else { return }
+        guard !closed, inFlight == nil, !isDeferred else { return }
+        if server.writerIsBehind, !parser.isIdle {
+            isDeferred = true
+            client.pauseReading()
+            server.deferUntilWriterCatchesUp(self)
+            return
+        }
         let request: HTTPRequest
         do {
             if !sentContinue, let head = try parser.peekRequestHead(), head.headers["Expect"]?.lowercased() == "100-continue",

@@ -28,6 +28,10 @@ public final class ProxyServer: @unchecked Sendable {
     private var listeners: [Listener] = []
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var nextConnectionID: Int64 = 1
+    /// Sessions waiting for the writer to catch up before their next request is taken.
+    private var deferred: [ClientSession] = []
+    /// Writer backlog (events) above which new requests wait.
+    public var writerBacklogLimit = 2048
     private let statsBox = Mutex(ProxyStats())
 
     /// `writer` stores the exchanges (and drives the live view through its callback).
@@ -84,6 +88,29 @@ public final class ProxyServer: @unchecked Sendable {
         let upstream: String? = { if case let .reverse(u) = config.mode { return u.description }; return nil }()
         writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer, acceptedAt: wallNow(), mode: config.modeName, upstream: upstream)))
         session.armIdleTimer()
+    }
+
+    /// True while the session writer is behind: new requests wait, so memory stays bounded.
+    var writerIsBehind: Bool { (writer?.backlog ?? 0) > writerBacklogLimit }
+
+    /// Parks a session until the writer's backlog falls below 7/8 of the limit (a small step, so that
+    /// each pause is short: about 256 exchanges of writer time).
+    func deferUntilWriterCatchesUp(_ s: ClientSession) {
+        deferred.append(s)
+        if deferred.count == 1 { scheduleDeferredCheck() }
+    }
+
+    private func scheduleDeferredCheck() {
+        loop.schedule(after: 0.001) { [weak self] in
+            guard let self else { return }
+            if (self.writer?.backlog ?? 0) > self.writerBacklogLimit - self.writerBacklogLimit / 8 {
+                self.scheduleDeferredCheck()
+                return
+            }
+            let ready = self.deferred
+            self.deferred.removeAll()
+            for s in ready { s.resumeAfterBackpressure() }
+        }
     }
 
     func sessionEnded(_ s: ClientSession) {

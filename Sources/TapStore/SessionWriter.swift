@@ -15,6 +15,7 @@ public final class SessionWriter: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
     private let written = Atomic<Int>(0)
+    private let queued = Atomic<Int>(0)
     private let failure = Mutex<String?>(nil)
     /// Bodies larger than this are stored zlib-compressed (flag column `*_body_compressed`).
     public static let compressAbove = 8 * 1024
@@ -32,7 +33,11 @@ public final class SessionWriter: Sendable {
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         self.path = path
         let db = try Database(path: path)
-        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        // WAL while recording. synchronous=OFF: a commit is in the OS page cache when it returns, which is
+        // all that a crash or `kill -9` of this process needs (the file stays valid, committed exchanges
+        // survive); only a power loss or kernel crash could lose recent ones. Checkpoints therefore never
+        // stall the writer on fsync; `close` syncs the file once at the end.
+        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=4096; PRAGMA foreign_keys=ON;")
         try db.transaction { try SessionSchema.create(in: db, meta: meta) }
         let box = DatabaseBox(db)
         let thread = Thread { [self] in self.runLoop(box.take()) }
@@ -44,6 +49,7 @@ public final class SessionWriter: Sendable {
     /// or at once when `batchSize` events are waiting, so that a busy proxy does not pay a thread
     /// wake-up per exchange.
     public func submit(_ event: SessionEvent) {
+        queued.add(1, ordering: .relaxed)
         let n = queue.withLock { q -> Int in
             q.append(event)
             return q.count
@@ -55,6 +61,10 @@ public final class SessionWriter: Sendable {
     public static let batchSize = 128
     /// The longest an event waits in memory before its transaction starts.
     public static let flushInterval = DispatchTimeInterval.milliseconds(20)
+
+    /// Events submitted and not yet committed. The proxy stops taking new requests while this is high,
+    /// so that a disk slower than the network bounds memory instead of growing a queue.
+    public var backlog: Int { queued.load(ordering: .relaxed) }
 
     /// Exchanges committed to the file so far.
     public var exchangesWritten: Int { written.load(ordering: .relaxed) }
@@ -86,6 +96,7 @@ public final class SessionWriter: Sendable {
                     if let onExchange { lines.forEach(onExchange) }
                     let n = batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
                     written.add(n, ordering: .relaxed)
+                    queued.subtract(batch.count, ordering: .relaxed)
                 } catch {
                     failure.withLock { $0 = "\(error)" }
                 }
@@ -93,7 +104,7 @@ public final class SessionWriter: Sendable {
             if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
         }
         statements = nil
-        try? db.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
+        try? db.execute("PRAGMA synchronous=FULL; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
         finished.signal()
     }
 }

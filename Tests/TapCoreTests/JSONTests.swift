@@ -70,3 +70,20 @@ import Testing
         #expect(Hex.decode("zz") == nil)
     }
 }
+
+@Suite struct JSONRobustnessTests {
+    /// Mutated documents parse or throw; none crashes, and whatever parses re-serialises to valid JSON.
+    @Test func mutationsNeverCrash() throws {
+        let seed = Array(#"{"a":[1,-2.5e3,true,null,"x\u00e9\n"],"b":{"c":"\ud83d\ude00"}}"#.utf8)
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<5000 {
+            var b = seed
+            for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                let i = Int.random(in: 0..<b.count, using: &rng)
+                if Bool.random(using: &rng) { b[i] = UInt8.random(in: 0...255, using: &rng) } else { b.remove(at: i) }
+                if b.isEmpty { b = [0x7B] }
+            }
+            if let j = try? JSON.parse(b) { #expect(try JSON.parse(j.bytes) == j) }
+        }
+    }
+}

@@ -119,3 +119,28 @@ import TapJOSE
         #expect(Masking.maskPAN("1234") == "****")
     }
 }
+
+@Suite struct RedactionTests {
+    @Test func luhnRunsAreMaskedAnywhere() {
+        let html = Array("<p>card 4000000000001091 and order 1234567890123 (not Luhn)</p>".utf8)
+        #expect(String(decoding: ThreeDSContent.maskLuhnRuns(html), as: UTF8.self) ==
+                "<p>card 400000******1091 and order 1234567890123 (not Luhn)</p>")
+    }
+
+    @Test func prepareMasksJSONAndFindsMessages() throws {
+        let body = Array(#"{"messageType":"CReq","messageVersion":"2.2.0","challengeDataEntry":"123456","note":"5100000000000008"}"#.utf8)
+        let (stored, found) = ThreeDSContent.prepare(body, mask: true)
+        let text = String(decoding: stored, as: UTF8.self)
+        #expect(text.contains(#""challengeDataEntry":"***""#) && text.contains("510000******0008"))
+        #expect(found.first?.summary?.messageType == "CReq")
+        let (raw, _) = ThreeDSContent.prepare(body, mask: false)
+        #expect(raw == body)
+    }
+
+    @Test func formFieldsAreMaskedInsideTheirBase64() throws {
+        let creq = Base64URL.encode(Array(#"{"messageType":"CReq","acctNumber":"4000000000001091"}"#.utf8))
+        let (stored, found) = ThreeDSContent.prepare(Array("creq=\(creq)&threeDSSessionData=abc".utf8), mask: true)
+        #expect(found.first?.json["acctNumber"]?.stringValue == "400000******1091")
+        #expect(!String(decoding: stored, as: UTF8.self).contains(creq))
+    }
+}
