@@ -158,7 +158,7 @@ public final class SessionReader {
         let tx = try db.query("SELECT final_trans_status, error_code FROM v_transactions")
         var tally: [String: Int] = [:]
         for t in tx {
-            let key = t[0].text ?? (t[1].text.map { "Erro \($0)" } ?? "?")
+            let key = t[0].text ?? (t[1].text.map { "Erro \($0)" } ?? "no result")
             tally[key, default: 0] += 1
         }
         let errors = try db.query("SELECT count(*) FROM exchanges WHERE error IS NOT NULL")[0][0].integer ?? 0
