@@ -45,7 +45,8 @@ let package = Package(
         // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
         .target(name: "TapArguments", swiftSettings: strict),
         // Session files: the schema, the single writer, and the reader.
-        .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], swiftSettings: strict),
+        .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], exclude: ["SCHEMA.md"],
+                swiftSettings: strict),
         // The recording proxy: forward (CONNECT + TLS interception) and reverse modes, the 3DS layer, the CA.
         .target(name: "TapProxy", dependencies: ["TapNet", "TapHTTP", "TapStore", "TapEMV", "TapCrypto", "TapCompression", "TapCore"],
                 swiftSettings: strict),

@@ -57,6 +57,12 @@ final class EVPKey: @unchecked Sendable {
         return nil
     }
 
+    /// The key type, or an error for anything but P-256 and RSA.
+    func supportedType() throws(CryptoError) -> KeyType {
+        guard let type else { throw CryptoError(.invalidKey, "unsupported key type (only EC P-256 and RSA are supported)") }
+        return type
+    }
+
     func bigNumber(_ name: String) -> [UInt8]? {
         var bn: OpaquePointer? = nil
         guard EVP_PKEY_get_bn_param(pointer, name, &bn) == 1, let bn else {
@@ -204,11 +210,8 @@ public struct PublicKey: Sendable {
     public let type: KeyType
 
     init(_ key: EVPKey) throws(CryptoError) {
-        guard let type = key.type else {
-            throw CryptoError(.invalidKey, "unsupported key type (only EC P-256 and RSA are supported)")
-        }
+        type = try key.supportedType()
         self.key = key
-        self.type = type
     }
 
     /// A P-256 public key from its 32-byte affine coordinates; rejects points not on the curve.
@@ -314,11 +317,8 @@ public struct PrivateKey: Sendable {
     public let type: KeyType
 
     init(_ key: EVPKey) throws(CryptoError) {
-        guard let type = key.type else {
-            throw CryptoError(.invalidKey, "unsupported key type (only EC P-256 and RSA are supported)")
-        }
+        type = try key.supportedType()
         self.key = key
-        self.type = type
     }
 
     /// Generates a fresh P-256 key pair.
