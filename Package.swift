@@ -38,12 +38,17 @@ let package = Package(
         .target(name: "TapHTTP", swiftSettings: strict),
         // Network I/O: epoll event loop, timers, non-blocking TCP connections with optional TLS, listeners.
         .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto"], swiftSettings: strict),
+        // A small HTTP server on the event loop and a blocking HTTP client (proxy, TLS, timeouts).
+        .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
         // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.
         .target(name: "TapEMV", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
         // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
         .target(name: "TapArguments", swiftSettings: strict),
+        // The built-in DS + ACS simulator and the SDK-like client that plays a 3DS SDK and a 3DS Server.
+        .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                swiftSettings: strict),
         // Session files: the schema, the single writer, and the reader.
         .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], exclude: ["SCHEMA.md"],
                 swiftSettings: strict),

@@ -1,0 +1,132 @@
+import TapCrypto
+import TapHTTP
+import TapNet
+
+/// A response to send: status, headers and body. Content-Length is added when sent.
+public struct HTTPReply: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+
+    public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON reply.
+    public static func json(_ body: [UInt8], status: Int = 200, contentType: String = "application/json") -> HTTPReply {
+        HTTPReply(status: status, headers: [("Content-Type", contentType)], body: body)
+    }
+
+    /// An HTML reply.
+    public static func html(_ text: String, status: Int = 200) -> HTTPReply {
+        HTTPReply(status: status, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(text.utf8))
+    }
+
+    func bytes(keepAlive: Bool) -> [UInt8] {
+        var h = HTTPHeaders(headers)
+        h.replaceOrAdd("Content-Length", String(body.count))
+        if !keepAlive { h.replaceOrAdd("Connection", "close") }
+        return HTTPResponseHead(status: status, headers: h).bytes + body
+    }
+}
+
+/// Handles one request; calls `respond` once, now or later (on the loop thread), or never (a server
+/// that hangs on purpose).
+public typealias HTTPHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) -> Void
+
+/// A small HTTP/1.1 server on an event loop: keep-alive, one request at a time per connection,
+/// optional TLS. For the sandbox and the client's RReq listener.
+public final class HTTPServer: @unchecked Sendable {
+    // Safe: all mutable state is used only on `loop`'s thread.
+    public let loop: EventLoop
+    let tls: TLSContext?
+    let handler: HTTPHandler
+    private var listener: Listener?
+    private var connections: [ObjectIdentifier: ServerConnection] = [:]
+
+    public init(loop: EventLoop, tls: TLSContext? = nil, handler: @escaping HTTPHandler) {
+        self.loop = loop
+        self.tls = tls
+        self.handler = handler
+    }
+
+    /// Binds and starts accepting; returns the bound address. Call on the loop thread or before it runs.
+    @discardableResult
+    public func start(on address: HostPort) throws(NetError) -> HostPort {
+        let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in self.accept(fd, peer) }
+        try l.start()
+        listener = l
+        return l.address
+    }
+
+    /// Stops accepting and closes every connection.
+    public func stop() {
+        listener?.close()
+        listener = nil
+        for c in connections.values { c.connection?.close() }
+        connections.removeAll()
+    }
+
+    private func accept(_ fd: Int32, _ peer: String) {
+        let sc = ServerConnection(server: self, peer: peer)
+        do {
+            let c = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: sc)
+            sc.connection = c
+            if let tls { c.startTLS(try TLSSession(context: tls, serverName: nil)) }
+        } catch {
+            return
+        }
+        connections[ObjectIdentifier(sc)] = sc
+    }
+
+    fileprivate func ended(_ sc: ServerConnection) { connections.removeValue(forKey: ObjectIdentifier(sc)) }
+}
+
+private final class ServerConnection: ConnectionDelegate {
+    unowned let server: HTTPServer
+    let peer: String
+    var connection: Connection?
+    var parser = HTTPParser(mode: .request)
+    var busy = false
+
+    init(server: HTTPServer, peer: String) {
+        self.server = server
+        self.peer = peer
+    }
+
+    func connectionReady(_ connection: Connection) {}
+
+    func connection(_ connection: Connection, received bytes: [UInt8]) {
+        parser.append(bytes)
+        next()
+    }
+
+    func connectionClosed(_ connection: Connection, error: ConnectionError?) {
+        self.connection = nil
+        server.ended(self)
+    }
+
+    func next() {
+        guard !busy, let connection else { return }
+        let request: HTTPRequest
+        do {
+            guard let r = try parser.nextRequest() else { return }
+            request = r
+        } catch {
+            connection.write(HTTPReply.json(Array("{\"error\":\"\(error.message)\"}".utf8), status: error.status == 502 ? 400 : error.status)
+                .bytes(keepAlive: false))
+            connection.close(afterFlush: true)
+            return
+        }
+        busy = true
+        let keepAlive = request.head.keepAlive
+        server.handler(request, peer) { [weak self] reply in
+            guard let self, let c = self.connection else { return }
+            c.write(reply.bytes(keepAlive: keepAlive))
+            self.busy = false
+            if keepAlive { self.next() } else { c.close(afterFlush: true) }
+        }
+    }
+}

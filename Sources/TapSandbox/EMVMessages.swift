@@ -1,0 +1,102 @@
+import Foundation
+import TapCore
+import TapEMV
+
+/// Helpers to build and check EMV 3DS JSON messages.
+enum EMV {
+    static func uuid() -> String { UUID().uuidString.lowercased() }
+
+    static func isUUID(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        guard u.count == 36 else { return false }
+        for (i, c) in u.enumerated() {
+            if [8, 13, 18, 23].contains(i) { if c != UInt8(ascii: "-") { return false } } else if !((c >= 48 && c <= 57) || (c | 0x20 >= 97 && c | 0x20 <= 102)) { return false }
+        }
+        return true
+    }
+
+    /// An Erro message (SPEC B.12).
+    static func erro(code: EMVErrorCode, component: String, description: String, detail: String, about message: JSON?,
+                     messageType: String?, version: String?) -> JSON {
+        var m: [(String, JSON)] = []
+        for id in ["threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID"] {
+            if let v = message?[id]?.stringValue { m.append((id, .string(v))) }
+        }
+        m += [("errorCode", .string(code.rawValue)), ("errorComponent", .string(component)),
+              ("errorDescription", .string(description)), ("errorDetail", .string(detail))]
+        if let messageType { m.append(("errorMessageType", .string(messageType))) }
+        m += [("messageType", .string("Erro")), ("messageVersion", .string(version ?? "2.2.0"))]
+        return .object(m)
+    }
+
+    /// The names in `required` that `message` lacks (or has empty).
+    static func missing(_ required: [String], in message: JSON) -> [String] {
+        required.filter { name in
+            guard let v = message[name] else { return true }
+            if case let .string(s) = v { return s.isEmpty }
+            return false
+        }
+    }
+
+    static func object(_ members: [(String, String?)]) -> JSON {
+        .object(members.compactMap { k, v in v.map { (k, JSON.string($0)) } })
+    }
+}
+
+/// A tiny HTML form reader for the browser flow: the form's action and its input fields.
+enum HTMLForm {
+    static func action(in html: String) -> String? {
+        guard let r = html.range(of: "action=\"") else { return nil }
+        let rest = html[r.upperBound...]
+        guard let end = rest.firstIndex(of: "\"") else { return nil }
+        return htmlUnescape(String(rest[..<end]))
+    }
+
+    /// `name=value` of every `<input ... name="x" value="y">`.
+    static func inputs(in html: String) -> [(String, String)] {
+        var out: [(String, String)] = []
+        var search = html[...]
+        while let r = search.range(of: "<input") {
+            let tagEnd = search[r.upperBound...].firstIndex(of: ">") ?? search.endIndex
+            let tag = String(search[r.upperBound..<tagEnd])
+            if let name = attribute("name", in: tag) { out.append((name, attribute("value", in: tag) ?? "")) }
+            search = search[tagEnd...]
+        }
+        return out
+    }
+
+    static func attribute(_ name: String, in tag: String) -> String? {
+        guard let r = tag.range(of: " \(name)=\"") else { return nil }
+        let rest = tag[r.upperBound...]
+        guard let end = rest.firstIndex(of: "\"") else { return nil }
+        return htmlUnescape(String(rest[..<end]))
+    }
+
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+    }
+
+    static func htmlUnescape(_ s: String) -> String {
+        s.replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&lt;", with: "<")
+            .replacingOccurrences(of: "&gt;", with: ">").replacingOccurrences(of: "&amp;", with: "&")
+    }
+
+    /// An auto-posting form (with a no-JavaScript button), as an ACS sends the final CRes.
+    static func autoPost(action: String, fields: [(String, String)], title: String) -> String {
+        let inputs = fields.map { "<input type=\"hidden\" name=\"\(escape($0.0))\" value=\"\(escape($0.1))\">" }.joined(separator: "\n")
+        return """
+        <!DOCTYPE html><html><head><title>\(escape(title))</title></head>
+        <body onload="document.forms[0].submit()">
+        <form method="post" action="\(escape(action))">
+        \(inputs)
+        <noscript><button type="submit">Continue</button></noscript>
+        </form></body></html>
+        """
+    }
+
+    /// Form-encodes fields.
+    static func encode(_ fields: [(String, String)]) -> [UInt8] {
+        Array(fields.map { "\(FormBody.percentEncode($0.0))=\(FormBody.percentEncode($0.1))" }.joined(separator: "&").utf8)
+    }
+}

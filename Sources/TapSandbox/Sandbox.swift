@@ -1,0 +1,324 @@
+import Dispatch
+import Foundation
+import Synchronization
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTP
+import TapHTTPService
+import TapJOSE
+import TapNet
+
+/// How the sandbox runs.
+public struct SandboxOptions: Sendable {
+    /// The DS key that deviceData must be encrypted to.
+    public var dsKeyType: DSKeyType = .rsa
+    /// The acsSignedContent algorithm: PS256 (RSA ACS key) or ES256 (EC ACS key).
+    public var signing: SignatureAlgorithm = .ps256
+    /// Seconds before the ARes for the delayed-ARes card.
+    public var aresDelay: Double = 2
+    /// Seconds before the decoupled card's RReq.
+    public var decoupledDelay: Double = 1
+    /// Where app-channel keys are logged (`CEK <acsTransID> <hex>`), or nil.
+    public var keylog: String?
+    /// A forward proxy for the RReq the ACS sends to the 3DS Server (so a recorder sees it), or nil.
+    public var outgoingProxy: HostPort?
+    /// TLS roots for RReq to an https threeDSServerURL (nil: system roots).
+    public var outgoingRoots: [Certificate]?
+
+    public init() {}
+}
+
+/// The built-in DS + ACS simulator: AReq/ARes, PReq/PRes, the app-channel CReq/CRes JWE, the browser
+/// creq/cres forms, the 3DS Method, and RReq to the 3DS Server; requests checked as a DS and an ACS
+/// check them, answered with Erro 101/102/201/203/301/302/305 where they fail.
+/// Its state is touched only on its event loop's thread.
+public final class Sandbox: @unchecked Sendable {
+    // Safe: `transactions` and the other mutable fields are used only from handlers that the HTTP
+    // server runs on its loop thread; the RReq sender runs on a Dispatch queue and touches only its
+    // own values and `log`.
+    public let keys: SandboxKeys
+    public let options: SandboxOptions
+    let loop: EventLoop
+    /// `http(s)://host:port` the sandbox is reached at (set when it starts).
+    public private(set) var baseURL = ""
+    var transactions: [String: Transaction] = [:]
+    let log: @Sendable (String) -> Void
+    let rreqResults = Mutex<[String: String]>([:])
+    private var server: HTTPServer?
+    private let keylogLock = Mutex(0)
+
+    final class Transaction {
+        let areq: JSON
+        var ares: JSON
+        let card: TestCard
+        let version: String
+        let app: Bool
+        var cipher: AppChannelCipher?
+        var rounds = 0
+        var resends = 0
+        var finished = false
+        var uiType: String
+        var sessionData: String?
+
+        init(areq: JSON, ares: JSON, card: TestCard, version: String, app: Bool, uiType: String) {
+            self.areq = areq
+            self.ares = ares
+            self.card = card
+            self.version = version
+            self.app = app
+            self.uiType = uiType
+        }
+    }
+
+    public init(keys: SandboxKeys, options: SandboxOptions, loop: EventLoop, log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.keys = keys
+        self.options = options
+        self.loop = loop
+        self.log = log
+    }
+
+    /// Starts listening (plain HTTP, or HTTPS with the sandbox TLS certificate). Call before `loop.run()`
+    /// or on the loop thread.
+    @discardableResult
+    public func start(on address: HostPort, tls: Bool) throws -> HostPort {
+        let ctx = tls ? try TLSContext(serverCertificate: keys.tls.cert, key: keys.tls.key) : nil
+        let s = HTTPServer(loop: loop, tls: ctx) { [unowned self] req, peer, respond in self.handle(req, respond) }
+        let bound = try s.start(on: address)
+        server = s
+        let host = bound.host == "0.0.0.0" ? "127.0.0.1" : bound.host
+        baseURL = "\(tls ? "https" : "http")://\(HostPort(host: host, port: bound.port))"
+        return bound
+    }
+
+    /// The RRes status the 3DS Server answered for a transaction's RReq ("01" …, or an error text).
+    public func rreqResult(threeDSServerTransID: String) -> String? { rreqResults.withLock { $0[threeDSServerTransID] } }
+
+    // MARK: routing
+
+    func handle(_ req: HTTPRequest, _ respond: @escaping (HTTPReply) -> Void) {
+        let path = req.head.target.split(separator: "?").first.map(String.init) ?? "/"
+        switch (req.head.method, path) {
+        case ("POST", "/ds/areq"): handleAReq(req.body, respond)
+        case ("POST", "/ds/preq"): respond(handlePReq(req.body))
+        case ("POST", "/acs/challenge"): handleChallenge(req, respond)
+        case ("POST", "/acs/challenge/submit"): handleBrowserSubmit(req.body, respond)
+        case ("POST", "/acs/method"): respond(handleMethod(req.body))
+        case ("GET", "/"):
+            respond(.json(JSON.object([("sandbox", .string("3dstape DS + ACS")), ("endpoints", .array(
+                ["POST /ds/areq", "POST /ds/preq", "POST /acs/challenge", "POST /acs/method"].map(JSON.string)))]).bytes))
+        default:
+            respond(.json(Array(#"{"error":"no such endpoint"}"#.utf8), status: 404))
+        }
+    }
+
+    func erroReply(_ code: EMVErrorCode, _ component: String, _ description: String, _ detail: String, about message: JSON?,
+                   type: String?) -> HTTPReply {
+        log("Erro \(code.rawValue) \(description): \(detail)")
+        return .json(EMV.erro(code: code, component: component, description: description, detail: detail, about: message,
+                              messageType: type, version: message?["messageVersion"]?.stringValue).bytes)
+    }
+
+    // MARK: DS: AReq
+
+    static let versions = ["2.1.0", "2.2.0", "2.3.1"]
+    static let commonRequired = ["threeDSServerTransID", "deviceChannel", "messageCategory", "acctNumber", "threeDSServerRefNumber",
+                                 "threeDSServerURL", "threeDSRequestorID", "threeDSRequestorName", "acquirerBIN",
+                                 "acquirerMerchantID", "mcc", "merchantCountryCode", "merchantName"]
+    static let purchaseRequired = ["purchaseAmount", "purchaseCurrency", "purchaseExponent", "purchaseDate"]
+    static let appRequired = ["sdkAppID", "sdkEncData", "sdkEphemPubKey", "sdkMaxTimeout", "sdkReferenceNumber", "sdkTransID",
+                              "deviceRenderOptions"]
+    static let browserRequired = ["notificationURL", "browserAcceptHeader", "browserUserAgent", "browserLanguage"]
+
+    func handleAReq(_ body: [UInt8], _ respond: @escaping (HTTPReply) -> Void) {
+        guard let areq = try? JSON.parse(body), areq.isObject else {
+            return respond(erroReply(.messageInvalid, "D", "Message not recognised", "the body is not a JSON object", about: nil, type: nil))
+        }
+        guard areq["messageType"]?.stringValue == "AReq" else {
+            return respond(erroReply(.messageInvalid, "D", "Message not recognised",
+                                     "messageType \(areq["messageType"]?.compact ?? "missing") at /ds/areq", about: areq, type: nil))
+        }
+        guard let version = areq["messageVersion"]?.stringValue, Sandbox.versions.contains(version) else {
+            return respond(erroReply(.versionNotSupported, "D", "Message version not supported",
+                                     "messageVersion \(areq["messageVersion"]?.compact ?? "missing"); supported: 2.1.0, 2.2.0, 2.3.1",
+                                     about: areq, type: "AReq"))
+        }
+        let channel = areq["deviceChannel"]?.stringValue
+        var required = Sandbox.commonRequired
+        if areq["messageCategory"]?.stringValue == "01" { required += Sandbox.purchaseRequired }
+        if channel == "01" { required += Sandbox.appRequired } else if channel == "02" { required += Sandbox.browserRequired }
+        let missing = EMV.missing(required, in: areq)
+        guard missing.isEmpty else {
+            return respond(erroReply(.requiredElementMissing, "D", "Required element missing", missing.joined(separator: ","),
+                                     about: areq, type: "AReq"))
+        }
+        var bad: [String] = []
+        if !EMV.isUUID(areq["threeDSServerTransID"]!.stringValue ?? "") { bad.append("threeDSServerTransID") }
+        if channel == "01", !EMV.isUUID(areq["sdkTransID"]?.stringValue ?? "") { bad.append("sdkTransID") }
+        if !["01", "02", "03"].contains(channel ?? "") { bad.append("deviceChannel") }
+        if !["01", "02"].contains(areq["messageCategory"]?.stringValue ?? "") { bad.append("messageCategory") }
+        let pan = areq["acctNumber"]?.stringValue ?? ""
+        if !(13...19).contains(pan.count) || !pan.allSatisfy(\.isASCIIDigitCharacter) { bad.append("acctNumber") }
+        if channel == "01", areq["sdkEphemPubKey"].map({ !$0.isObject }) ?? true { bad.append("sdkEphemPubKey") }
+        guard bad.isEmpty else {
+            return respond(erroReply(.formatInvalid, "D", "Format or value invalid", bad.joined(separator: ","), about: areq, type: "AReq"))
+        }
+        if channel == "01" {
+            do { _ = try decryptDeviceData(areq["sdkEncData"]!.stringValue ?? "") } catch {
+                return respond(erroReply(.decryptionFailure, "D", "Data decryption failure", "sdkEncData: \(error)", about: areq, type: "AReq"))
+            }
+        }
+        let card = TestCard.find(pan) ?? TestCard(pan: pan, behaviour: .frictionless("U"), summary: "unknown card", passingAnswer: "-",
+                                                  minimumVersion: "2.1.0")
+        if card.behaviour == .erro {
+            return respond(erroReply(.transactionDataInvalid, "D", "Transaction data not valid", "test card \(pan) always answers Erro 305",
+                                     about: areq, type: "AReq"))
+        }
+        let reply: HTTPReply
+        do { reply = try buildARes(areq, card: card, version: version, app: channel == "01") } catch {
+            return respond(erroReply(.transientFailure, "A", "Transient system failure", "\(error)", about: areq, type: "AReq"))
+        }
+        if card.behaviour == .delayedARes {
+            loop.schedule(after: options.aresDelay) { respond(reply) }
+        } else {
+            respond(reply)
+        }
+    }
+
+    func decryptDeviceData(_ compact: String) throws -> JSON {
+        let jwe = try JWE(compact: compact)
+        let plaintext: [UInt8]
+        switch try jwe.keyManagement {
+        case .rsaOAEP256:
+            guard let k = keys.dsKeys[.rsa] else { throw SandboxError("no RSA DS key") }
+            plaintext = try jwe.decrypt(rsaKey: k.key)
+        case .emvECDH:
+            guard let k = keys.dsKeys[.ec] else { throw SandboxError("no EC DS key") }
+            plaintext = try jwe.decrypt(ecKey: k.key, directoryServerID: SandboxKeys.directoryServerID)
+        case .direct:
+            throw SandboxError("deviceData JWE with alg dir and no epk")
+        }
+        return try JSON.parse(plaintext)
+    }
+
+    func buildARes(_ areq: JSON, card: TestCard, version: String, app: Bool) throws -> HTTPReply {
+        let acsTransID = EMV.uuid(), dsTransID = EMV.uuid()
+        var behaviour = card.behaviour
+        if version < card.minimumVersion { behaviour = .frictionless("U") }
+        var status: String
+        var uiType = "01"
+        switch behaviour {
+        case let .frictionless(s): status = s
+        case let .challenge(ui): status = "C"; uiType = ui
+        case .acsNeverAnswers: status = "C"
+        case .decoupled: status = "D"
+        case .delayedARes: status = "Y"
+        case .erro: status = "U"
+        }
+        var m: [(String, JSON)] = [
+            ("threeDSServerTransID", areq["threeDSServerTransID"]!), ("dsTransID", .string(dsTransID)),
+            ("acsTransID", .string(acsTransID)),
+        ]
+        if app { m.append(("sdkTransID", areq["sdkTransID"]!)) }
+        m += [("messageType", .string("ARes")), ("messageVersion", .string(version)),
+              ("acsReferenceNumber", .string("3DSTAPE-SANDBOX-ACS")), ("acsOperatorID", .string("3DSTAPE-ACS-OP")),
+              ("dsReferenceNumber", .string("3DSTAPE-SANDBOX-DS")), ("transStatus", .string(status))]
+        switch status {
+        case "Y": m += [("eci", .string("05")), ("authenticationValue", .string(Sandbox.cavv())), ("authenticationType", .string("02"))]
+        case "A": m += [("eci", .string("06")), ("authenticationValue", .string(Sandbox.cavv()))]
+        case "N", "R": m += [("eci", .string("07")), ("transStatusReason", .string("01"))]
+        case "U": m += [("eci", .string("07")), ("transStatusReason", .string(card.summary == "unknown card" ? "08" : "16"))]
+        case "I": m += [("eci", .string("07")), ("transStatusReason", .string("22"))]
+        case "D": m += [("acsDecConInd", .string("Y")), ("cardholderInfo", .string("Approve the payment in your banking app"))]
+        default: break
+        }
+        let tx = Transaction(areq: areq, ares: .null, card: card, version: version, app: app, uiType: uiType)
+        if status == "C" {
+            m.append(("acsChallengeMandated", .string("Y")))
+            let acsURL = baseURL + "/acs/challenge"
+            if app {
+                let eph = try PrivateKey.generateP256()
+                let sdkKey = try JWK(json: areq["sdkEphemPubKey"]!).publicKey()
+                let signed = JSON.object([("acsEphemPubKey", JWK(publicKey: eph.publicKey).json()), ("sdkEphemPubKey", areq["sdkEphemPubKey"]!),
+                                          ("acsURL", .string(acsURL))])
+                let (key, cert) = options.signing == .es256 ? keys.acsEC : keys.acsRSA
+                let jws = try JWS.sign(payload: signed.bytes, algorithm: options.signing, key: key,
+                                       extraHeader: [("x5c", JWS.x5cHeader([cert]))])
+                m.append(("acsSignedContent", .string(jws.compact)))
+                if version >= "2.2.0" {
+                    m.append(("acsRenderingType", .object([("acsInterface", .string(uiType == "05" || uiType == "06" ? "02" : "01")),
+                                                             ("acsUiTemplate", .string(uiType))])))
+                }
+                let cipher = try AppChannelCipher(role: .acs, privateKey: eph, peerPublicKey: sdkKey,
+                                                  sdkReferenceNumber: areq["sdkReferenceNumber"]!.stringValue ?? "",
+                                                  acsTransID: acsTransID, enc: .a128cbcHS256)
+                tx.cipher = cipher
+                writeKeylog("CEK \(acsTransID) \(Hex.encode(cipher.cek))")
+            } else {
+                m.append(("acsURL", .string(acsURL)))
+            }
+        }
+        let ares = JSON.object(m)
+        tx.ares = ares
+        if status == "C" || status == "D" { transactions[acsTransID] = tx }
+        if status == "D" {
+            loop.schedule(after: options.decoupledDelay) { [weak self] in self?.finish(tx, status: "Y", cancel: nil) }
+        }
+        log("AReq \(card.pan.prefix(6))… \(app ? "app" : "browser") \(version) → ARes \(status)")
+        return .json(ares.bytes)
+    }
+
+    static func cavv() -> String { Data(Digest.randomBytes(20)).base64EncodedString() }
+
+    func writeKeylog(_ line: String) {
+        guard let path = options.keylog else { return }
+        keylogLock.withLock { _ in
+            if let h = FileHandle(forWritingAtPath: path) {
+                h.seekToEndOfFile()
+                h.write(Data((line + "\n").utf8))
+                try? h.close()
+            } else {
+                _ = FileManager.default.createFile(atPath: path, contents: Data((line + "\n").utf8), attributes: [.posixPermissions: 0o600])
+            }
+        }
+    }
+
+    // MARK: DS: PReq
+
+    func handlePReq(_ body: [UInt8]) -> HTTPReply {
+        guard let preq = try? JSON.parse(body), preq["messageType"]?.stringValue == "PReq" else {
+            return erroReply(.messageInvalid, "D", "Message not recognised", "expected a PReq", about: nil, type: nil)
+        }
+        let missing = EMV.missing(["threeDSServerTransID", "threeDSServerRefNumber", "messageVersion"], in: preq)
+        guard missing.isEmpty else {
+            return erroReply(.requiredElementMissing, "D", "Required element missing", missing.joined(separator: ","), about: preq, type: "PReq")
+        }
+        let range = JSON.object([
+            ("startRange", .string("4000000000001000")), ("endRange", .string("4000000000001999")), ("actionInd", .string("A")),
+            ("acsStartProtocolVersion", .string("2.1.0")), ("acsEndProtocolVersion", .string("2.3.1")),
+            ("threeDSMethodURL", .string(baseURL + "/acs/method")), ("acsInfoInd", .array([.string("01"), .string("02")])),
+        ])
+        return .json(JSON.object([
+            ("threeDSServerTransID", preq["threeDSServerTransID"]!), ("dsTransID", .string(EMV.uuid())),
+            ("messageType", .string("PRes")), ("messageVersion", preq["messageVersion"]!), ("serialNum", .string("1")),
+            ("dsProtocolVersions", .array(Sandbox.versions.map(JSON.string))), ("cardRangeData", .array([range])),
+        ]).bytes)
+    }
+
+    // MARK: ACS: 3DS Method
+
+    func handleMethod(_ body: [UInt8]) -> HTTPReply {
+        let fields = FormBody.parse(String(decoding: body, as: UTF8.self)) ?? []
+        guard let data = fields.first(where: { $0.0 == "threeDSMethodData" })?.1, let bytes = Base64URL.decode(data),
+              let json = try? JSON.parse(bytes), let id = json["threeDSServerTransID"]?.stringValue,
+              let notify = json["threeDSMethodNotificationURL"]?.stringValue else {
+            return .html("<p>threeDSMethodData missing or malformed</p>", status: 400)
+        }
+        let back = Base64URL.encode(JSON.object([("threeDSServerTransID", .string(id))]).bytes)
+        return .html(HTMLForm.autoPost(action: notify, fields: [("threeDSMethodData", back)], title: "3DS Method"))
+    }
+}
+
+extension Character {
+    var isASCIIDigitCharacter: Bool { asciiValue.map { $0 >= 48 && $0 <= 57 } ?? false }
+}

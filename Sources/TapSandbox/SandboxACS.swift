@@ -1,0 +1,272 @@
+import Dispatch
+import Foundation
+import Synchronization
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTP
+import TapHTTPService
+import TapJOSE
+import TapNet
+
+extension Sandbox {
+    // MARK: ACS: challenge
+
+    func handleChallenge(_ req: HTTPRequest, _ respond: @escaping (HTTPReply) -> Void) {
+        let text = String(decoding: req.body, as: UTF8.self).trimmingWhitespace
+        if text.hasPrefix("{") {
+            // The SDK's own Erro, posted in clear to the acsURL.
+            log("SDK Erro received: \(text.prefix(200))")
+            return respond(HTTPReply(status: 200))
+        }
+        if text.split(separator: ".", omittingEmptySubsequences: false).count == 5 {
+            return handleAppCReq(text, respond)
+        }
+        if let fields = FormBody.parse(text), let creq = fields.first(where: { $0.0 == "creq" })?.1 {
+            return handleBrowserCReq(creq, sessionData: fields.first(where: { $0.0 == "threeDSSessionData" })?.1, respond)
+        }
+        respond(erroReply(.messageInvalid, "A", "Message not recognised", "expected a CReq (JWE, or form field creq)", about: nil, type: nil))
+    }
+
+    func handleAppCReq(_ compact: String, _ respond: @escaping (HTTPReply) -> Void) {
+        guard let jwe = try? JWE(compact: compact), let kid = jwe.keyID else {
+            return respond(erroReply(.decryptionFailure, "A", "Data decryption failure", "CReq JWE is malformed or has no kid",
+                                     about: nil, type: "CReq"))
+        }
+        guard let tx = transactions[kid], tx.app, var cipher = tx.cipher else {
+            return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised",
+                                     "acsTransID \(kid) (the JWE kid) is not a transaction of this ACS",
+                                     about: .object([("acsTransID", .string(kid))]), type: "CReq"))
+        }
+        if tx.card.behaviour == .acsNeverAnswers {
+            log("CReq for \(kid): this test card's ACS never answers")
+            return
+        }
+        let creq: JSON
+        do {
+            creq = try cipher.openRequest(compact)
+            tx.cipher = cipher
+        } catch {
+            return respond(erroReply(error.code, "A", error.code == .decryptionFailure ? "Data decryption failure" : "Message invalid",
+                                     error.message, about: tx.ares, type: "CReq"))
+        }
+        guard creq["messageType"]?.stringValue == "CReq" else {
+            return respond(erroReply(.messageInvalid, "A", "Message not recognised", "messageType \(creq["messageType"]?.compact ?? "missing")",
+                                     about: tx.ares, type: nil))
+        }
+        guard creq["messageVersion"]?.stringValue == tx.version else {
+            return respond(erroReply(.formatInvalid, "A", "Format or value invalid", "messageVersion differs from the ARes",
+                                     about: tx.ares, type: "CReq"))
+        }
+        let missing = EMV.missing(["threeDSServerTransID", "acsTransID", "sdkTransID"], in: creq)
+        guard missing.isEmpty else {
+            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: tx.ares, type: "CReq"))
+        }
+        guard creq["threeDSServerTransID"] == tx.ares["threeDSServerTransID"], creq["sdkTransID"] == tx.ares["sdkTransID"] else {
+            return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised", "threeDSServerTransID or sdkTransID",
+                                     about: tx.ares, type: "CReq"))
+        }
+        let cres: JSON
+        switch step(tx, creq) {
+        case let .ui(message): cres = message
+        case let .final(status, reason, cancel):
+            cres = finalCRes(tx, status: status)
+            tx.finished = true
+            loop.schedule(after: 0.05) { [weak self] in self?.finish(tx, status: status, cancel: cancel, reason: reason) }
+        }
+        do {
+            let sealed = try cipher.seal(cres)
+            tx.cipher = cipher
+            respond(HTTPReply(status: 200, headers: [("Content-Type", "application/jose; charset=UTF-8")], body: Array(sealed.utf8)))
+        } catch {
+            respond(erroReply(.decryptionFailure, "A", "Data decryption failure", error.message, about: tx.ares, type: "CReq"))
+        }
+    }
+
+    enum Step {
+        case ui(JSON)
+        case final(status: String, reason: String?, cancel: String?)
+    }
+
+    /// The challenge state machine shared by both channels.
+    func step(_ tx: Transaction, _ creq: JSON) -> Step {
+        tx.rounds += 1
+        if let cancel = creq["challengeCancel"]?.stringValue { return .final(status: "N", reason: "01", cancel: cancel) }
+        if tx.rounds == 1, !hasEntry(creq) { return .ui(uiCRes(tx, note: nil)) }
+        if creq["resendChallenge"]?.stringValue == "Y" {
+            tx.resends += 1
+            return .ui(uiCRes(tx, note: "A new code was sent (\(tx.resends))."))
+        }
+        return passes(tx.uiType, creq) ? .final(status: "Y", reason: nil, cancel: nil) : .final(status: "N", reason: "01", cancel: nil)
+    }
+
+    func hasEntry(_ c: JSON) -> Bool {
+        ["challengeDataEntry", "challengeHTMLDataEntry", "oobContinue", "infoContinueIndicator", "challengeNoEntry"].contains { c[$0] != nil }
+    }
+
+    func passes(_ uiType: String, _ c: JSON) -> Bool {
+        let entry = c["challengeDataEntry"]?.stringValue
+        switch uiType {
+        case "01": return entry == TestCard.otp
+        case "02": return entry == TestCard.singleSelectAnswer
+        case "03": return Set((entry ?? "").split(separator: ",").map { String($0).trimmingWhitespace }) == ["1", "3"]
+        case "04", "06":
+            if case .bool(true)? = c["oobContinue"] { return true }
+            return c["oobContinue"]?.stringValue == "01" || c["oobContinue"]?.stringValue == "02"
+        case "05": return (c["challengeHTMLDataEntry"]?.stringValue ?? "").contains(TestCard.otp)
+        case "07": return c["infoContinueIndicator"]?.stringValue == "01" || c["challengeNoEntry"]?.stringValue == "Y"
+        default: return false
+        }
+    }
+
+    func uiCRes(_ tx: Transaction, note: String?) -> JSON {
+        var m: [(String, JSON)] = [("threeDSServerTransID", tx.ares["threeDSServerTransID"]!), ("acsTransID", tx.ares["acsTransID"]!)]
+        if tx.app { m.append(("sdkTransID", tx.ares["sdkTransID"]!)) }
+        m += [("messageType", .string("CRes")), ("messageVersion", .string(tx.version)), ("challengeCompletionInd", .string("N")),
+              ("acsUiType", .string(tx.uiType)), ("challengeInfoHeader", .string("3dstape Sandbox Bank")),
+              ("psImage", .object([("medium", .string(baseURL + "/img/ps.png"))]))]
+        let info = note.map { " " + $0 } ?? ""
+        switch tx.uiType {
+        case "01":
+            m += [("challengeInfoText", .string("Enter the code sent to your phone (the sandbox code is \(TestCard.otp)).\(info)")),
+                  ("challengeInfoLabel", .string("Code")), ("submitAuthenticationLabel", .string("Submit")),
+                  ("resendInformationLabel", .string("Send a new code"))]
+        case "02":
+            m += [("challengeInfoText", .string("Where should we send your code? (choose 2)\(info)")),
+                  ("challengeSelectInfo", .array([.object([("1", .string("Mobile **** 321"))]), .object([("2", .string("Email a***@example.test"))])])),
+                  ("submitAuthenticationLabel", .string("Next"))]
+        case "03":
+            m += [("challengeInfoText", .string("Which of these did you buy? (choose 1 and 3)\(info)")),
+                  ("challengeSelectInfo", .array([.object([("1", .string("Coffee"))]), .object([("2", .string("Train ticket"))]), .object([("3", .string("Books"))])])),
+                  ("submitAuthenticationLabel", .string("Confirm"))]
+        case "04":
+            m += [("challengeInfoText", .string("Approve the payment in your banking app, then continue.\(info)")),
+                  ("oobContinueLabel", .string("Continue"))]
+        case "05":
+            let html = "<html><body><form action=\"HTTPS://EMV3DS/challenge\"><p>Enter \(TestCard.otp)</p><input name=\"otp\"><button>Submit</button></form></body></html>"
+            m += [("acsHTML", .string(Base64URL.encode(Array(html.utf8))))]
+        case "06":
+            let html = "<html><body><p>Approve in your banking app.</p><form action=\"HTTPS://EMV3DS/challenge\"><button>Continue</button></form></body></html>"
+            m += [("acsHTML", .string(Base64URL.encode(Array(html.utf8)))), ("oobContinueLabel", .string("Continue"))]
+        case "07":
+            m += [("challengeInfoText", .string("Your card ending 1125 is being used for a payment of EUR 12.34.\(info)")),
+                  ("submitAuthenticationLabel", .string("Continue"))]
+        default: break
+        }
+        m += [("whyInfoLabel", .string("Why am I seeing this?")), ("whyInfoText", .string("The sandbox asks for a challenge for this test card."))]
+        return .object(m)
+    }
+
+    func finalCRes(_ tx: Transaction, status: String) -> JSON {
+        var m: [(String, JSON)] = [("threeDSServerTransID", tx.ares["threeDSServerTransID"]!), ("acsTransID", tx.ares["acsTransID"]!)]
+        if tx.app { m.append(("sdkTransID", tx.ares["sdkTransID"]!)) }
+        m += [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")), ("messageVersion", .string(tx.version)),
+              ("transStatus", .string(status))]
+        return .object(m)
+    }
+
+    // MARK: ACS: browser
+
+    func handleBrowserCReq(_ value: String, sessionData: String?, _ respond: @escaping (HTTPReply) -> Void) {
+        guard let bytes = Base64URL.decode(value.trimmingWhitespace), let creq = try? JSON.parse(bytes), creq.isObject else {
+            return respond(erroReply(.messageInvalid, "A", "Message not recognised", "creq is not base64url JSON", about: nil, type: "CReq"))
+        }
+        guard let id = creq["acsTransID"]?.stringValue, let tx = transactions[id], !tx.app else {
+            return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised",
+                                     "acsTransID \(creq["acsTransID"]?.compact ?? "missing")", about: creq, type: "CReq"))
+        }
+        let missing = EMV.missing(["threeDSServerTransID", "messageType", "messageVersion", "challengeWindowSize"], in: creq)
+        guard missing.isEmpty else {
+            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: creq, type: "CReq"))
+        }
+        if tx.card.behaviour == .acsNeverAnswers { return }
+        tx.sessionData = sessionData
+        let prompt: String
+        switch tx.uiType {
+        case "02": prompt = "Where should we send your code? 1: mobile, 2: email (choose 2)"
+        case "03": prompt = "Which did you buy? 1: coffee, 2: train ticket, 3: books (choose 1 and 3)"
+        case "04", "06": prompt = "Approve the payment in your banking app, then continue"
+        case "07": prompt = "A payment of EUR 12.34 is being made with your card"
+        default: prompt = "Enter the code sent to your phone (the sandbox code is \(TestCard.otp))"
+        }
+        respond(.html("""
+        <!DOCTYPE html><html><head><title>3dstape Sandbox Bank</title></head><body>
+        <h1>3dstape Sandbox Bank</h1><p>\(HTMLForm.escape(prompt))</p>
+        <form method="post" action="\(HTMLForm.escape(baseURL + "/acs/challenge/submit"))">
+        <input type="hidden" name="acsTransID" value="\(HTMLForm.escape(id))">
+        <input type="hidden" name="uiType" value="\(tx.uiType)">
+        <input type="text" name="answer" value="">
+        <button type="submit" name="action" value="submit">Submit</button>
+        <button type="submit" name="action" value="cancel">Cancel</button>
+        </form></body></html>
+        """))
+    }
+
+    func handleBrowserSubmit(_ body: [UInt8], _ respond: @escaping (HTTPReply) -> Void) {
+        let fields = FormBody.parse(String(decoding: body, as: UTF8.self)) ?? []
+        func field(_ n: String) -> String? { fields.first { $0.0 == n }?.1 }
+        guard let id = field("acsTransID"), let tx = transactions[id], !tx.app, !tx.finished else {
+            return respond(.html("<p>Unknown or finished transaction</p>", status: 400))
+        }
+        let answer = field("answer") ?? ""
+        var creq: [(String, JSON)] = [("messageType", .string("CReq"))]
+        if field("action") == "cancel" { creq.append(("challengeCancel", .string("01"))) }
+        switch tx.uiType {
+        case "04", "06": if answer == "oob" { creq.append(("oobContinue", .bool(true))) }
+        case "05": creq.append(("challengeHTMLDataEntry", .string(answer)))
+        case "07": creq.append(("infoContinueIndicator", .string("01")))
+        default: creq.append(("challengeDataEntry", .string(answer)))
+        }
+        tx.rounds = max(tx.rounds, 1)
+        guard case let .final(status, reason, cancel) = step(tx, .object(creq)) else {
+            return respond(.html("<p>Try again</p>"))
+        }
+        tx.finished = true
+        let cres = finalCRes(tx, status: status)
+        var post: [(String, String)] = [("cres", Base64URL.encode(cres.bytes))]
+        if let s = tx.sessionData { post.append(("threeDSSessionData", s)) }
+        let notify = tx.areq["notificationURL"]?.stringValue ?? ""
+        loop.schedule(after: 0.05) { [weak self] in self?.finish(tx, status: status, cancel: cancel, reason: reason) }
+        respond(.html(HTMLForm.autoPost(action: notify, fields: post, title: "Returning to the merchant")))
+    }
+
+    // MARK: RReq
+
+    /// Sends the RReq for a finished challenge (or decoupled authentication) to the 3DS Server.
+    func finish(_ tx: Transaction, status: String, cancel: String?, reason: String? = nil) {
+        guard let url = tx.areq["threeDSServerURL"]?.stringValue.flatMap(HTTPURL.init) else {
+            log("no usable threeDSServerURL; RReq not sent")
+            return
+        }
+        var m: [(String, JSON)] = [("threeDSServerTransID", tx.ares["threeDSServerTransID"]!), ("dsTransID", tx.ares["dsTransID"]!),
+                                   ("acsTransID", tx.ares["acsTransID"]!)]
+        if tx.app, tx.version >= "2.2.0" { m.append(("sdkTransID", tx.ares["sdkTransID"]!)) }
+        m += [("messageType", .string("RReq")), ("messageVersion", .string(tx.version)),
+              ("messageCategory", tx.areq["messageCategory"] ?? .string("01")), ("transStatus", .string(status)),
+              ("eci", .string(status == "Y" ? "05" : "07")), ("authenticationType", .string("02")),
+              ("interactionCounter", .string(String(format: "%02d", max(1, tx.rounds))))]
+        if status == "Y" { m.append(("authenticationValue", .string(Sandbox.cavv()))) }
+        if let reason { m.append(("transStatusReason", .string(reason))) }
+        if let cancel { m.append(("challengeCancel", .string(cancel))) }
+        if tx.app, tx.version >= "2.2.0", let r = tx.ares["acsRenderingType"] { m.append(("acsRenderingType", r)) }
+        let rreq = JSON.object(m)
+        let serverTransID = tx.ares["threeDSServerTransID"]?.stringValue ?? ""
+        let options = self.options
+        let log = self.log
+        transactions[tx.ares["acsTransID"]?.stringValue ?? ""] = nil
+        DispatchQueue.global().async { [self] in
+            var text: String
+            do {
+                let ctx = try TLSContext(clientRoots: options.outgoingRoots)
+                let client = BlockingHTTPClient(tls: ctx, proxy: options.outgoingProxy, timeout: 10)
+                let r = try client.send("POST", url, headers: [("Content-Type", "application/json; charset=utf-8")], body: rreq.bytes)
+                let rres = try? JSON.parse(r.body)
+                text = rres?["resultsStatus"]?.stringValue ?? "HTTP \(r.head.status)"
+            } catch {
+                text = "RReq failed: \(error)"
+            }
+            log("RReq \(status) → \(url): \(text)")
+            self.rreqResults.withLock { $0[serverTransID] = text }
+        }
+    }
+}

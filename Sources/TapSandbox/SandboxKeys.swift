@@ -1,0 +1,95 @@
+import Foundation
+import TapCore
+import TapCrypto
+import TapJOSE
+
+/// Which key the sandbox DS decrypts deviceData with (and so which JWE the SDK must make).
+public enum DSKeyType: String, Sendable, CaseIterable {
+    case rsa, ec
+}
+
+/// The sandbox's key material: a DS root CA, DS encryption keys (RSA and EC), ACS signing keys (RSA for
+/// PS256, EC for ES256) certified by the DS root, and a TLS certificate for `--tls`. Created once in the
+/// per-user directory (`<home>/sandbox`, keys mode 0600), so restarts keep the same root.
+public struct SandboxKeys: Sendable {
+    public static let directoryServerID = "A999999999"
+    public static let keyIDs: [DSKeyType: String] = [.rsa: "3dstape-sandbox-ds-rsa-1", .ec: "3dstape-sandbox-ds-ec-1"]
+
+    public let root: CertificateAuthority
+    public let dsKeys: [DSKeyType: (key: PrivateKey, cert: Certificate)]
+    public let acsRSA: (key: PrivateKey, cert: Certificate)
+    public let acsEC: (key: PrivateKey, cert: Certificate)
+    public let tls: (key: PrivateKey, cert: Certificate)
+
+    /// Loads the keys from `directory`, creating any that are missing.
+    public static func loadOrCreate(in directory: String) throws -> SandboxKeys {
+        let store = PEMStore(directory: directory)
+        let rootKey = try store.key("ds-root-key.pem") { try PrivateKey.generateP256() }
+        let rootCert = try store.certificate("ds-root.pem") {
+            try CertificateAuthority.selfSigned(commonName: "3dstape Sandbox DS Root (testing only)", key: rootKey).certificate
+        }
+        let root = CertificateAuthority(certificate: rootCert, key: rootKey)
+        func leaf(_ name: String, _ cn: String, _ profile: CertificateProfile, rsa: Bool) throws -> (PrivateKey, Certificate) {
+            let key = try store.key("\(name)-key.pem") { rsa ? try PrivateKey.generateRSA() : try PrivateKey.generateP256() }
+            let cert = try store.certificate("\(name).pem") { try root.issue(commonName: cn, subjectKey: key.publicKey, profile: profile) }
+            return (key, cert)
+        }
+        let dsRSA = try leaf("ds-rsa", "3dstape Sandbox DS encryption (RSA)", .encryption, rsa: true)
+        let dsEC = try leaf("ds-ec", "3dstape Sandbox DS encryption (EC)", .encryption, rsa: false)
+        let acsRSA = try leaf("acs-rsa", "3dstape Sandbox ACS signing (RSA)", .signing, rsa: true)
+        let acsEC = try leaf("acs-ec", "3dstape Sandbox ACS signing (EC)", .signing, rsa: false)
+        let tls = try leaf("tls", "localhost", .tlsServer(names: ["localhost", "127.0.0.1"]), rsa: false)
+        return SandboxKeys(root: root, dsKeys: [.rsa: dsRSA, .ec: dsEC], acsRSA: acsRSA, acsEC: acsEC, tls: tls)
+    }
+
+    /// Writes what a client must be given: ds-root.pem/.der, ds-cert.pem and ds.json.
+    public func writeClientCertificates(to directory: String, dsKeyType: DSKeyType) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let ds = dsKeys[dsKeyType]!
+        func put(_ name: String, _ data: [UInt8]) throws {
+            try Data(data).write(to: URL(fileURLWithPath: (directory as NSString).appendingPathComponent(name)))
+        }
+        try put("ds-root.pem", Array(root.certificate.pem.utf8))
+        try put("ds-root.der", root.certificate.der)
+        try put("ds-cert.pem", Array(ds.cert.pem.utf8))
+        let json = JSON.object([
+            ("directoryServerID", .string(SandboxKeys.directoryServerID)),
+            ("keyID", .string(SandboxKeys.keyIDs[dsKeyType]!)),
+            ("keyType", .string(dsKeyType.rawValue)),
+            ("certificateString", .string(Data(ds.cert.der).base64EncodedString())),
+            ("rootCertificateStrings", .array([.string(Data(root.certificate.der).base64EncodedString())])),
+        ])
+        try put("ds.json", Array((json.pretty + "\n").utf8))
+    }
+}
+
+/// PEM files in one directory: read if present, else made and written (private keys 0600).
+struct PEMStore {
+    let directory: String
+
+    func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+
+    func key(_ name: String, make: () throws -> PrivateKey) throws -> PrivateKey {
+        if let d = FileManager.default.contents(atPath: path(name)) { return try PrivateKey(pemOrDER: [UInt8](d)) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let k = try make()
+        guard FileManager.default.createFile(atPath: path(name), contents: Data(try k.pem().utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw SandboxError("cannot write \(path(name))")
+        }
+        return k
+    }
+
+    func certificate(_ name: String, make: () throws -> Certificate) throws -> Certificate {
+        if let d = FileManager.default.contents(atPath: path(name)) { return try Certificate(pemOrDER: [UInt8](d)) }
+        let c = try make()
+        guard FileManager.default.createFile(atPath: path(name), contents: Data(c.pem.utf8)) else { throw SandboxError("cannot write \(path(name))") }
+        return c
+    }
+}
+
+/// A sandbox or client failure with a message for the user.
+public struct SandboxError: Error, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
