@@ -57,8 +57,8 @@ let package = Package(
                 swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapProxy", "TapStore", "TapNet", "TapHTTP", "TapEMV", "TapJOSE",
-                                         "TapCrypto", "TapCore"],
+                          dependencies: ["TapArguments", "TapProxy", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                                         "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                           swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",

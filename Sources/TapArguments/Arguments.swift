@@ -4,10 +4,19 @@ public struct OptionSpec: Sendable {
     public let valueName: String?
     public let repeatable: Bool
     public let help: String
+    /// Takes every following argument up to the next option (`--select 1 3`).
+    public var variadic = false
 
     /// An option that takes a value (`--key PEM`).
     public static func option(_ name: String, _ valueName: String, repeatable: Bool = false, help: String) -> OptionSpec {
         OptionSpec(name: name, valueName: valueName, repeatable: repeatable, help: help)
+    }
+
+    /// An option that takes one or more values (`--select 1 3`); repeatable too.
+    public static func variadic(_ name: String, _ valueName: String, help: String) -> OptionSpec {
+        var o = OptionSpec(name: name, valueName: valueName, repeatable: true, help: help)
+        o.variadic = true
+        return o
     }
 
     /// A flag without a value (`--json`).
@@ -76,6 +85,12 @@ public enum ArgumentParser {
             }
             if !spec.repeatable, parsed.values[name] != nil { throw UsageError("--\(name) given more than once") }
             parsed.values[name, default: []].append(value)
+            if spec.variadic, inline == nil {
+                while i < args.count, !args[i].hasPrefix("--") {
+                    parsed.values[name, default: []].append(args[i])
+                    i += 1
+                }
+            }
         }
         if parsed.positionals.count > maxPositionals {
             throw UsageError("unexpected argument \(parsed.positionals[maxPositionals])")
@@ -86,7 +101,7 @@ public enum ArgumentParser {
     /// Formats the options table of a command's help.
     public static func helpTable(_ options: [OptionSpec]) -> String {
         let rows = options.map { o -> (String, String) in
-            let left = "--\(o.name)" + (o.valueName.map { " \($0)" } ?? "") + (o.repeatable ? " ..." : "")
+            let left = "--\(o.name)" + (o.valueName.map { " \($0)" } ?? "") + (o.variadic ? "..." : (o.repeatable ? " ..." : ""))
             return (left, o.help)
         }
         let width = (rows.map(\.0.count).max() ?? 0) + 2

@@ -28,3 +28,12 @@ import TapArguments
         #expect(throws: UsageError(message)) { try ArgumentParser.parse(args, options: options, maxPositionals: 1) }
     }
 }
+
+@Suite struct VariadicOptionTests {
+    @Test func takesValuesUpToTheNextOption() throws {
+        let p = try ArgumentParser.parse(["--select", "1", "3", "--json", "--select=5"],
+                                         options: [.variadic("select", "N", help: ""), .flag("json", help: "")], maxPositionals: 0)
+        #expect(p.all("select") == ["1", "3", "5"])
+        #expect(p.has("json"))
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import TapArguments
+import TapCore
+import TapCrypto
+import TapHTTPService
+import TapJOSE
+import TapNet
+import TapProxy
+import TapSandbox
+import TapStore
+
+/// `3dstape demo`: the sandbox, the recorder and the client on one machine, a set of flows, a session.
+struct DemoCommand: Command {
+    let name = "demo"
+    let abstract = "Run sandbox + recorder + client for a set of 3DS flows, write the session and show it"
+    let usage = "3dstape demo [--out FILE] [--quiet]"
+    let maxPositionals = 0
+    let options: [OptionSpec] = [
+        .option("out", "FILE", help: "the session file (default sessions/demo-<time>.3dstape)"),
+        .flag("quiet", help: "print only the flow results and the file name"),
+    ]
+
+    struct Flow {
+        let card: String
+        let browser: Bool
+        let version: String
+        var answer: String? = nil
+        var select: [String] = []
+        var oob = false
+        var enc: ContentEncryption = .a128cbcHS256
+        let expect: String
+    }
+
+    static let flows: [Flow] = [
+        Flow(card: "4000000000001000", browser: false, version: "2.2.0", expect: "Y"),
+        Flow(card: "4000000000001018", browser: false, version: "2.2.0", expect: "N"),
+        Flow(card: "4000000000001026", browser: false, version: "2.1.0", expect: "U"),
+        Flow(card: "4000000000001034", browser: false, version: "2.2.0", expect: "A"),
+        Flow(card: "4000000000001042", browser: false, version: "2.2.0", expect: "R"),
+        Flow(card: "4000000000001059", browser: false, version: "2.3.1", expect: "I"),
+        Flow(card: "4000000000001067", browser: false, version: "2.2.0", answer: "1234", expect: "Y"),
+        Flow(card: "4000000000001067", browser: false, version: "2.1.0", answer: "9999", expect: "N"),
+        Flow(card: "4000000000001075", browser: false, version: "2.2.0", select: ["2"], enc: .a128gcm, expect: "Y"),
+        Flow(card: "4000000000001083", browser: false, version: "2.2.0", select: ["1", "3"], expect: "Y"),
+        Flow(card: "4000000000001091", browser: false, version: "2.2.0", oob: true, enc: .a128gcm, expect: "Y"),
+        Flow(card: "4000000000001109", browser: false, version: "2.2.0", answer: "1234", expect: "Y"),
+        Flow(card: "4000000000001117", browser: false, version: "2.3.1", oob: true, enc: .a128gcm, expect: "Y"),
+        Flow(card: "4000000000001125", browser: false, version: "2.3.1", expect: "Y"),
+        Flow(card: "4000000000001133", browser: false, version: "2.2.0", expect: "Y"),
+        Flow(card: "4000000000001000", browser: true, version: "2.2.0", expect: "Y"),
+        Flow(card: "4000000000001067", browser: true, version: "2.2.0", answer: "1234", expect: "Y"),
+        Flow(card: "4000000000001075", browser: true, version: "2.1.0", select: ["2"], expect: "Y"),
+        Flow(card: "4000000000001091", browser: true, version: "2.3.1", oob: true, expect: "Y"),
+        Flow(card: "4000000000001166", browser: false, version: "2.2.0", expect: "Erro 305"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        let f = DateFormatter()
+        f.dateFormat = "yyyyMMdd-HHmmss"
+        let out = args.value("out") ?? "sessions/demo-\(f.string(from: Date())).3dstape"
+        let keys = try sandboxKeys()
+        let certs = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/client-certs-rsa")
+        try keys.writeClientCertificates(to: certs, dsKeyType: .rsa)
+
+        let loop = try EventLoop()
+        let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
+                                                        ("label", "3dstape demo: sandbox flows, app and browser"), ("masked", "yes"),
+                                                        ("tool_version", version)])
+        var config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: [keys.root.certificate]), interceptTLS: nil)
+        config.upstreamTimeout = 10
+        let proxy = ProxyServer(loop: loop, config: config, writer: writer)
+        let proxyAddress = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
+        var options = SandboxOptions()
+        options.outgoingProxy = proxyAddress
+        options.decoupledDelay = 0.2
+        let sandbox = Sandbox(keys: keys, options: options, loop: loop)
+        try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
+        let thread = Thread { loop.run() }
+        thread.start()
+        io.err("sandbox \(sandbox.baseURL), recorder http://\(proxyAddress), session \(out)")
+
+        var failures = 0
+        for flow in DemoCommand.flows {
+            var o = ClientOptions(dsURL: HTTPURL(sandbox.baseURL)!, card: flow.card, certsDirectory: certs)
+            o.browser = flow.browser
+            o.messageVersion = flow.version
+            o.answer = flow.answer
+            o.select = flow.select
+            o.oob = flow.oob
+            o.enc = flow.enc
+            o.proxy = proxyAddress
+            o.timeout = 10
+            let r = try SDKClient(options: o).run()
+            let got = r.error.map { "Erro \($0["errorCode"]?.stringValue ?? "?")" } ?? (r.transStatus ?? "-")
+            let ok = got == flow.expect
+            if !ok { failures += 1 }
+            let card = TestCard.find(flow.card)?.summary ?? flow.card
+            io.out(String(format: "%@ %-7@ %@  %-42@ → %@%@", ok ? io.green("ok  ") : io.red("FAIL"), flow.browser ? "browser" : "app",
+                          flow.version, card, got, r.rreqReceived ? "  (RReq)" : ""))
+        }
+        usleep(300_000) // the last RReqs are sent just after their final CRes
+        loop.execute { proxy.shutdown() } // on the loop's own thread, before it stops
+        loop.stop()
+        while thread.isExecuting { usleep(5_000) }
+        writer.close()
+        io.out("")
+        if !args.has("quiet") {
+            _ = try ShowCommand().run(try ArgumentParser.parse([out], options: ShowCommand().options, maxPositionals: 1), io)
+        }
+        io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); try '3dstape show \(out) --exchange 2'")
+        return failures == 0 ? 0 : 1
+    }
+}

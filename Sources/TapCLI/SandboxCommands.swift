@@ -1,0 +1,157 @@
+import Foundation
+import TapArguments
+import TapCore
+import TapCrypto
+import TapHTTPService
+import TapJOSE
+import TapNet
+import TapProxy
+import TapSandbox
+
+/// Loads the sandbox keys from the per-user directory.
+func sandboxKeys() throws -> SandboxKeys {
+    try SandboxKeys.loadOrCreate(in: (UserHome.resolve().path as NSString).appendingPathComponent("sandbox"))
+}
+
+/// `3dstape sandbox`: the DS + ACS simulator.
+struct SandboxCommand: Command {
+    let name = "sandbox"
+    let abstract = "Run the built-in DS + ACS simulator ('sandbox certs --out DIR' writes what clients trust)"
+    let usage = "3dstape sandbox [--listen HOST:PORT] [--tls] [--keylog FILE] [--ds-key rsa|ec] [--sign PS256|ES256] [--ares-delay S] [--proxy URL]\n       3dstape sandbox certs --out DIR [--ds-key rsa|ec]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("listen", "HOST:PORT", help: "address to listen on (default 127.0.0.1:9443)"),
+        .flag("tls", help: "serve HTTPS with the sandbox TLS certificate (issued by the sandbox DS root)"),
+        .option("keylog", "FILE", help: "append each app-channel CEK as 'CEK <acsTransID> <hex>'"),
+        .option("ds-key", "rsa|ec", help: "the DS key deviceData is encrypted to (default rsa)"),
+        .option("sign", "PS256|ES256", help: "the acsSignedContent algorithm (default PS256)"),
+        .option("ares-delay", "SECONDS", help: "delay of the delayed-ARes test card (default 2)"),
+        .option("proxy", "URL", help: "send the RReq to the 3DS Server through this forward proxy"),
+        .option("out", "DIR", help: "with 'certs': where to write ds-root.pem, ds-root.der, ds-cert.pem, ds.json"),
+        .flag("quiet", help: "do not log each message"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        let keys = try sandboxKeys()
+        guard let dsKey = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
+        if args.positionals.first == "certs" {
+            guard let out = args.value("out") else { throw CommandFailure("sandbox certs needs --out DIR") }
+            try keys.writeClientCertificates(to: out, dsKeyType: dsKey)
+            io.out("wrote ds-root.pem, ds-root.der, ds-cert.pem (\(dsKey.rawValue)) and ds.json to \(out)")
+            return 0
+        }
+        if let p = args.positionals.first { throw CommandFailure("unknown action '\(p)'; expected 'certs' or nothing") }
+        var o = SandboxOptions()
+        o.dsKeyType = dsKey
+        switch (args.value("sign") ?? "PS256").uppercased() {
+        case "PS256": o.signing = .ps256
+        case "ES256": o.signing = .es256
+        case let other: throw CommandFailure("--sign \(other): expected PS256 or ES256")
+        }
+        if let d = args.value("ares-delay") {
+            guard let v = Double(d), v >= 0 else { throw CommandFailure("--ares-delay \(d): expected seconds") }
+            o.aresDelay = v
+        }
+        o.keylog = args.value("keylog")
+        if let p = args.value("proxy") {
+            guard let u = UpstreamURL(p), !u.tls else { throw CommandFailure("--proxy \(p): expected http://host:port") }
+            o.outgoingProxy = u.address
+        }
+        guard let listen = HostPort(args.value("listen") ?? "127.0.0.1:9443") else { throw CommandFailure("--listen: expected HOST:PORT") }
+        let loop = try EventLoop()
+        let quiet = args.has("quiet")
+        let sandbox = Sandbox(keys: keys, options: o, loop: loop) { line in
+            if !quiet { FileHandle.standardOutput.write(Data("sandbox: \(line)\n".utf8)) }
+        }
+        let bound = try sandbox.start(on: listen, tls: args.has("tls"))
+        io.err("sandbox DS + ACS on \(sandbox.baseURL) (DS key \(dsKey.rawValue), acsSignedContent \(o.signing.rawValue)); bound \(bound)")
+        io.err("clients: '3dstape sandbox certs --out DIR' then '3dstape client --ds \(sandbox.baseURL) --certs DIR --card PAN'")
+        let signals = SignalWatcher { loop.stop() }
+        loop.run()
+        signals.cancel()
+        return 0
+    }
+}
+
+/// `3dstape client`: an SDK-like client plus 3DS Server.
+struct ClientCommand: Command {
+    let name = "client"
+    let abstract = "Play a 3DS SDK and 3DS Server: AReq, acsSignedContent check, the encrypted challenge, RReq"
+    let usage = "3dstape client --ds URL --card PAN --certs DIR [--channel app|browser] [--message-version V] [--enc A128CBC-HS256|A128GCM] [--answer TEXT | --select N... | --oob] [--cancel] [--proxy URL] [--ca PEM] [--timeout SECONDS] [--json]"
+    let maxPositionals = 0
+    let options: [OptionSpec] = [
+        .option("ds", "URL", help: "the DS (its /ds/areq, or the base URL)"),
+        .option("card", "PAN", help: "the card number (see the sandbox test cards)"),
+        .option("certs", "DIR", help: "a directory as 'sandbox certs' writes it (DS root, DS certificate, ds.json)"),
+        .option("channel", "app|browser", help: "device channel (default app)"),
+        .option("message-version", "V", help: "2.1.0, 2.2.0 (default) or 2.3.1"),
+        .option("enc", "ENC", help: "app-channel JWE enc: A128CBC-HS256 (default) or A128GCM"),
+        .option("answer", "TEXT", help: "the OTP (text and HTML challenges)"),
+        .variadic("select", "N", help: "the choices (select challenges)"),
+        .flag("oob", help: "confirm an out-of-band challenge"),
+        .flag("cancel", help: "cancel the challenge (challengeCancel 01)"),
+        .option("proxy", "URL", help: "send everything through this HTTP proxy (e.g. 3dstape record)"),
+        .option("ca", "PEM", repeatable: true, help: "extra TLS roots for https URLs (e.g. 3dstape's interception CA)"),
+        .option("timeout", "SECONDS", help: "challenge timeout (default 300); on expiry challengeCancel 08 is sent"),
+        .flag("json", help: "print the outcome as JSON"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let ds = args.value("ds"), let dsURL = HTTPURL(ds) else { throw CommandFailure("--ds URL is required (http://host:port)") }
+        guard let card = args.value("card") else { throw CommandFailure("--card PAN is required") }
+        guard let certs = args.value("certs") else { throw CommandFailure("--certs DIR is required ('3dstape sandbox certs --out DIR')") }
+        var o = ClientOptions(dsURL: dsURL, card: card, certsDirectory: certs)
+        switch args.value("channel") ?? "app" {
+        case "app": o.browser = false
+        case "browser": o.browser = true
+        case let c: throw CommandFailure("--channel \(c): expected app or browser")
+        }
+        o.messageVersion = args.value("message-version") ?? "2.2.0"
+        if let e = args.value("enc") {
+            guard let enc = ContentEncryption(rawValue: e) else { throw CommandFailure("--enc \(e): expected A128CBC-HS256 or A128GCM") }
+            o.enc = enc
+        }
+        o.answer = args.value("answer")
+        o.select = args.all("select").flatMap { $0.split(separator: ",").map(String.init) }
+        o.oob = args.has("oob")
+        o.cancel = args.has("cancel")
+        if let p = args.value("proxy") {
+            guard let u = UpstreamURL(p), !u.tls else { throw CommandFailure("--proxy \(p): expected http://host:port") }
+            o.proxy = u.address
+        }
+        for path in args.all("ca") { o.extraRoots += try Certificate.parseAll(try readInput(path)) }
+        if let t = args.value("timeout") {
+            guard let v = Double(t), v > 0 else { throw CommandFailure("--timeout \(t): expected seconds") }
+            o.timeout = v
+        }
+        let result = try SDKClient(options: o).run()
+        if args.has("json") {
+            io.out(result.json.pretty)
+        } else {
+            io.out(ClientCommand.describe(result))
+        }
+        if let e = result.error {
+            io.err("3dstape: client: \(ClientCommand.errorText(e))")
+            return 1
+        }
+        return 0
+    }
+
+    static func errorText(_ e: JSON) -> String {
+        if let m = e["message"]?.stringValue { return m }
+        return "Erro \(e["errorCode"]?.stringValue ?? "?") from \(e["errorComponent"]?.stringValue ?? "?"): "
+            + "\(e["errorDescription"]?.stringValue ?? "") (\(e["errorDetail"]?.stringValue ?? ""))"
+    }
+
+    static func describe(_ r: ClientResult) -> String {
+        var s = "transStatus \(r.transStatus ?? "-")"
+        if let reason = r.transStatusReason { s += " (reason \(reason))" }
+        if let eci = r.eci { s += ", eci \(eci)" }
+        s += r.challenge ? ", challenge acsUiType \(r.acsUiType ?? "?")" : ", frictionless"
+        s += ", \(r.messageVersion)"
+        if r.rreqReceived { s += ", RReq received" }
+        if let total = r.timings.first(where: { $0.0 == "total_ms" })?.1 { s += String(format: ", %.0f ms", total) }
+        if let e = r.error { s += " — error: \(errorText(e))" }
+        return s
+    }
+}

@@ -1,0 +1,407 @@
+import Foundation
+import Synchronization
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTP
+import TapHTTPService
+import TapJOSE
+import TapNet
+
+/// What the SDK-like client is told to do.
+public struct ClientOptions: Sendable {
+    public var dsURL: HTTPURL
+    public var card: String
+    /// A directory as `sandbox certs` writes it.
+    public var certsDirectory: String
+    public var browser = false
+    public var messageVersion = "2.2.0"
+    public var enc: ContentEncryption = .a128cbcHS256
+    public var answer: String?
+    public var select: [String] = []
+    public var oob = false
+    public var cancel = false
+    /// A forward proxy for everything the client sends.
+    public var proxy: HostPort?
+    /// Extra TLS roots for https URLs.
+    public var extraRoots: [Certificate] = []
+    /// The challenge timeout in seconds (the SDK's 5 minutes by default).
+    public var timeout: Double = 300
+
+    public init(dsURL: HTTPURL, card: String, certsDirectory: String) {
+        self.dsURL = dsURL
+        self.card = card
+        self.certsDirectory = certsDirectory
+    }
+}
+
+/// The outcome, as `client --json` prints it.
+public struct ClientResult: Sendable {
+    public var transStatus: String?
+    public var transStatusReason: String?
+    public var eci: String?
+    public var authenticationValue: String?
+    public var challenge = false
+    public var acsUiType: String?
+    public var messageVersion: String
+    public var error: JSON?
+    public var rreqReceived = false
+    public var timings: [(String, Double)] = []
+    public var notes: [String] = []
+
+    public var json: JSON {
+        .object([
+            ("transStatus", transStatus.map(JSON.string) ?? .null), ("transStatusReason", transStatusReason.map(JSON.string) ?? .null),
+            ("eci", eci.map(JSON.string) ?? .null),
+            ("authenticationValue", authenticationValue.map { _ in JSON.string("***") } ?? .null),
+            ("challenge", .bool(challenge)), ("acsUiType", acsUiType.map(JSON.string) ?? .null),
+            ("messageVersion", .string(messageVersion)), ("error", error ?? .null), ("rreqReceived", .bool(rreqReceived)),
+            ("timings", .object(timings.map { ($0.0, .number(String(format: "%.1f", $0.1))) })),
+        ])
+    }
+}
+
+/// What the client's listener received (RReq, cres), by kind and threeDSServerTransID.
+final class ReceivedMessages: Sendable {
+    let store = Mutex<[String: JSON]>([:])
+}
+
+/// Plays a 3DS SDK and its 3DS Server together (like Cake3DS2 and its requestor): deviceData JWE to the DS
+/// key, the AReq, acsSignedContent validation, the encrypted challenge with scripted answers, the browser
+/// forms, and an RReq listener of its own.
+public final class SDKClient {
+    let options: ClientOptions
+    let http: BlockingHTTPClient
+    let dsRoot: [Certificate]
+    let dsCert: Certificate
+    let dsID: String
+    let keyID: String
+    let listenerLoop: EventLoop
+    let received = ReceivedMessages()
+    var listener: HTTPServer?
+    var listenerURL = ""
+
+    public init(options: ClientOptions) throws {
+        self.options = options
+        func file(_ name: String) throws -> [UInt8] {
+            let path = (options.certsDirectory as NSString).appendingPathComponent(name)
+            guard let d = FileManager.default.contents(atPath: path) else {
+                throw SandboxError("\(path) is missing; give --certs a directory written by '3dstape sandbox certs --out DIR'")
+            }
+            return [UInt8](d)
+        }
+        let ds = try JSON.parse(try file("ds.json"))
+        guard let id = ds["directoryServerID"]?.stringValue, let kid = ds["keyID"]?.stringValue else {
+            throw SandboxError("ds.json needs directoryServerID and keyID")
+        }
+        dsID = id
+        keyID = kid
+        dsCert = try Certificate(pemOrDER: try file("ds-cert.pem"))
+        dsRoot = try Certificate.parseAll(try file("ds-root.pem"))
+        let ctx = try TLSContext(clientRoots: options.extraRoots.isEmpty ? nil : options.extraRoots)
+        http = BlockingHTTPClient(tls: ctx, proxy: options.proxy, timeout: min(options.timeout, 30))
+        listenerLoop = try EventLoop()
+    }
+
+    /// Runs the whole authentication and returns its outcome (errors are in the result, not thrown,
+    /// unless the client could not start at all).
+    public func run() throws -> ClientResult {
+        try startListener()
+        defer { listenerLoop.stop() }
+        let started = Date()
+        var result = ClientResult(messageVersion: options.messageVersion)
+        do {
+            try authenticate(&result)
+        } catch let e as ClientFailure {
+            result.error = e.json
+        } catch {
+            result.error = .object([("message", .string("\(error)"))])
+        }
+        result.timings.append(("total_ms", Date().timeIntervalSince(started) * 1000))
+        return result
+    }
+
+    struct ClientFailure: Error {
+        let json: JSON
+        init(_ message: String) { json = .object([("message", .string(message))]) }
+        init(erro: JSON) {
+            json = .object([("errorCode", erro["errorCode"] ?? .null), ("errorComponent", erro["errorComponent"] ?? .null),
+                            ("errorDescription", erro["errorDescription"] ?? .null), ("errorDetail", erro["errorDetail"] ?? .null)])
+        }
+    }
+
+    // MARK: the RReq / notification listener (the 3DS Server and the merchant page)
+
+    func startListener() throws {
+        let loop = listenerLoop
+        let box = received
+        let server = HTTPServer(loop: loop) { req, _, respond in
+            let path = req.head.target
+            if path.hasPrefix("/3ds/rreq"), let rreq = try? JSON.parse(req.body) {
+                box.store.withLock { $0["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = rreq }
+                let rres = JSON.object([("threeDSServerTransID", rreq["threeDSServerTransID"] ?? .null), ("dsTransID", rreq["dsTransID"] ?? .null),
+                                        ("acsTransID", rreq["acsTransID"] ?? .null), ("sdkTransID", rreq["sdkTransID"]),
+                                        ("messageType", .string("RRes")), ("messageVersion", rreq["messageVersion"] ?? .null),
+                                        ("resultsStatus", .string("01"))].filter { $0.1 != nil }.map { ($0.0, $0.1!) })
+                respond(.json(rres.bytes))
+            } else if path.hasPrefix("/3ds/notify") {
+                let fields = FormBody.parse(String(decoding: req.body, as: UTF8.self)) ?? []
+                if let cres = fields.first(where: { $0.0 == "cres" })?.1, let b = Base64URL.decode(cres), let j = try? JSON.parse(b) {
+                    box.store.withLock { $0["cres:" + (j["threeDSServerTransID"]?.stringValue ?? "")] = j }
+                }
+                respond(.html("<p>Thank you</p>"))
+            } else {
+                respond(HTTPReply(status: 404))
+            }
+        }
+        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
+        listener = server
+        listenerURL = "http://\(address)"
+        let t = Thread { loop.run() }
+        t.name = "3dstape-client-listener"
+        t.start()
+    }
+
+    func waitFor(_ key: String, seconds: Double) -> JSON? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let v = received.store.withLock({ $0[key] }) { return v }
+            usleep(10_000)
+        }
+        return nil
+    }
+
+    // MARK: the flow
+
+    func post(_ url: HTTPURL, _ body: [UInt8], contentType: String, timeout: Double? = nil) throws -> HTTPResponse {
+        do {
+            return try http.send("POST", url, headers: [("Content-Type", contentType)], body: body, timeout: timeout)
+        } catch {
+            if error.kind == .timeout { throw TimeoutFailure(message: error.message) }
+            throw ClientFailure("\(url): \(error.message)")
+        }
+    }
+
+    struct TimeoutFailure: Error { let message: String }
+
+    func authenticate(_ result: inout ClientResult) throws {
+        let o = options
+        let serverTransID = EMV.uuid(), sdkTransID = EMV.uuid()
+        let sdkRef = "3DS_LOA_SDK_3DSTAPE_020300_00001"
+        let sdkKey = try PrivateKey.generateP256()
+        var areq: [(String, JSON)] = [
+            ("threeDSServerTransID", .string(serverTransID)), ("messageType", .string("AReq")), ("messageVersion", .string(o.messageVersion)),
+            ("deviceChannel", .string(o.browser ? "02" : "01")), ("messageCategory", .string("01")),
+            ("threeDSCompInd", .string(o.browser ? "Y" : "U")),
+            ("threeDSRequestorAuthenticationInd", .string("01")), ("threeDSRequestorID", .string("3dstape-requestor")),
+            ("threeDSRequestorName", .string("3dstape Test Merchant")), ("threeDSRequestorURL", .string("https://merchant.example.test")),
+            ("threeDSServerRefNumber", .string("3DSTAPE-SERVER")), ("threeDSServerOperatorID", .string("3DSTAPE-OP")),
+            ("threeDSServerURL", .string(listenerURL + "/3ds/rreq")),
+            ("acquirerBIN", .string("412345")), ("acquirerMerchantID", .string("3DSTAPE-MERCHANT-1")), ("mcc", .string("5999")),
+            ("merchantCountryCode", .string("826")), ("merchantName", .string("3dstape Test Shop")),
+            ("acctNumber", .string(o.card)), ("cardExpiryDate", .string("3012")), ("acctType", .string("02")),
+            ("purchaseAmount", .string("1234")), ("purchaseCurrency", .string("978")), ("purchaseExponent", .string("2")),
+            ("purchaseDate", .string(Self.purchaseDate())), ("transType", .string("01")),
+        ]
+        if o.browser {
+            areq += [("notificationURL", .string(listenerURL + "/3ds/notify")), ("browserAcceptHeader", .string("text/html")),
+                     ("browserUserAgent", .string("3dstape-client")), ("browserLanguage", .string("en-GB")),
+                     ("browserIP", .string("192.0.2.10")), ("browserJavaEnabled", .bool(false)), ("browserColorDepth", .string("24")),
+                     ("browserScreenHeight", .string("900")), ("browserScreenWidth", .string("1440")), ("browserTZ", .string("0"))]
+            if o.messageVersion >= "2.2.0" { areq.append(("browserJavascriptEnabled", .bool(true))) }
+        } else {
+            let device = JSON.object([("DV", .string("1.6")), ("DD", .object([
+                ("C001", .string("Linux")), ("C002", .string("3dstape client")), ("C004", .string("1")), ("C005", .string("en-GB")),
+                ("C016", .string(sdkRef)), ("C018", .string(sdkTransID)),
+            ])), ("DPNA", .object([])), ("SW", .array([]))])
+            let dsKey = try dsCert.publicKey
+            let jwe = dsKey.type == .rsa
+                ? try JWE.encryptRSAOAEP256(plaintext: device.bytes, recipient: dsKey, enc: .a128cbcHS256, keyID: keyID)
+                : try JWE.encryptEMVECDH(plaintext: device.bytes, recipient: dsKey, directoryServerID: dsID, enc: .a128cbcHS256, keyID: keyID)
+            areq += [("sdkAppID", .string("9063b12c-fcde-43c7-b28e-8d0af5520e8a")), ("sdkEncData", .string(jwe.compact)),
+                     ("sdkEphemPubKey", JWK(publicKey: sdkKey.publicKey).json()), ("sdkMaxTimeout", .string("05")),
+                     ("sdkReferenceNumber", .string(sdkRef)), ("sdkTransID", .string(sdkTransID)),
+                     ("deviceRenderOptions", .object([("sdkInterface", .string("03")), ("sdkUiType", .array(["01", "02", "03", "04", "05"].map(JSON.string)))]))]
+        }
+        var dsURL = o.dsURL
+        if dsURL.path == "/" { dsURL.path = "/ds/areq" }
+        let t0 = Date()
+        let aresResponse: HTTPResponse
+        do { aresResponse = try post(dsURL, JSON.object(areq).bytes, contentType: "application/json; charset=utf-8") } catch let e as TimeoutFailure {
+            throw ClientFailure("no ARes: \(e.message)")
+        }
+        result.timings.append(("ares_ms", Date().timeIntervalSince(t0) * 1000))
+        guard let ares = try? JSON.parse(aresResponse.body), ares.isObject else {
+            throw ClientFailure("the DS answered HTTP \(aresResponse.head.status) without a JSON message")
+        }
+        if ares["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: ares) }
+        guard ares["messageType"]?.stringValue == "ARes" else { throw ClientFailure("expected an ARes, got \(ares["messageType"]?.compact ?? "nothing")") }
+        result.transStatus = ares["transStatus"]?.stringValue
+        result.transStatusReason = ares["transStatusReason"]?.stringValue
+        result.eci = ares["eci"]?.stringValue
+        result.authenticationValue = ares["authenticationValue"]?.stringValue
+        switch result.transStatus {
+        case "C":
+            result.challenge = true
+            let t1 = Date()
+            if o.browser { try browserChallenge(ares, &result) } else { try appChallenge(ares, sdkKey: sdkKey, sdkRef: sdkRef, &result) }
+            result.timings.append(("challenge_ms", Date().timeIntervalSince(t1) * 1000))
+        case "D":
+            if let rreq = waitFor("rreq:" + serverTransID, seconds: 10) {
+                result.transStatus = rreq["transStatus"]?.stringValue
+                result.eci = rreq["eci"]?.stringValue
+                result.authenticationValue = rreq["authenticationValue"]?.stringValue
+                result.rreqReceived = true
+                result.notes.append("decoupled: result from the RReq")
+            }
+            return
+        default:
+            return
+        }
+        if result.error == nil, result.transStatus != nil, let rreq = waitFor("rreq:" + serverTransID, seconds: 5) {
+            result.rreqReceived = true
+            if let eci = rreq["eci"]?.stringValue { result.eci = eci }
+            result.authenticationValue = rreq["authenticationValue"]?.stringValue
+            result.transStatusReason = rreq["transStatusReason"]?.stringValue
+        }
+    }
+
+    func appChallenge(_ ares: JSON, sdkKey: PrivateKey, sdkRef: String, _ result: inout ClientResult) throws {
+        let o = options
+        guard let signed = ares["acsSignedContent"]?.stringValue else { throw ClientFailure("challenge ARes without acsSignedContent") }
+        let jws: JWS
+        do {
+            jws = try JWS(compact: signed)
+            try jws.verifyWithX5C(roots: dsRoot)
+        } catch {
+            throw ClientFailure("acsSignedContent rejected: \(error.message)")
+        }
+        guard let content = jws.payloadJSON, let acsKeyJSON = content["acsEphemPubKey"], let sdkKeyJSON = content["sdkEphemPubKey"],
+              let acsURLText = content["acsURL"]?.stringValue, let acsURL = HTTPURL(acsURLText) else {
+            throw ClientFailure("acsSignedContent lacks acsEphemPubKey, sdkEphemPubKey or a usable acsURL")
+        }
+        guard let theirs = try? JWK(json: sdkKeyJSON), theirs.material == JWK(publicKey: sdkKey.publicKey).material else {
+            throw ClientFailure("acsSignedContent: sdkEphemPubKey is not this SDK's key")
+        }
+        let acsKey = try JWK(json: acsKeyJSON).publicKey()
+        guard let acsTransID = ares["acsTransID"]?.stringValue else { throw ClientFailure("ARes without acsTransID") }
+        var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: acsKey, sdkReferenceNumber: sdkRef,
+                                          acsTransID: acsTransID, enc: o.enc)
+        let base: [(String, JSON)] = [("threeDSServerTransID", ares["threeDSServerTransID"]!), ("acsTransID", .string(acsTransID)),
+                                      ("messageType", .string("CReq")), ("messageVersion", .string(o.messageVersion)),
+                                      ("sdkTransID", ares["sdkTransID"] ?? .null)]
+        var extra: [(String, JSON)] = []
+        let deadline = Date().addingTimeInterval(o.timeout)
+        for round in 0..<6 {
+            let creq = JSON.object(base + extra)
+            let sealed = try cipher.seal(creq)
+            let remaining = deadline.timeIntervalSinceNow
+            let response: HTTPResponse
+            do {
+                guard remaining > 0 else { throw TimeoutFailure(message: "challenge timed out") }
+                response = try post(acsURL, Array(sealed.utf8), contentType: "application/jose; charset=UTF-8", timeout: remaining)
+            } catch let e as TimeoutFailure {
+                // The SDK's challenge timeout: tell the ACS (challengeCancel 08), best effort.
+                let cancel = JSON.object(base + [("challengeCancel", .string("08"))])
+                if let c = try? cipher.seal(cancel) {
+                    _ = try? post(acsURL, Array(c.utf8), contentType: "application/jose; charset=UTF-8", timeout: 2)
+                }
+                result.transStatus = nil
+                throw ClientFailure("challenge timed out after \(Int(o.timeout)) s (\(e.message)); sent challengeCancel 08")
+            }
+            let body = String(decoding: response.body, as: UTF8.self)
+            if (response.head.headers["Content-Type"] ?? "").lowercased().hasPrefix("application/json") || body.hasPrefix("{") {
+                if let erro = try? JSON.parse(response.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro) }
+                throw ClientFailure("the ACS answered HTTP \(response.head.status) in JSON without an Erro")
+            }
+            let cres: JSON
+            do { cres = try cipher.open(body) } catch {
+                throw ClientFailure("CRes rejected (\(error.code.rawValue)): \(error.message)")
+            }
+            guard cres["messageType"]?.stringValue == "CRes" else { throw ClientFailure("expected a CRes") }
+            if cres["challengeCompletionInd"]?.stringValue == "Y" {
+                result.transStatus = cres["transStatus"]?.stringValue
+                result.eci = nil
+                result.authenticationValue = nil
+                return
+            }
+            let ui = cres["acsUiType"]?.stringValue ?? "01"
+            result.acsUiType = ui
+            if o.cancel {
+                extra = [("challengeCancel", .string("01"))]
+                continue
+            }
+            extra = nextEntry(ui: ui, round: round)
+        }
+        throw ClientFailure("no final CRes after 6 rounds")
+    }
+
+    /// The CReq fields that answer a challenge screen, from the scripted answers.
+    func nextEntry(ui: String, round: Int) -> [(String, JSON)] {
+        let o = options
+        switch ui {
+        case "02", "03":
+            return o.select.isEmpty ? [("challengeNoEntry", .string("Y"))] : [("challengeDataEntry", .string(o.select.joined(separator: ",")))]
+        case "04", "06":
+            if o.oob { return [("oobContinue", o.messageVersion >= "2.3.1" ? .string("01") : .bool(true))] }
+            return [("challengeNoEntry", .string("Y"))]
+        case "05":
+            return o.answer.map { [("challengeHTMLDataEntry", .string("otp=\($0)"))] } ?? [("challengeNoEntry", .string("Y"))]
+        case "07":
+            return o.messageVersion >= "2.3.1" ? [("infoContinueIndicator", .string("01"))] : [("challengeNoEntry", .string("Y"))]
+        default:
+            return o.answer.map { [("challengeDataEntry", .string($0))] } ?? [("challengeNoEntry", .string("Y"))]
+        }
+    }
+
+    func browserChallenge(_ ares: JSON, _ result: inout ClientResult) throws {
+        let o = options
+        guard let acsURLText = ares["acsURL"]?.stringValue, let acsURL = HTTPURL(acsURLText) else { throw ClientFailure("ARes without acsURL") }
+        let creq = JSON.object([("threeDSServerTransID", ares["threeDSServerTransID"]!), ("acsTransID", ares["acsTransID"]!),
+                                ("messageType", .string("CReq")), ("messageVersion", .string(o.messageVersion)),
+                                ("challengeWindowSize", .string("05"))])
+        let session = Base64URL.encode(Array("merchant-session-\(EMV.uuid().prefix(8))".utf8))
+        let page: HTTPResponse
+        do {
+            page = try post(acsURL, HTMLForm.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
+                            contentType: "application/x-www-form-urlencoded", timeout: o.timeout)
+        } catch let e as TimeoutFailure {
+            throw ClientFailure("challenge timed out after \(Int(o.timeout)) s (\(e.message))")
+        }
+        let html = String(decoding: page.body, as: UTF8.self)
+        if html.hasPrefix("{"), let erro = try? JSON.parse(page.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro) }
+        guard let action = HTMLForm.action(in: html), let submitURL = HTTPURL(action) else { throw ClientFailure("the challenge page has no form") }
+        var fields = HTMLForm.inputs(in: html).filter { $0.0 != "answer" }
+        result.acsUiType = fields.first { $0.0 == "uiType" }?.1
+        let answer: String
+        switch result.acsUiType {
+        case "02", "03": answer = o.select.joined(separator: ",")
+        case "04", "06": answer = o.oob ? "oob" : ""
+        default: answer = o.answer ?? ""
+        }
+        fields.append(("answer", answer))
+        fields.append(("action", o.cancel ? "cancel" : "submit"))
+        let final = try post(submitURL, HTMLForm.encode(fields), contentType: "application/x-www-form-urlencoded")
+        let finalHTML = String(decoding: final.body, as: UTF8.self)
+        guard let notify = HTMLForm.action(in: finalHTML), let notifyURL = HTTPURL(notify),
+              let cresValue = HTMLForm.inputs(in: finalHTML).first(where: { $0.0 == "cres" })?.1 else {
+            throw ClientFailure("the ACS did not return the final cres form")
+        }
+        let echoed = HTMLForm.inputs(in: finalHTML).first { $0.0 == "threeDSSessionData" }?.1
+        if echoed != session { result.notes.append("threeDSSessionData was not echoed") }
+        // As the browser would: post the cres to the notificationURL.
+        _ = try post(notifyURL, HTMLForm.encode([("cres", cresValue)] + (echoed.map { [("threeDSSessionData", $0)] } ?? [])),
+                     contentType: "application/x-www-form-urlencoded")
+        guard let b = Base64URL.decode(cresValue), let cres = try? JSON.parse(b) else { throw ClientFailure("cres is not base64url JSON") }
+        result.transStatus = cres["transStatus"]?.stringValue
+        result.eci = nil
+        result.authenticationValue = nil
+    }
+
+    static func purchaseDate() -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyyMMddHHmmss"
+        f.timeZone = TimeZone(identifier: "UTC")
+        return f.string(from: Date())
+    }
+}
