@@ -74,6 +74,8 @@ let package = Package(
         .testTarget(name: "TapJOSETests", dependencies: ["TapJOSE", "TapCrypto", "TapCore"],
                     exclude: ["Fixtures"]),
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
+        .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
+                                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

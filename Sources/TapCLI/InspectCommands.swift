@@ -75,8 +75,8 @@ struct ShowCommand: Command {
         let t0 = all.first?.requestStart ?? 0
         var rows = [["#", "T+MS", "METHOD", "URL", "STATUS", "3DS", "MS"]]
         for x in all {
-            let req = x.messages.filter { $0.direction == "request" }.map { Self.describe($0.type, $0.json) }
-            let resp = x.messages.filter { $0.direction == "response" }.map { Self.describe($0.type, $0.json) }
+            let req = x.messages.filter { $0.direction == "request" }.map { Self.describe($0.type, $0.location, $0.json) }
+            let resp = x.messages.filter { $0.direction == "response" }.map { Self.describe($0.type, $0.location, $0.json) }
             let threeDS = (req + resp.map { "→ " + $0 }).joined(separator: " ")
             rows.append([String(x.id), String(format: "%.1f", (x.requestStart - t0) * 1000), x.method, x.url,
                          x.status.map(String.init) ?? "-", threeDS + (x.error.map { "  ! \($0)" } ?? ""),
@@ -87,8 +87,9 @@ struct ShowCommand: Command {
         return 0
     }
 
-    static func describe(_ type: String?, _ json: JSON?) -> String {
+    static func describe(_ type: String?, _ location: String, _ json: JSON?) -> String {
         var s = type ?? "?"
+        if location == "jwe" { return s + " (JWE)" }
         if let v = json?["messageVersion"]?.stringValue { s += " " + v }
         if let t = json?["transStatus"]?.stringValue { s += " " + t }
         if let e = json?["errorCode"]?.stringValue { s += " " + e }

@@ -28,6 +28,7 @@ struct SandboxCommand: Command {
         .option("ares-delay", "SECONDS", help: "delay of the delayed-ARes test card (default 2)"),
         .option("proxy", "URL", help: "send the RReq to the 3DS Server through this forward proxy"),
         .option("out", "DIR", help: "with 'certs': where to write ds-root.pem, ds-root.der, ds-cert.pem, ds.json"),
+        .flag("bad-signature", help: "fault: send acsSignedContent with a corrupted signature (SDK negative tests)"),
         .flag("quiet", help: "do not log each message"),
     ]
 
@@ -53,6 +54,7 @@ struct SandboxCommand: Command {
             o.aresDelay = v
         }
         o.keylog = args.value("keylog")
+        o.badSignature = args.has("bad-signature")
         if let p = args.value("proxy") {
             guard let u = UpstreamURL(p), !u.tls else { throw CommandFailure("--proxy \(p): expected http://host:port") }
             o.outgoingProxy = u.address

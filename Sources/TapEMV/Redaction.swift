@@ -24,6 +24,18 @@ public enum ThreeDSContent {
         return (stored, messages(in: stored))
     }
 
+    /// An app-channel CReq/CRes still encrypted: a compact JWE with `alg: dir` and a `kid` (the acsTransID).
+    /// Recorded as the message type with `location` `jwe` and the protected header as its JSON, until a key
+    /// decrypts it.
+    public static func appChannelJWE(in body: [UInt8], isRequest: Bool) -> Found? {
+        guard body.count < 1 << 20, let text = String(validating: body, as: UTF8.self)?.trimmingWhitespace,
+              text.split(separator: ".", omittingEmptySubsequences: false).count == 5,
+              let headerPart = text.split(separator: ".").first, let h = Base64URL.decode(headerPart),
+              let header = try? JSON.parse(h), header["alg"]?.stringValue == "dir", let kid = header["kid"]?.stringValue else { return nil }
+        let summaryJSON = JSON.object([("messageType", .string(isRequest ? "CReq" : "CRes")), ("acsTransID", .string(kid))])
+        return Found(location: "jwe", json: header, summary: MessageSummary(summaryJSON))
+    }
+
     /// The 3DS messages in a (decoded, already masked) body: a JSON object with `messageType`, or the
     /// base64url JSON form fields of the browser flow.
     public static func messages(in body: [UInt8]) -> [Found] {

@@ -25,6 +25,8 @@ public struct SandboxOptions: Sendable {
     public var outgoingProxy: HostPort?
     /// TLS roots for RReq to an https threeDSServerURL (nil: system roots).
     public var outgoingRoots: [Certificate]?
+    /// A fault for SDK testing: acsSignedContent is sent with a corrupted signature.
+    public var badSignature = false
 
     public init() {}
 }
@@ -244,7 +246,16 @@ public final class Sandbox: @unchecked Sendable {
                 let (key, cert) = options.signing == .es256 ? keys.acsEC : keys.acsRSA
                 let jws = try JWS.sign(payload: signed.bytes, algorithm: options.signing, key: key,
                                        extraHeader: [("x5c", JWS.x5cHeader([cert]))])
-                m.append(("acsSignedContent", .string(jws.compact)))
+                var compact = jws.compact
+                if options.badSignature {
+                    // Flip one bit of the signature: the chain still validates, the signature does not.
+                    var parts = compact.split(separator: ".").map(String.init)
+                    var sig = Base64URL.decode(parts[2]) ?? []
+                    if !sig.isEmpty { sig[sig.count / 2] ^= 0x01 }
+                    parts[2] = Base64URL.encode(sig)
+                    compact = parts.joined(separator: ".")
+                }
+                m.append(("acsSignedContent", .string(compact)))
                 if version >= "2.2.0" {
                     m.append(("acsRenderingType", .object([("acsInterface", .string(uiType == "05" || uiType == "06" ? "02" : "01")),
                                                              ("acsUiTemplate", .string(uiType))])))

@@ -31,7 +31,8 @@ public struct ConnectionRecord: Sendable {
 /// One side of an exchange as stored: headers, body (decoded from gzip/deflate and masked), wire size.
 public struct StoredMessage: Sendable {
     /// Decodes gzip/deflate (the forwarded bytes were not touched), masks, and finds the 3DS messages.
-    public init(_ captured: CapturedMessage, mask: Bool) {
+    /// `isRequest` names an app-channel JWE body CReq (request) or CRes (response) while it is still encrypted.
+    public init(_ captured: CapturedMessage, mask: Bool, isRequest: Bool) {
         let encoding = captured.headers.first { $0.0.lowercased() == "content-encoding" }?.1.lowercased()
         var decoded = captured.body
         var encodingNote = encoding
@@ -43,7 +44,8 @@ public struct StoredMessage: Sendable {
                 }
             }
         }
-        let (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
+        var (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
+        if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) { messages = [jwe] }
         self.init(headers: captured.headers, body: stored, contentEncoding: encodingNote, wireSize: captured.wireSize, messages: messages)
     }
 

@@ -168,8 +168,8 @@ private final class Statements {
     }
 
     func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine {
-            let request = StoredMessage(x.request, mask: x.mask)
-            let resp = x.response.map { StoredMessage($0, mask: x.mask) }
+            let request = StoredMessage(x.request, mask: x.mask, isRequest: true)
+            let resp = x.response.map { StoredMessage($0, mask: x.mask, isRequest: false) }
             let url = x.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array(x.url.utf8)), as: UTF8.self) : x.url
             let path = x.mask ? x.path.map { String(decoding: ThreeDSContent.maskLuhnRuns(Array($0.utf8)), as: UTF8.self) } : x.path
             let (reqBody, reqZ) = Statements.storedBody(request.body)

@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import TapCore
+
+/// `3dstape demo`, `sandbox`, `client` and `record` as processes on loopback.
+@Suite(.serialized) struct SandboxEndToEndTests {
+    @Test func demoRecordsEveryFlowAndShowsThem() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("demo.3dstape").path
+        let r = try CLIRunner.run(["demo", "--out", out], environment: ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path])
+        #expect(r.status == 0, "\(r.stdout.suffix(2000)) \(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").filter { $0.contains("→") && ($0.hasPrefix("ok") || $0.contains("FAIL")) }
+        #expect(lines.count == 20 && lines.allSatisfy { $0.contains("ok") }, "\(lines)")
+        #expect(r.stdout.contains("CReq (JWE) → CRes (JWE)"))
+        #expect(r.stdout.contains("RReq 2.2.0 Y → RRes"))
+        #expect(r.stdout.contains("session written to \(out)"))
+        let show = try CLIRunner.run(["show", out, "--json"])
+        guard case let .array(xs)? = try JSON.parse(show.stdout)["exchanges"] else { Issue.record("no exchanges"); return }
+        #expect(xs.count >= 50)
+    }
+
+    @Test func sandboxAndClientProcessesThroughTheRecorder() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let certs = dir.appendingPathComponent("certs").path
+        #expect(try CLIRunner.run(["sandbox", "certs", "--out", certs, "--ds-key", "ec"], environment: env).status == 0)
+        for f in ["ds-root.pem", "ds-root.der", "ds-cert.pem", "ds.json"] {
+            #expect(FileManager.default.fileExists(atPath: (certs as NSString).appendingPathComponent(f)), "\(f)")
+        }
+        let ds = try JSON.parse([UInt8](try Data(contentsOf: URL(fileURLWithPath: (certs as NSString).appendingPathComponent("ds.json")))))
+        #expect(ds["directoryServerID"]?.stringValue == "A999999999" && ds["certificateString"]?.stringValue?.isEmpty == false)
+
+        let session = dir.appendingPathComponent("s.3dstape").path
+        let recorder = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--session", session, "--quiet"], environment: env)
+        defer { recorder.stop() }
+        let proxyPort = try recorder.port(after: "recording on http://127.0.0.1:")
+        // The sandbox sends its RReq through the recorder too.
+        let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--ds-key", "ec", "--sign", "ES256", "--quiet",
+                                                          "--proxy", "http://127.0.0.1:\(proxyPort)"], environment: env)
+        defer { sandbox.stop() }
+        let port = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
+
+        let ok = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001083", "--certs", certs,
+                                    "--select", "1", "3", "--message-version", "2.3.1", "--enc", "A128GCM",
+                                    "--proxy", "http://127.0.0.1:\(proxyPort)", "--json"], environment: env)
+        #expect(ok.status == 0, "\(ok.stderr)")
+        let result = try JSON.parse(ok.stdout)
+        #expect(result["transStatus"] == .string("Y") && result["challenge"] == .bool(true) && result["acsUiType"] == .string("03"))
+        #expect(result["authenticationValue"] == .string("***"))
+        let browser = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001067", "--certs", certs,
+                                         "--channel", "browser", "--answer", "1234", "--proxy", "http://127.0.0.1:\(proxyPort)"], environment: env)
+        #expect(browser.status == 0 && browser.stdout.hasPrefix("transStatus Y"), "\(browser.stdout) \(browser.stderr)")
+
+        let started = Date()
+        let timeout = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001158", "--certs", certs,
+                                         "--timeout", "1"], environment: env)
+        #expect(timeout.status == 1 && timeout.stderr.contains("challengeCancel 08"), "\(timeout.stderr)")
+        #expect(Date().timeIntervalSince(started) < 6)
+        let erro = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001166", "--certs", certs], environment: env)
+        #expect(erro.status == 1 && erro.stderr.contains("Erro 305"))
+
+        recorder.interrupt()
+        #expect(try recorder.wait() == 0)
+        let show = try CLIRunner.run(["show", session])
+        #expect(show.stdout.contains("AReq 2.3.1 → ARes 2.3.1 C") && show.stdout.contains("CReq (JWE) → CRes (JWE)"), "\(show.stdout)")
+        #expect(show.stdout.contains("RReq 2.3.1 Y → RRes"))
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import TapCore
+import TapCrypto
+import TapHTTPService
+import TapNet
+import TapProxy
+import TapSandbox
+import TapStore
+
+/// A sandbox (and optionally the recording proxy) on a loop thread, with client certificates on disk.
+final class SandboxHarness {
+    static let keysDirectory: String = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sandbox-keys-\(getpid())").path
+    /// Made once per test process (suites run in parallel; Swift initialises a static exactly once).
+    static let keys: SandboxKeys = try! SandboxKeys.loadOrCreate(in: keysDirectory)
+
+    let loop: EventLoop
+    let sandbox: Sandbox
+    let thread: Thread
+    let certs: String
+    let dir: URL
+    var proxyAddress: HostPort?
+    var writer: SessionWriter?
+    private var proxy: ProxyServer?
+
+    init(dsKey: DSKeyType = .rsa, signing: SignatureAlgorithm = .ps256, viaProxy: Bool = false,
+         configure: (inout SandboxOptions) -> Void = { _ in }) throws {
+        let keys = SandboxHarness.keys
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sandbox-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        certs = dir.appendingPathComponent("certs").path
+        try keys.writeClientCertificates(to: certs, dsKeyType: dsKey)
+        loop = try EventLoop()
+        var options = SandboxOptions()
+        options.dsKeyType = dsKey
+        options.signing = signing
+        options.aresDelay = 0.3
+        options.decoupledDelay = 0.1
+        if viaProxy {
+            let w = try SessionWriter(path: dir.appendingPathComponent("s.3dstape").path, meta: [("label", "sandbox test")])
+            let config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: []), interceptTLS: nil)
+            let p = ProxyServer(loop: loop, config: config, writer: w)
+            proxyAddress = try p.listen(on: HostPort(host: "127.0.0.1", port: 0))
+            options.outgoingProxy = proxyAddress
+            writer = w
+            proxy = p
+        }
+        configure(&options)
+        sandbox = Sandbox(keys: keys, options: options, loop: loop)
+        try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
+        let l = loop
+        thread = Thread { l.run() }
+        thread.start()
+    }
+
+    var sessionPath: String { dir.appendingPathComponent("s.3dstape").path }
+
+    func options(card: String, browser: Bool = false, version: String = "2.2.0") -> ClientOptions {
+        var o = ClientOptions(dsURL: HTTPURL(sandbox.baseURL)!, card: card, certsDirectory: certs)
+        o.browser = browser
+        o.messageVersion = version
+        o.proxy = proxyAddress
+        o.timeout = 10
+        return o
+    }
+
+    /// Scripts the passing answer for a card.
+    static func passing(_ card: TestCard, _ o: inout ClientOptions) {
+        switch card.behaviour {
+        case .challenge(uiType: "01"), .challenge(uiType: "05"): o.answer = TestCard.otp
+        case .challenge(uiType: "02"): o.select = ["2"]
+        case .challenge(uiType: "03"): o.select = ["1", "3"]
+        case .challenge(uiType: "04"), .challenge(uiType: "06"): o.oob = true
+        default: break
+        }
+    }
+
+    func run(_ o: ClientOptions) throws -> ClientResult { try SDKClient(options: o).run() }
+
+    /// Stops the loop (closing the proxy on its thread) and the writer; removes the files unless told not to.
+    func stop(keepFiles: Bool = false) {
+        let p = proxy
+        loop.execute { p?.shutdown() }
+        loop.stop()
+        while thread.isExecuting { usleep(2_000) }
+        writer?.close()
+        if !keepFiles { try? FileManager.default.removeItem(at: dir) }
+    }
+}

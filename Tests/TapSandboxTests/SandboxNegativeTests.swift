@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTPService
+import TapJOSE
+import TapSandbox
+
+/// Requests a real DS and ACS would refuse, and the client's failure paths.
+@Suite(.serialized) struct SandboxNegativeTests {
+    func post(_ h: SandboxHarness, _ path: String, _ body: [UInt8], type: String = "application/json") throws -> JSON {
+        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 5)
+        let r = try client.send("POST", HTTPURL(h.sandbox.baseURL + path)!, headers: [("Content-Type", type)], body: body)
+        return try JSON.parse(r.body)
+    }
+
+    func browserAReq(_ pan: String = "4000000000001067", version: String = "2.2.0") -> JSON {
+        .object([("threeDSServerTransID", .string(UUID().uuidString.lowercased())), ("messageType", .string("AReq")),
+                 ("messageVersion", .string(version)), ("deviceChannel", .string("02")), ("messageCategory", .string("02")),
+                 ("acctNumber", .string(pan)), ("threeDSServerRefNumber", .string("R")), ("threeDSServerURL", .string("http://127.0.0.1:9/rreq")),
+                 ("threeDSRequestorID", .string("r")), ("threeDSRequestorName", .string("n")), ("acquirerBIN", .string("412345")),
+                 ("acquirerMerchantID", .string("m")), ("mcc", .string("5999")), ("merchantCountryCode", .string("826")),
+                 ("merchantName", .string("shop")), ("notificationURL", .string("http://127.0.0.1:9/notify")),
+                 ("browserAcceptHeader", .string("text/html")), ("browserUserAgent", .string("t")), ("browserLanguage", .string("en"))])
+    }
+
+    @Test func dsErroCodes() throws {
+        let h = try SandboxHarness()
+        defer { h.stop() }
+        let ok = try post(h, "/ds/areq", browserAReq().bytes)
+        #expect(ok["messageType"]?.stringValue == "ARes" && ok["transStatus"]?.stringValue == "C")
+        let missing = try post(h, "/ds/areq", browserAReq().removing("acctNumber").removing("notificationURL").bytes)
+        #expect(missing["errorCode"]?.stringValue == "201")
+        #expect(missing["errorDetail"]?.stringValue == "acctNumber,notificationURL")
+        #expect(missing["errorComponent"]?.stringValue == "D" && missing["errorMessageType"]?.stringValue == "AReq")
+        let badFormat = try post(h, "/ds/areq", browserAReq().setting("threeDSServerTransID", to: .string("not-a-uuid")).bytes)
+        #expect(badFormat["errorCode"]?.stringValue == "203" && badFormat["errorDetail"]?.stringValue == "threeDSServerTransID")
+        let version = try post(h, "/ds/areq", browserAReq(version: "2.0.9").bytes)
+        #expect(version["errorCode"]?.stringValue == "102")
+        let unknown = try post(h, "/ds/areq", browserAReq().setting("messageType", to: .string("XReq")).bytes)
+        #expect(unknown["errorCode"]?.stringValue == "101")
+        let notJSON = try post(h, "/ds/areq", Array("hello".utf8))
+        #expect(notJSON["errorCode"]?.stringValue == "101")
+        let preq = try post(h, "/ds/preq", JSON.object([("messageType", .string("PReq")), ("messageVersion", .string("2.2.0")),
+                                                        ("threeDSServerTransID", .string(UUID().uuidString.lowercased())),
+                                                        ("threeDSServerRefNumber", .string("R"))]).bytes)
+        #expect(preq["messageType"]?.stringValue == "PRes")
+        guard case let .array(ranges)? = preq["cardRangeData"] else { Issue.record("no cardRangeData"); return }
+        #expect(ranges.first?["threeDSMethodURL"]?.stringValue == h.sandbox.baseURL + "/acs/method")
+    }
+
+    @Test func acsErroCodes() throws {
+        let h = try SandboxHarness()
+        defer { h.stop() }
+        // An app-channel challenge set up by hand, to send what a broken SDK would.
+        let sdkKey = try PrivateKey.generateP256()
+        let ref = "3DS_LOA_SDK_TEST"
+        let keys = SandboxHarness.keys
+        let deviceData = try JWE.encryptRSAOAEP256(plaintext: Array(#"{"DV":"1.6"}"#.utf8), recipient: keys.dsKeys[.rsa]!.cert.publicKey,
+                                                   enc: .a128cbcHS256).compact
+        let sdkTransID = UUID().uuidString.lowercased()
+        var areq = browserAReq().removing("notificationURL").setting("deviceChannel", to: .string("01"))
+        for (k, v) in [("sdkAppID", JSON.string("app")), ("sdkEncData", .string(deviceData)), ("sdkEphemPubKey", JWK(publicKey: sdkKey.publicKey).json()),
+                       ("sdkMaxTimeout", .string("05")), ("sdkReferenceNumber", .string(ref)), ("sdkTransID", .string(sdkTransID)),
+                       ("deviceRenderOptions", .object([("sdkInterface", .string("03"))]))] {
+            areq = areq.setting(k, to: v)
+        }
+        let ares = try post(h, "/ds/areq", areq.bytes)
+        try #require(ares["transStatus"]?.stringValue == "C", "\(ares.compact)")
+        let content = try JWS(compact: try #require(ares["acsSignedContent"]?.stringValue))
+        try content.verifyWithX5C(roots: [keys.root.certificate])
+        let acsKey = try JWK(json: content.payloadJSON!["acsEphemPubKey"]!).publicKey()
+        let acsTransID = ares["acsTransID"]!.stringValue!
+        var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: acsKey, sdkReferenceNumber: ref,
+                                          acsTransID: acsTransID, enc: .a128gcm)
+        let creq = JSON.object([("threeDSServerTransID", ares["threeDSServerTransID"]!), ("acsTransID", .string(acsTransID)),
+                                ("messageType", .string("CReq")), ("messageVersion", .string("2.2.0")), ("sdkTransID", .string(sdkTransID))])
+        let first = try cipher.seal(creq)
+        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 5)
+        let url = HTTPURL(h.sandbox.baseURL + "/acs/challenge")!
+        let r1 = try client.send("POST", url, headers: [("Content-Type", "application/jose")], body: Array(first.utf8))
+        let cres = try cipher.open(String(decoding: r1.body, as: UTF8.self))
+        #expect(cres["acsUiType"]?.stringValue == "01" && cres["acsCounterAtoS"]?.stringValue == "000")
+        // The same CReq again: its counter is now wrong.
+        let replay = try post(h, "/acs/challenge", Array(first.utf8), type: "application/jose")
+        #expect(replay["errorCode"]?.stringValue == "302" && replay["errorComponent"]?.stringValue == "A")
+        #expect(replay["errorDetail"]?.stringValue?.contains("Counters are not equal") == true)
+        // A CReq for a transaction the ACS does not know.
+        var stranger = AppChannelCipher(role: .sdk, cek: Digest.randomBytes(32), acsTransID: UUID().uuidString.lowercased(), enc: .a128gcm)
+        let unknown = try post(h, "/acs/challenge", Array(try stranger.seal(creq).utf8), type: "application/jose")
+        #expect(unknown["errorCode"]?.stringValue == "301")
+        // A CReq encrypted with the wrong key for a known transaction.
+        var wrongKey = AppChannelCipher(role: .sdk, cek: Digest.randomBytes(32), acsTransID: acsTransID, enc: .a128gcm)
+        let undecryptable = try post(h, "/acs/challenge", Array(try wrongKey.seal(creq).utf8), type: "application/jose")
+        #expect(undecryptable["errorCode"]?.stringValue == "302")
+    }
+
+    @Test func clientRejectsUntrustedAndTamperedSignedContent() throws {
+        // The client trusts another root: the chain does not reach it.
+        let h = try SandboxHarness()
+        defer { h.stop() }
+        let other = try CertificateAuthority.selfSigned(commonName: "Not the DS root", key: try PrivateKey.generateP256())
+        try other.certificate.pem.write(toFile: (h.certs as NSString).appendingPathComponent("ds-root.pem"), atomically: true, encoding: .utf8)
+        var o = h.options(card: "4000000000001067")
+        o.answer = TestCard.otp
+        let r = try h.run(o)
+        #expect(r.error?["message"]?.stringValue?.contains("acsSignedContent rejected: certificate chain") == true, "\(r.json.compact)")
+        #expect(r.transStatus == "C", "the challenge was not attempted")
+
+        // A signature that does not verify.
+        let bad = try SandboxHarness { $0.badSignature = true }
+        defer { bad.stop() }
+        var b = bad.options(card: "4000000000001067")
+        b.answer = TestCard.otp
+        let rb = try bad.run(b)
+        #expect(rb.error?["message"]?.stringValue?.contains("signature does not verify") == true, "\(rb.json.compact)")
+    }
+
+    @Test func clientTimeoutCancelsWith08AndErroCardFails() throws {
+        let h = try SandboxHarness()
+        defer { h.stop() }
+        var o = h.options(card: "4000000000001158")
+        o.timeout = 1
+        let started = Date()
+        let r = try h.run(o)
+        #expect(Date().timeIntervalSince(started) < 4)
+        #expect(r.error?["message"]?.stringValue?.contains("challengeCancel 08") == true, "\(r.json.compact)")
+        let e = try h.run(h.options(card: "4000000000001166"))
+        #expect(e.error?["errorCode"]?.stringValue == "305")
+        let delayed = try h.run(h.options(card: "4000000000001141"))
+        #expect(delayed.transStatus == "Y")
+        #expect((delayed.timings.first { $0.0 == "ares_ms" }?.1 ?? 0) >= 300)
+    }
+
+    @Test func testCardsAreLuhnValidAndDistinct() {
+        #expect(Set(TestCard.all.map(\.pan)).count == TestCard.all.count)
+        for c in TestCard.all { #expect(ThreeDSContent.luhn(Array(c.pan.utf8)), "\(c.pan)") }
+    }
+}
