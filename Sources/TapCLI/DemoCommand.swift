@@ -13,10 +13,11 @@ import TapStore
 struct DemoCommand: Command {
     let name = "demo"
     let abstract = "Run sandbox + recorder + client for a set of 3DS flows, write the session and show it"
-    let usage = "3dstape demo [--out FILE] [--quiet]"
+    let usage = "3dstape demo [--out FILE] [--channel app|browser|all] [--quiet]"
     let maxPositionals = 0
     let options: [OptionSpec] = [
         .option("out", "FILE", help: "the session file (default sessions/demo-<time>.3dstape)"),
+        .option("channel", "app|browser|all", help: "which flows to run (default all)"),
         .flag("quiet", help: "print only the flow results and the file name"),
     ]
 
@@ -64,7 +65,7 @@ struct DemoCommand: Command {
 
         let loop = try EventLoop()
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
-                                                        ("label", "3dstape demo: sandbox flows, app and browser"), ("masked", "yes"),
+                                                        ("label", "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
                                                         ("tool_version", version)])
         var config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: [keys.root.certificate]), interceptTLS: nil)
         config.upstreamTimeout = 10
@@ -79,8 +80,11 @@ struct DemoCommand: Command {
         thread.start()
         io.err("sandbox \(sandbox.baseURL), recorder http://\(proxyAddress), session \(out)")
 
+        let channel = args.value("channel") ?? "all"
+        guard ["app", "browser", "all"].contains(channel) else { throw CommandFailure("--channel \(channel): expected app, browser or all") }
+        let flows = DemoCommand.flows.filter { channel == "all" || ($0.browser == (channel == "browser")) }
         var failures = 0
-        for flow in DemoCommand.flows {
+        for flow in flows {
             var o = ClientOptions(dsURL: HTTPURL(sandbox.baseURL)!, card: flow.card, certsDirectory: certs)
             o.browser = flow.browser
             o.messageVersion = flow.version
