@@ -99,8 +99,9 @@ struct DemoCommand: Command {
             let ok = got == flow.expect
             if !ok { failures += 1 }
             let card = TestCard.find(flow.card)?.summary ?? flow.card
-            io.out(String(format: "%@ %-7@ %@  %-42@ → %@%@", ok ? io.green("ok  ") : io.red("FAIL"), flow.browser ? "browser" : "app",
-                          flow.version, card, got, r.rreqReceived ? "  (RReq)" : ""))
+            func pad(_ t: String, _ n: Int) -> String { t.count >= n ? t : t + String(repeating: " ", count: n - t.count) }
+            io.out("\(ok ? io.green("ok  ") : io.red("FAIL")) \(pad(flow.browser ? "browser" : "app", 7)) \(flow.version)  "
+                   + "\(pad(card, 44)) → \(got)\(r.rreqReceived ? "  (RReq)" : "")")
         }
         usleep(300_000) // the last RReqs are sent just after their final CRes
         loop.execute { proxy.shutdown() } // on the loop's own thread, before it stops

@@ -22,7 +22,7 @@ final class SandboxHarness {
     var writer: SessionWriter?
     private var proxy: ProxyServer?
 
-    init(dsKey: DSKeyType = .rsa, signing: SignatureAlgorithm = .ps256, viaProxy: Bool = false,
+    init(dsKey: DSKeyType = .rsa, signing: SignatureAlgorithm = .ps256, viaProxy: Bool = false, tls: Bool = false,
          configure: (inout SandboxOptions) -> Void = { _ in }) throws {
         let keys = SandboxHarness.keys
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sandbox-\(UUID().uuidString)")
@@ -46,7 +46,7 @@ final class SandboxHarness {
         }
         configure(&options)
         sandbox = Sandbox(keys: keys, options: options, loop: loop)
-        try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
+        try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: tls)
         let l = loop
         thread = Thread { l.run() }
         thread.start()

@@ -138,3 +138,43 @@ import TapSandbox
         for c in TestCard.all { #expect(ThreeDSContent.luhn(Array(c.pan.utf8)), "\(c.pan)") }
     }
 }
+
+/// HTTPS, the key log and the 3DS Method.
+@Suite(.serialized) struct SandboxServiceTests {
+    @Test func httpsWithTheSandboxRootAndAKeyLog() throws {
+        let keylog = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-keylog-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: keylog) }
+        let h = try SandboxHarness(tls: true) { $0.keylog = keylog }
+        defer { h.stop() }
+        #expect(h.sandbox.baseURL.hasPrefix("https://127.0.0.1:"))
+        var o = h.options(card: "4000000000001067")
+        o.answer = TestCard.otp
+        // Without the sandbox root the TLS handshake fails; with it the flow completes.
+        let refused = try h.run(o)
+        #expect(refused.error?["message"]?.stringValue?.contains("TLS") == true, "\(refused.json.compact)")
+        o.extraRoots = [SandboxHarness.keys.root.certificate]
+        #expect(try h.run(o).transStatus == "Y")
+        let lines = try String(contentsOfFile: keylog, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 1, "one challenge reached the ACS")
+        let parts = lines.last!.split(separator: " ")
+        #expect(parts.count == 3 && parts[0] == "CEK" && parts[2].count == 64)
+        #expect(FileManager.default.fileExists(atPath: keylog))
+        let mode = try FileManager.default.attributesOfItem(atPath: keylog)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+
+    @Test func threeDSMethodPostsBackToTheNotificationURL() throws {
+        let h = try SandboxHarness()
+        defer { h.stop() }
+        let id = UUID().uuidString.lowercased()
+        let data = Base64URL.encode(JSON.object([("threeDSServerTransID", .string(id)),
+                                                 ("threeDSMethodNotificationURL", .string("https://merchant.test/method-done"))]).bytes)
+        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 5)
+        let r = try client.send("POST", HTTPURL(h.sandbox.baseURL + "/acs/method")!, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                                body: Array("threeDSMethodData=\(data)".utf8))
+        let html = String(decoding: r.body, as: UTF8.self)
+        #expect(html.contains("action=\"https://merchant.test/method-done\""))
+        let value = try #require(html.components(separatedBy: "name=\"threeDSMethodData\" value=\"").last?.split(separator: "\"").first)
+        #expect(try JSON.parse(Base64URL.decode(String(value))!)["threeDSServerTransID"]?.stringValue == id)
+    }
+}
