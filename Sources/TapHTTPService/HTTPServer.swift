@@ -1,3 +1,4 @@
+import Glibc
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -55,7 +56,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds and starts accepting; returns the bound address. Call on the loop thread or before it runs.
     @discardableResult
     public func start(on address: HostPort) throws(NetError) -> HostPort {
-        let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in self.accept(fd, peer) }
+        let l = try Listener(loop: loop, address: address) { [weak self] fd, peer in
+            guard let self else { close(fd); return }
+            self.accept(fd, peer)
+        }
         try l.start()
         listener = l
         return l.address
@@ -85,7 +89,7 @@ public final class HTTPServer: @unchecked Sendable {
 }
 
 private final class ServerConnection: ConnectionDelegate {
-    unowned let server: HTTPServer
+    weak var server: HTTPServer?
     let peer: String
     var connection: Connection?
     var parser = HTTPParser(mode: .request)
@@ -105,11 +109,11 @@ private final class ServerConnection: ConnectionDelegate {
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         self.connection = nil
-        server.ended(self)
+        server?.ended(self)
     }
 
     func next() {
-        guard !busy, let connection else { return }
+        guard !busy, let connection, let server else { return }
         let request: HTTPRequest
         do {
             guard let r = try parser.nextRequest() else { return }

@@ -47,7 +47,10 @@ public final class ProxyServer: @unchecked Sendable {
     /// Binds a listener. Call before `loop.run()` or on the loop thread.
     @discardableResult
     public func listen(on address: HostPort) throws(NetError) -> HostPort {
-        let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in self.accept(fd: fd, peer: peer) }
+        let l = try Listener(loop: loop, address: address) { [weak self] fd, peer in
+            guard let self else { close(fd); return }
+            self.accept(fd: fd, peer: peer)
+        }
         try l.start()
         listeners.append(l)
         if listeners.count == 1 { scheduleSweep() }

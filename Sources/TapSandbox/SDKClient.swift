@@ -79,6 +79,7 @@ public final class SDKClient {
     let listenerLoop: EventLoop
     let received = ReceivedMessages()
     var listener: HTTPServer?
+    var listenerThread: Thread?
     var listenerURL = ""
 
     public init(options: ClientOptions) throws {
@@ -107,7 +108,7 @@ public final class SDKClient {
     /// unless the client could not start at all).
     public func run() throws -> ClientResult {
         try startListener()
-        defer { listenerLoop.stop() }
+        defer { stopListener() }
         let started = Date()
         var result = ClientResult(messageVersion: options.messageVersion)
         do {
@@ -160,6 +161,17 @@ public final class SDKClient {
         let t = Thread { loop.run() }
         t.name = "3dstape-client-listener"
         t.start()
+        listenerThread = t
+    }
+
+    /// Closes the listener on its own thread and waits for that thread to end, so that nothing it
+    /// owns is used after the client is gone (a late RReq is refused by the closed socket).
+    func stopListener() {
+        let server = listener
+        listenerLoop.execute { server?.stop() }
+        listenerLoop.stop()
+        while listenerThread?.isExecuting == true { usleep(1_000) }
+        listener = nil
     }
 
     func waitFor(_ key: String, seconds: Double) -> JSON? {

@@ -85,7 +85,7 @@ public final class Sandbox: @unchecked Sendable {
     @discardableResult
     public func start(on address: HostPort, tls: Bool) throws -> HostPort {
         let ctx = tls ? try TLSContext(serverCertificate: keys.tls.cert, key: keys.tls.key) : nil
-        let s = HTTPServer(loop: loop, tls: ctx) { [unowned self] req, peer, respond in self.handle(req, respond) }
+        let s = HTTPServer(loop: loop, tls: ctx) { [weak self] req, peer, respond in self?.handle(req, respond) }
         let bound = try s.start(on: address)
         server = s
         let host = bound.host == "0.0.0.0" ? "127.0.0.1" : bound.host
