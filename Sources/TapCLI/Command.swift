@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapNet
 
 /// A `3dstape` subcommand: its name, help, options, and what it does.
 protocol Command: Sendable {
@@ -56,4 +57,20 @@ func readInput(_ path: String?, limit: Int = 16 << 20) throws -> [UInt8] {
     }
     guard data.count <= limit else { throw CommandFailure("input is larger than \(limit >> 20) MiB") }
     return [UInt8](data)
+}
+
+extension ParsedArguments {
+    /// A positive number of seconds given as `--name`, or nil when absent.
+    func seconds(_ name: String) throws -> Double? {
+        guard let v = value(name) else { return nil }
+        guard let d = Double(v), d > 0 else { throw CommandFailure("--\(name) \(v): expected a positive number of seconds") }
+        return d
+    }
+
+    /// The address of a plain-HTTP forward proxy given as `--name http://host:port`, or nil.
+    func forwardProxy(_ name: String = "proxy") throws -> HostPort? {
+        guard let v = value(name) else { return nil }
+        guard let u = HTTPURL(v), !u.tls else { throw CommandFailure("--\(name) \(v): expected http://host:port") }
+        return u.address
+    }
 }

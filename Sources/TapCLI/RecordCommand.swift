@@ -65,14 +65,9 @@ struct RecordCommand: Command {
         }
         var config = ProxyConfiguration(mode: mode, upstreamTLS: upstreamTLS, interceptTLS: intercept)
         config.mask = !args.has("no-mask")
-        func seconds(_ name: String) throws -> Double? {
-            guard let v = args.value(name) else { return nil }
-            guard let d = Double(v), d > 0 else { throw CommandFailure("--\(name) \(v): expected a positive number of seconds") }
-            return d
-        }
-        if let t = try seconds("upstream-timeout") { config.upstreamTimeout = t }
-        if let t = try seconds("header-timeout") { config.headerTimeout = t }
-        if let t = try seconds("idle-timeout") { config.idleTimeout = t }
+        if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
+        if let t = try args.seconds("header-timeout") { config.headerTimeout = t }
+        if let t = try args.seconds("idle-timeout") { config.idleTimeout = t }
         if let v = args.value("max-body") {
             guard let n = Int(v), n > 0 else { throw CommandFailure("--max-body \(v): expected a positive number of bytes") }
             config.limits.maxBodyBytes = n

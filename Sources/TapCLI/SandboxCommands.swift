@@ -55,10 +55,7 @@ struct SandboxCommand: Command {
         }
         o.keylog = args.value("keylog")
         o.badSignature = args.has("bad-signature")
-        if let p = args.value("proxy") {
-            guard let u = UpstreamURL(p), !u.tls else { throw CommandFailure("--proxy \(p): expected http://host:port") }
-            o.outgoingProxy = u.address
-        }
+        o.outgoingProxy = try args.forwardProxy()
         guard let listen = HostPort(args.value("listen") ?? "127.0.0.1:9443") else { throw CommandFailure("--listen: expected HOST:PORT") }
         let loop = try EventLoop()
         let quiet = args.has("quiet")
@@ -117,15 +114,9 @@ struct ClientCommand: Command {
         o.select = args.all("select").flatMap { $0.split(separator: ",").map(String.init) }
         o.oob = args.has("oob")
         o.cancel = args.has("cancel")
-        if let p = args.value("proxy") {
-            guard let u = UpstreamURL(p), !u.tls else { throw CommandFailure("--proxy \(p): expected http://host:port") }
-            o.proxy = u.address
-        }
+        o.proxy = try args.forwardProxy()
         for path in args.all("ca") { o.extraRoots += try Certificate.parseAll(try readInput(path)) }
-        if let t = args.value("timeout") {
-            guard let v = Double(t), v > 0 else { throw CommandFailure("--timeout \(t): expected seconds") }
-            o.timeout = v
-        }
+        if let t = try args.seconds("timeout") { o.timeout = t }
         let result = try SDKClient(options: o).run()
         if args.has("json") {
             io.out(result.json.pretty)

@@ -4,26 +4,6 @@ import TapCrypto
 import TapHTTP
 import TapNet
 
-/// A URL the client can reach: scheme, host, port, path with query.
-public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
-    public var tls: Bool
-    public var address: HostPort
-    public var path: String
-
-    public init?(_ text: String) {
-        let lower = text.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else if lower.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else { return nil }
-        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
-        guard let hp = HostPort(String(rest[..<slash]), defaultPort: tls ? 443 : 80), !hp.host.isEmpty else { return nil }
-        address = hp
-        path = slash == rest.endIndex ? "/" : String(rest[slash...])
-    }
-
-    public var hostHeader: String { (tls && address.port == 443) || (!tls && address.port == 80) ? address.host : address.description }
-    public var description: String { "\(tls ? "https" : "http")://\(hostHeader)\(path)" }
-}
-
 /// Why a request failed: connect, TLS, timeout, or a malformed answer.
 public struct HTTPClientError: Error, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable { case connect, tls, timeout, protocolError }
@@ -138,19 +118,13 @@ final class BlockingSocket {
     init(fd: Int32) { self.fd = fd }
 
     static func connect(to target: HostPort, deadline: Date) throws(HTTPClientError) -> BlockingSocket {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(target.host, String(target.port), &hints, &result)
-        guard rc == 0, let ai = result else {
-            throw HTTPClientError(.connect, "cannot resolve \(target.host): \(String(cString: gai_strerror(rc)))")
-        }
-        defer { freeaddrinfo(result) }
-        let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let resolved: ResolvedAddress
+        do { resolved = try ResolvedAddress(target) } catch { throw HTTPClientError(.connect, "\(error)") }
+        let ai = resolved.first
+        let fd = socket(ai.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPClientError(.connect, "socket: \(String(cString: strerror(errno)))") }
         let s = BlockingSocket(fd: fd)
-        if Glibc.connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) != 0 {
+        if withExtendedLifetime(resolved, { Glibc.connect(fd, ai.ai_addr, ai.ai_addrlen) }) != 0 {
             guard errno == EINPROGRESS else {
                 let e = errno
                 s.close()

@@ -90,19 +90,14 @@ public final class Connection: EventHandler {
     /// Starts a non-blocking connect. Name resolution uses getaddrinfo on the loop thread (fast for
     /// loopback and literal addresses; a slow resolver would stall the loop).
     public static func connect(to target: HostPort, loop: EventLoop, delegate: any ConnectionDelegate) throws(ConnectionError) -> Connection {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(target.host, String(target.port), &hints, &result)
-        guard rc == 0, let ai = result else {
-            throw .resolve("\(target.host): \(String(cString: gai_strerror(rc)))")
-        }
-        defer { freeaddrinfo(result) }
-        let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let resolved: ResolvedAddress
+        do { resolved = try ResolvedAddress(target) } catch { throw .resolve("\(target.host): \(error.reason)") }
+        let ai = resolved.first
+        let fd = socket(ai.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .connect(NetError.errno("socket")) }
         _ = clinux_set_nodelay(fd)
-        let r = Glibc.connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen)
+        // ai_addr points into `resolved`, which must outlive the call.
+        let r = withExtendedLifetime(resolved) { Glibc.connect(fd, ai.ai_addr, ai.ai_addrlen) }
         if r != 0, errno != EINPROGRESS {
             let e = NetError.errno("connect to \(target)")
             Glibc.close(fd)
@@ -305,21 +300,13 @@ public final class Listener: EventHandler {
     public init(loop: EventLoop, address: HostPort, onAccept: @escaping (Int32, String) -> Void) throws(NetError) {
         self.loop = loop
         self.onAccept = onAccept
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
-        var result: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(address.host, String(address.port), &hints, &result)
-        guard rc == 0, let ai = result else {
-            throw NetError("resolve \(address.host)", code: 0, reason: String(cString: gai_strerror(rc)))
-        }
-        defer { freeaddrinfo(result) }
-        let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let resolved = try ResolvedAddress(address, passive: true)
+        let ai = resolved.first
+        let fd = socket(ai.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw NetError.errno("socket") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 else {
+        guard withExtendedLifetime(resolved, { bind(fd, ai.ai_addr, ai.ai_addrlen) }) == 0 else {
             let e = NetError.errno("bind \(address)")
             Glibc.close(fd)
             throw e

@@ -58,3 +58,54 @@ public struct HostPort: Sendable, Equatable, Hashable, CustomStringConvertible {
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
+
+/// A URL the client can reach: scheme, host, port, path with query.
+public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
+    public var tls: Bool
+    public var address: HostPort
+    public var path: String
+
+    public init?(_ text: String) {
+        let lower = text.lowercased()
+        let rest: Substring
+        if lower.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else if lower.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else { return nil }
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        guard let hp = HostPort(String(rest[..<slash]), defaultPort: tls ? 443 : 80), !hp.host.isEmpty else { return nil }
+        address = hp
+        path = slash == rest.endIndex ? "/" : String(rest[slash...])
+    }
+
+    public init(tls: Bool, address: HostPort, path: String = "/") {
+        self.tls = tls
+        self.address = address
+        self.path = path
+    }
+
+    /// The Host header value (port omitted when it is the scheme's default).
+    public var hostHeader: String { (tls && address.port == 443) || (!tls && address.port == 80) ? address.host : address.description }
+    public var description: String { "\(tls ? "https" : "http")://\(hostHeader)\(path)" }
+}
+
+
+/// The result of getaddrinfo for a host and port, freed when released.
+public final class ResolvedAddress {
+    private let list: UnsafeMutablePointer<addrinfo>
+    /// The first address (what connect uses).
+    public var first: addrinfo { list.pointee }
+
+    /// Resolves `target` for a TCP connection (or, with `passive`, for bind).
+    public init(_ target: HostPort, passive: Bool = false) throws(NetError) {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        if passive { hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV }
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(target.host, String(target.port), &hints, &result)
+        guard rc == 0, let result else {
+            throw NetError("cannot resolve \(target.host)", code: 0, reason: String(cString: gai_strerror(rc)))
+        }
+        list = result
+    }
+
+    deinit { freeaddrinfo(list) }
+}

@@ -11,13 +11,10 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
     public var basePath: String
 
     public init?(_ text: String) {
-        let lower = text.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else if lower.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else { return nil }
-        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
-        guard let hp = HostPort(String(rest[..<slash]), defaultPort: tls ? 443 : 80), !hp.host.isEmpty else { return nil }
-        address = hp
-        var base = String(rest[slash...])
+        guard let url = HTTPURL(text) else { return nil }
+        tls = url.tls
+        address = url.address
+        var base = url.path.split(separator: "?").first.map(String.init) ?? ""
         while base.hasSuffix("/") { base.removeLast() }
         basePath = base
     }
@@ -31,9 +28,7 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(tls ? "https" : "http")://\(address)\(basePath)" }
 
     /// The Host header value (port omitted when it is the scheme's default).
-    public var hostHeader: String {
-        (tls && address.port == 443) || (!tls && address.port == 80) ? address.host : address.description
-    }
+    public var hostHeader: String { HTTPURL(tls: tls, address: address).hostHeader }
 }
 
 /// How the proxy runs.

@@ -5,6 +5,7 @@ import TapCrypto
 import TapEMV
 import TapHTTPService
 import TapJOSE
+import TapNet
 import TapSandbox
 
 /// Requests a real DS and ACS would refuse, and the client's failure paths.
