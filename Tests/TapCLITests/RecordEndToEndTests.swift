@@ -216,6 +216,42 @@ import TapCrypto
         }
     }
 
+    @Test func expectContinuePipeliningClientAbortAndSIGTERM() throws {
+        try withFixture { f in
+            let (up, upPort) = try upstream()
+            defer { up.stop() }
+            let (rec, port) = try recorder(f, ["--reverse", "http://127.0.0.1:\(upPort)", "--listen", "127.0.0.1:0"])
+            defer { rec.stop() }
+            // Expect: 100-continue with a body sent only after the interim response.
+            let bodyFile = f.path("body.json")
+            try (#"{"messageType":"AReq","padding":""# + String(repeating: "p", count: 20_000) + #""}"#).write(toFile: bodyFile, atomically: true, encoding: .utf8)
+            let expect = try sh(["curl", "-sS", "-H", "Expect: 100-continue", "--data-binary", "@\(bodyFile)", "http://127.0.0.1:\(port)/echo"])
+            let size = try FileManager.default.attributesOfItem(atPath: bodyFile)[.size] as? Int ?? 0
+            #expect(try JSON.parse(expect.out)["body_length"] == .number(String(size)), "\(expect.out.prefix(200))")
+            // Three pipelined requests in one write: three responses, in order.
+            let pipelined = try sh(["python3", "-c", """
+                import socket, time
+                s = socket.create_connection(('127.0.0.1', \(port)))
+                s.sendall(b''.join(b'GET /p%d HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' % i for i in range(3)))
+                data = b''
+                deadline = time.time() + 5
+                while data.count(b'HTTP/1.1 200') < 3 and time.time() < deadline:
+                    data += s.recv(65536)
+                print(data.decode())
+                """])
+            let order = ["/p0", "/p1", "/p2"].map { pipelined.out.range(of: "\"path\": \"\($0)\"")?.lowerBound }
+            #expect(order.allSatisfy { $0 != nil } && order[0]! < order[1]! && order[1]! < order[2]!, "\(pipelined.out.prefix(300))")
+            // A client that gives up before the answer.
+            _ = try? sh(["curl", "-sS", "--max-time", "0.3", "http://127.0.0.1:\(port)/slow?ms=1500"])
+            usleep(1_500_000)
+            rec.process.terminate() // SIGTERM: flush and close like SIGINT
+            #expect(try rec.wait() == 0)
+            #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges WHERE path LIKE '/p%'") == "3")
+            #expect(try sqlite(f.session, "SELECT client_abort_at IS NOT NULL, error LIKE 'client closed%' FROM exchanges WHERE path LIKE '/slow%'") == "1|1")
+            #expect(try sqlite(f.session, "PRAGMA journal_mode") == "delete", "back to a single file after a clean stop")
+        }
+    }
+
     @Test func killDashNineLeavesAValidFile() throws {
         try withFixture { f in
             let (up, upPort) = try upstream()

@@ -83,6 +83,12 @@ import TapSandbox
         let r1 = try client.send("POST", url, headers: [("Content-Type", "application/jose")], body: Array(first.utf8))
         let cres = try cipher.open(String(decoding: r1.body, as: UTF8.self))
         #expect(cres["acsUiType"]?.stringValue == "01" && cres["acsCounterAtoS"]?.stringValue == "000")
+        // A resend shows the screen again, with the next counters.
+        let resend = try cipher.seal(creq.setting("resendChallenge", to: .string("Y")).setting("challengeNoEntry", to: .string("Y")))
+        let r2 = try client.send("POST", url, headers: [("Content-Type", "application/jose")], body: Array(resend.utf8))
+        let again = try cipher.open(String(decoding: r2.body, as: UTF8.self))
+        #expect(again["challengeCompletionInd"]?.stringValue == "N" && again["acsCounterAtoS"]?.stringValue == "001")
+        #expect(again["challengeInfoText"]?.stringValue?.contains("A new code was sent") == true)
         // The same CReq again: its counter is now wrong.
         let replay = try post(h, "/acs/challenge", Array(first.utf8), type: "application/jose")
         #expect(replay["errorCode"]?.stringValue == "302" && replay["errorComponent"]?.stringValue == "A")
