@@ -2,6 +2,7 @@ import Foundation
 import TapArguments
 import TapCore
 import TapCrypto
+import TapEMV
 import TapHTTPService
 import TapJOSE
 import TapNet
@@ -63,10 +64,13 @@ struct DemoCommand: Command {
         let certs = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/client-certs-rsa")
         try keys.writeClientCertificates(to: certs, dsKeyType: .rsa)
 
+        // The sandbox logs each app-channel CEK; the recorder reads the log, so CReq/CRes are stored in clear.
+        let keylog = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/demo-keylog-\(getpid()).txt")
+        defer { try? FileManager.default.removeItem(atPath: keylog) }
         let loop = try EventLoop()
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
                                                         ("label", "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
-                                                        ("tool_version", version)])
+                                                        ("tool_version", version)], keys: KeyLogFile(path: keylog))
         var config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: [keys.root.certificate]), interceptTLS: nil)
         config.upstreamTimeout = 10
         let proxy = ProxyServer(loop: loop, config: config, writer: writer)
@@ -74,6 +78,7 @@ struct DemoCommand: Command {
         var options = SandboxOptions()
         options.outgoingProxy = proxyAddress
         options.decoupledDelay = 0.2
+        options.keylog = keylog
         let sandbox = Sandbox(keys: keys, options: options, loop: loop)
         try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
         let thread = Thread { loop.run() }

@@ -1,6 +1,7 @@
 import Foundation
 import TapArguments
 import TapCore
+import TapEMV
 import TapStore
 
 /// `3dstape ls`: the sessions in a directory.
@@ -75,8 +76,8 @@ struct ShowCommand: Command {
         let t0 = all.first?.requestStart ?? 0
         var rows = [["#", "T+MS", "METHOD", "URL", "STATUS", "3DS", "MS"]]
         for x in all {
-            let req = x.messages.filter { $0.direction == "request" }.map { Self.describe($0.type, $0.location, $0.json) }
-            let resp = x.messages.filter { $0.direction == "response" }.map { Self.describe($0.type, $0.location, $0.json) }
+            let req = x.messages.filter { $0.direction == "request" }.map(Self.describe)
+            let resp = x.messages.filter { $0.direction == "response" }.map(Self.describe)
             let threeDS = (req + resp.map { "→ " + $0 }).joined(separator: " ")
             rows.append([String(x.id), String(format: "%.1f", (x.requestStart - t0) * 1000), x.method, x.url,
                          x.status.map(String.init) ?? "-", threeDS + (x.error.map { "  ! \($0)" } ?? ""),
@@ -87,12 +88,14 @@ struct ShowCommand: Command {
         return 0
     }
 
-    static func describe(_ type: String?, _ location: String, _ json: JSON?) -> String {
-        var s = type ?? "?"
-        if location == "jwe" { return s + " (JWE)" }
+    static func describe(_ m: RecordedMessage) -> String {
+        var s = m.type ?? "?"
+        if m.location == "jwe", !m.isDecrypted { return s + " (JWE)" }
+        let json = m.json
         if let v = json?["messageVersion"]?.stringValue { s += " " + v }
         if let t = json?["transStatus"]?.stringValue { s += " " + t }
         if let e = json?["errorCode"]?.stringValue { s += " " + e }
+        if m.isDecrypted { s += " (decrypted)" }
         return s
     }
 
@@ -116,8 +119,13 @@ struct ShowCommand: Command {
                 io.out(Self.bodyText(body))
             } else {
                 for m in msgs {
-                    io.out("# 3DS \(m.type ?? "?") in \(m.location)")
-                    io.out(m.json?.pretty ?? "")
+                    io.out("# 3DS \(m.type ?? "?") in \(m.location)" + (m.decryption.map { " — \($0)" } ?? ""))
+                    if m.location == "jwe", !m.isDecrypted {
+                        io.out("(JWE header) " + (m.json?.compact ?? ""))
+                        io.out(Self.bodyText(body))
+                    } else {
+                        io.out(m.json?.pretty ?? "")
+                    }
                 }
             }
         }
@@ -151,7 +159,8 @@ enum ExchangeJSON {
                                              ("tls_done", t(x.tlsDone)), ("request_sent", t(x.requestSent)),
                                              ("first_byte", t(x.firstByte)), ("done", t(x.done)), ("client_abort", t(x.clientAbortAt))]))
             .setting("messages", to: .array(x.messages.map {
-                .object([("direction", .string($0.direction)), ("location", .string($0.location)), ("json", $0.json ?? .null)])
+                .object([("direction", .string($0.direction)), ("location", .string($0.location)), ("json", $0.json ?? .null),
+                         ("decryption", $0.decryption.map(JSON.string) ?? .null)])
             }))
     }
 }
@@ -166,4 +175,30 @@ enum Table {
             r.enumerated().map { i, c in i == r.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count) }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
+}
+
+/// `3dstape decrypt`: opens a session's recorded app-channel messages with a key log, in place.
+struct DecryptCommand: Command {
+    let name = "decrypt"
+    let abstract = "Decrypt a session's recorded app-channel CReq/CRes with a key log (in place)"
+    let usage = "3dstape decrypt SESSION --keylog FILE"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [.option("keylog", "FILE", help: "lines 'CEK <acsTransID> <64 hex digits>' (as 'sandbox --keylog' writes)")]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let path = args.positionals.first else { throw CommandFailure("give a session file") }
+        guard let keylog = args.value("keylog") else { throw CommandFailure("--keylog FILE is required") }
+        let log: KeyLog
+        do { log = try KeyLog.load(path: keylog) } catch { throw CommandFailure("\(keylog): \(error.message)") }
+        let o = try SessionDecryptor.decrypt(path: path, keys: StaticKeys(log: log))
+        io.out("\(path): \(o.decrypted) app-channel messages decrypted, \(o.noKey) without a key in the log, "
+               + "\(o.failed) whose key did not open them, \(o.alreadyDecrypted) already in clear")
+        return o.failed == 0 ? 0 : 1
+    }
+}
+
+/// A key log read once.
+struct StaticKeys: ChannelKeySource {
+    let log: KeyLog
+    func cek(for acsTransID: String) -> [UInt8]? { log.cek(for: acsTransID) }
 }

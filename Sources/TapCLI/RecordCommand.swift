@@ -7,6 +7,7 @@ import TapHTTP
 import TapNet
 import TapProxy
 import TapCore
+import TapEMV
 import TapStore
 
 /// `3dstape record`: the recording proxy.
@@ -25,6 +26,7 @@ struct RecordCommand: Command {
         .option("client-key", "PEM", help: "private key of --client-cert"),
         .option("name", "LABEL", help: "a label stored in the session"),
         .flag("no-mask", help: "store PANs and OTP entries unmasked"),
+        .option("keylog", "FILE", help: "decrypt app-channel CReq/CRes with the CEKs in this key log (read as it grows)"),
         .option("upstream-timeout", "SECONDS", help: "answer 504 when the upstream takes longer (default 60)"),
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive client connections (default 120)"),
@@ -82,7 +84,8 @@ struct RecordCommand: Command {
         if case let .reverse(u) = mode { meta.append(("upstream", u.description)) }
         let live = LiveView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines), colour: io.colour)
         let tally = MessageTally()
-        let writer = try SessionWriter(path: sessionPath, meta: meta) { line in
+        let keys = args.value("keylog").map { KeyLogFile(path: $0) as any ChannelKeySource }
+        let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys) { line in
             tally.add(line.requestTypes + line.responseTypes)
             live.print(line)
         }

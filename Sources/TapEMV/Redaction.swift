@@ -7,6 +7,21 @@ public enum ThreeDSContent {
         public let location: String
         public let json: JSON
         public let summary: MessageSummary?
+        /// For app-channel JWE: how it was decrypted, or why it is still encrypted.
+        public var decryption: String?
+
+        public init(location: String, json: JSON, summary: MessageSummary?, decryption: String? = nil) {
+            self.location = location
+            self.json = json
+            self.summary = summary
+            self.decryption = decryption
+        }
+
+        func with(decryption: String) -> Found {
+            var f = self
+            f.decryption = decryption
+            return f
+        }
     }
 
     /// Prepares a body for storage in one pass: masked (when `mask` is set, as `maskBody` does) and the 3DS

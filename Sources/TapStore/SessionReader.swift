@@ -26,10 +26,25 @@ public struct StoredExchange: Sendable {
     public var error: String?
     public var clientAbortAt: Double?
     /// (direction, location, messageType, JSON)
-    public var messages: [(direction: String, location: String, type: String?, json: JSON?)]
+    public var messages: [RecordedMessage]
 
     /// Milliseconds from request start to done.
     public var durationMs: Double? { done.map { ($0 - requestStart) * 1000 } }
+}
+
+/// A 3DS message found in a recorded exchange.
+public struct RecordedMessage: Sendable {
+    /// `request` or `response`.
+    public var direction: String
+    /// `body`, `form:creq` …, or `jwe` for an app-channel message.
+    public var location: String
+    public var type: String?
+    public var json: JSON?
+    /// For app-channel JWE: `decrypted: key log`, or why it is still encrypted.
+    public var decryption: String?
+
+    /// True when an app-channel message is shown in clear.
+    public var isDecrypted: Bool { decryption?.hasPrefix("decrypted") == true }
 }
 
 /// One line of `3dstape ls`.
@@ -109,23 +124,31 @@ public final class SessionReader {
                    e.error, e.client_abort_at
             FROM exchanges e \(whereClause) ORDER BY e.t_request_start, e.id
             """, args)
-        var messagesByExchange: [Int64: [(String, String, String?, JSON?)]] = [:]
-        for m in try db.query("SELECT exchange_id, direction, location, message_type, json FROM messages ORDER BY id") {
+        var messagesByExchange: [Int64: [RecordedMessage]] = [:]
+        let decryptionColumn = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
+        for m in try db.query("SELECT exchange_id, direction, location, message_type, json, \(decryptionColumn) FROM messages ORDER BY id") {
             messagesByExchange[m[0].integer ?? 0, default: []].append(
-                (m[1].text ?? "", m[2].text ?? "", m[3].text, m[4].text.flatMap { try? JSON.parse($0) }))
+                RecordedMessage(direction: m[1].text ?? "", location: m[2].text ?? "", type: m[3].text,
+                                json: m[4].text.flatMap { try? JSON.parse($0) }, decryption: m[5].text))
         }
         return rows.map { r -> StoredExchange in
             var x = makeExchange(r, messagesByExchange)
             // Messages stored as "the body" take their JSON from the body.
             x.messages = x.messages.map { m in
                 guard m.json == nil, m.location == "body" else { return m }
-                return (m.direction, m.location, m.type, try? JSON.parse(m.direction == "request" ? x.requestBody : x.responseBody))
+                var filled = m
+                filled.json = try? JSON.parse(m.direction == "request" ? x.requestBody : x.responseBody)
+                return filled
             }
             return x
         }
     }
 
-    func makeExchange(_ r: [SQLiteValue], _ messagesByExchange: [Int64: [(String, String, String?, JSON?)]]) -> StoredExchange {
+    func hasColumn(_ table: String, _ column: String) throws -> Bool {
+        try db.query("PRAGMA table_info(\(table))").contains { $0.count > 1 && $0[1].text == column }
+    }
+
+    func makeExchange(_ r: [SQLiteValue], _ messagesByExchange: [Int64: [RecordedMessage]]) -> StoredExchange {
         StoredExchange(
                 id: r[0].integer ?? 0, connectionID: r[1].integer ?? 0, method: r[2].text ?? "", url: r[3].text ?? "",
                 status: r[4].integer.map(Int.init), requestHeaders: SessionReader.headers(r[5].text),
@@ -134,7 +157,7 @@ public final class SessionReader {
                 responseContentEncoding: r[12].text, upstream: r[13].text, requestStart: r[14].real ?? 0, upstreamConnect: r[15].real,
                 tlsDone: r[16].real, requestSent: r[17].real, firstByte: r[18].real, done: r[19].real, error: r[20].text,
                 clientAbortAt: r[21].real,
-                messages: (messagesByExchange[r[0].integer ?? 0] ?? []).map { (direction: $0.0, location: $0.1, type: $0.2, json: $0.3) })
+                messages: messagesByExchange[r[0].integer ?? 0] ?? [])
     }
 
     static func headers(_ text: String?) -> [(String, String)] {
@@ -145,6 +168,7 @@ public final class SessionReader {
         }
     }
 
+    /// A stored body, decompressed when it was stored compressed.
     static func body(_ v: SQLiteValue, compressed: Bool) -> [UInt8] {
         guard let b = v.blob else { return [] }
         if compressed { return (try? Compression.decompress(b, format: .zlib)) ?? b }

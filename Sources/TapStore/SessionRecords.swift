@@ -32,7 +32,8 @@ public struct ConnectionRecord: Sendable {
 public struct StoredMessage: Sendable {
     /// Decodes gzip/deflate (the forwarded bytes were not touched), masks, and finds the 3DS messages.
     /// `isRequest` names an app-channel JWE body CReq (request) or CRes (response) while it is still encrypted.
-    public init(_ captured: CapturedMessage, mask: Bool, isRequest: Bool) {
+    /// `keys` opens app-channel JWE bodies (the recorder's `--keylog`).
+    public init(_ captured: CapturedMessage, mask: Bool, isRequest: Bool, keys: (any ChannelKeySource)? = nil) {
         let encoding = captured.headers.first { $0.0.lowercased() == "content-encoding" }?.1.lowercased()
         var decoded = captured.body
         var encodingNote = encoding
@@ -45,7 +46,9 @@ public struct StoredMessage: Sendable {
             }
         }
         var (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
-        if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) { messages = [jwe] }
+        if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
+            messages = [ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)]
+        }
         self.init(headers: captured.headers, body: stored, contentEncoding: encodingNote, wireSize: captured.wireSize, messages: messages)
     }
 

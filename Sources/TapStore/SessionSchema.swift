@@ -4,7 +4,7 @@ import TapSQLite
 /// and add a migration step for any change.
 public enum SessionSchema {
     /// The schema version this build writes and the newest it reads.
-    public static let version = 1
+    public static let version = 2
     /// The `meta.format` value that marks a 3dstape session.
     public static let format = "3dstape-session"
 
@@ -65,7 +65,8 @@ public enum SessionSchema {
         sdk_trans_id TEXT,
         trans_status TEXT,
         error_code TEXT,
-        json TEXT
+        json TEXT,
+        decryption TEXT
     );
     CREATE INDEX messages_by_exchange ON messages(exchange_id);
     CREATE INDEX messages_by_transaction ON messages(three_ds_server_trans_id);
@@ -81,7 +82,7 @@ public enum SessionSchema {
     CREATE VIEW v_messages AS
         SELECT m.id, m.exchange_id, m.direction, m.location, m.message_type, m.message_version,
                m.three_ds_server_trans_id, m.ds_trans_id, m.acs_trans_id, m.sdk_trans_id, m.trans_status, m.error_code,
-               strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS at, e.url,
+               m.decryption, strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS at, e.url,
                coalesce(m.json, CASE WHEN m.direction = 'request' AND e.request_body_compressed = 0 THEN CAST(e.request_body AS TEXT)
                                      WHEN m.direction = 'response' AND e.response_body_compressed = 0 THEN CAST(e.response_body AS TEXT) END) AS json
         FROM messages m JOIN exchanges e ON e.id = m.exchange_id ORDER BY e.t_request_start, m.id;
@@ -93,6 +94,14 @@ public enum SessionSchema {
                max(error_code) AS error_code
         FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id;
     """
+
+    /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`).
+    static func migrate(_ db: Database, from version: Int) throws(SQLiteError) {
+        if version < 2 {
+            try db.execute("ALTER TABLE messages ADD COLUMN decryption TEXT")
+        }
+        try db.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", [.text(String(SessionSchema.version))])
+    }
 
     /// Creates the schema in an empty database and writes the metadata.
     static func create(in db: Database, meta: [(String, String)]) throws(SQLiteError) {

@@ -21,11 +21,15 @@ public final class SessionWriter: Sendable {
     public static let compressAbove = 8 * 1024
 
     private let onExchange: (@Sendable (ExchangeLine) -> Void)?
+    private let keys: (any ChannelKeySource)?
 
     /// Creates the file (refusing to overwrite one that exists) and starts the writer thread.
     /// `onExchange` is called on the writer thread for each exchange, once prepared (the live view).
-    public init(path: String, meta: [(String, String)], onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
+    /// `keys` decrypts app-channel CReq/CRes as they are stored (a key log).
+    public init(path: String, meta: [(String, String)], keys: (any ChannelKeySource)? = nil,
+                onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
         self.onExchange = onExchange
+        self.keys = keys
         if FileManager.default.fileExists(atPath: path) {
             throw SessionFileError("\(path) already exists; choose another --session or remove it")
         }
@@ -81,7 +85,7 @@ public final class SessionWriter: Sendable {
 
     private func runLoop(_ db: Database) {
         var statements: Statements?
-        do { statements = try Statements(db) } catch { failure.withLock { $0 = "\(error)" } }
+        do { statements = try Statements(db, keys: keys) } catch { failure.withLock { $0 = "\(error)" } }
         while true {
             _ = wake.wait(timeout: .now() + SessionWriter.flushInterval)
             let batch = queue.withLock { q -> [SessionEvent] in
@@ -125,9 +129,11 @@ private final class DatabaseBox: @unchecked Sendable {
 private final class Statements {
     let connection, connectionTLS, connectionClosed, exchange, message, note: Statement
     let db: Database
+    let keys: (any ChannelKeySource)?
 
-    init(_ db: Database) throws {
+    init(_ db: Database, keys: (any ChannelKeySource)?) throws {
         self.db = db
+        self.keys = keys
         connection = try db.prepare("INSERT INTO connections(id, client_addr, accepted_at, mode, upstream) VALUES (?,?,?,?,?)")
         connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=? WHERE id=?")
         connectionClosed = try db.prepare("UPDATE connections SET closed_at=? WHERE id=?")
@@ -140,7 +146,7 @@ private final class Statements {
             """)
         message = try db.prepare("""
             INSERT INTO messages(exchange_id, direction, location, message_type, message_version, three_ds_server_trans_id,
-              ds_trans_id, acs_trans_id, sdk_trans_id, trans_status, error_code, json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+              ds_trans_id, acs_trans_id, sdk_trans_id, trans_status, error_code, json, decryption) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
             """)
         note = try db.prepare("INSERT INTO events(at, kind, detail) VALUES (?,?,?)")
     }
@@ -168,8 +174,8 @@ private final class Statements {
     }
 
     func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine {
-            let request = StoredMessage(x.request, mask: x.mask, isRequest: true)
-            let resp = x.response.map { StoredMessage($0, mask: x.mask, isRequest: false) }
+            let request = StoredMessage(x.request, mask: x.mask, isRequest: true, keys: keys)
+            let resp = x.response.map { StoredMessage($0, mask: x.mask, isRequest: false, keys: keys) }
             let url = x.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array(x.url.utf8)), as: UTF8.self) : x.url
             let path = x.mask ? x.path.map { String(decoding: ThreeDSContent.maskLuhnRuns(Array($0.utf8)), as: UTF8.self) } : x.path
             let (reqBody, reqZ) = Statements.storedBody(request.body)
@@ -190,7 +196,7 @@ private final class Statements {
                     .integer(exchangeID), .text(direction), .text(found.location), opt(s?.messageType), opt(s?.messageVersion),
                     opt(s?.threeDSServerTransID), opt(s?.dsTransID), opt(s?.acsTransID), opt(s?.sdkTransID), opt(s?.transStatus),
                     // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
-                    opt(s?.errorCode), found.location == "body" ? .null : .text(found.json.compact),
+                    opt(s?.errorCode), found.location == "body" ? .null : .text(found.json.compact), opt(found.decryption),
                 ])
             }
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,

@@ -12,7 +12,8 @@ import TapCore
         #expect(r.status == 0, "\(r.stdout.suffix(2000)) \(r.stderr)")
         let lines = r.stdout.split(separator: "\n").filter { $0.contains("→") && ($0.hasPrefix("ok") || $0.contains("FAIL")) }
         #expect(lines.count == 20 && lines.allSatisfy { $0.contains("ok") }, "\(lines)")
-        #expect(r.stdout.contains("CReq (JWE) → CRes (JWE)"))
+        #expect(r.stdout.contains("CReq 2.2.0 (decrypted) → CRes 2.2.0 Y (decrypted)"), "the demo records with the sandbox's key log")
+        #expect(!r.stdout.contains("(JWE)"))
         #expect(r.stdout.contains("RReq 2.2.0 Y → RRes"))
         #expect(r.stdout.contains("session written to \(out)"))
         let show = try CLIRunner.run(["show", out, "--json"])
@@ -37,8 +38,9 @@ import TapCore
         defer { recorder.stop() }
         let proxyPort = try recorder.port(after: "recording on http://127.0.0.1:")
         // The sandbox sends its RReq through the recorder too.
+        let keylog = dir.appendingPathComponent("keys.log").path
         let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--ds-key", "ec", "--sign", "ES256", "--quiet",
-                                                          "--proxy", "http://127.0.0.1:\(proxyPort)"], environment: env)
+                                                          "--proxy", "http://127.0.0.1:\(proxyPort)", "--keylog", keylog], environment: env)
         defer { sandbox.stop() }
         let port = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
 
@@ -66,5 +68,31 @@ import TapCore
         let show = try CLIRunner.run(["show", session])
         #expect(show.stdout.contains("AReq 2.3.1 → ARes 2.3.1 C") && show.stdout.contains("CReq (JWE) → CRes (JWE)"), "\(show.stdout)")
         #expect(show.stdout.contains("RReq 2.3.1 Y → RRes"))
+
+        // Decrypt afterwards with the sandbox's key log; a wrong key is reported, not shown as clear text.
+        let lines = try String(contentsOfFile: keylog, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2, "two app-channel challenges were set up (one of them the ACS never answered)")
+        let bad = dir.appendingPathComponent("bad.log").path
+        try (String(lines[0].split(separator: " ").dropLast().joined(separator: " ")) + " " + String(repeating: "ab", count: 32) + "\n")
+            .write(toFile: bad, atomically: true, encoding: .utf8)
+        let wrong = try CLIRunner.run(["decrypt", session, "--keylog", bad])
+        #expect(wrong.status == 1 && wrong.stdout.contains("0 app-channel messages decrypted") && wrong.stdout.contains("4 whose key did not open them"),
+                "\(wrong.stdout)")
+        let right = try CLIRunner.run(["decrypt", session, "--keylog", keylog])
+        #expect(right.status == 0 && right.stdout.contains("4 app-channel messages decrypted"), "\(right.stdout)")
+        let after = try CLIRunner.run(["show", session])
+        #expect(after.stdout.contains("CReq 2.3.1 (decrypted) → CRes 2.3.1 Y (decrypted)"), "\(after.stdout)")
+        let full = try CLIRunner.run(["show", session, "--exchange", "2", "--json"])
+        let messages = try JSON.parse(full.stdout)["messages"]
+        #expect(messages?.compact.contains("decrypted: key log") == true)
+        #expect(!full.stdout.contains("\"challengeDataEntry\": \"1"), "entries stay masked in the plaintext")
+        let garbage = try CLIRunner.run(["decrypt", session, "--keylog", session])
+        #expect(garbage.status == 1 && garbage.stderr.contains("line 1"))
+    }
+
+    @Test func aVersionOneSessionStillOpens() throws {
+        let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../sessions/sample-reverse.3dstape").path
+        let show = try CLIRunner.run(["show", sample])
+        #expect(show.status == 0 && show.stdout.contains("AReq 2.3.1 → ARes 2.3.1 Y"), "\(show.stderr)")
     }
 }

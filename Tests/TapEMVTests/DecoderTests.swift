@@ -144,3 +144,31 @@ import TapJOSE
         #expect(!String(decoding: stored, as: UTF8.self).contains(creq))
     }
 }
+
+@Suite struct KeyLogTests {
+    @Test func parsesAndRejectsWithLineNumbers() throws {
+        let cek = String(repeating: "0f", count: 32)
+        let log = try KeyLog(text: "# 3dstape key log\n\nCEK ABC-1 \(cek)\n")
+        #expect(log.cek(for: "abc-1") == Hex.decode(cek))
+        #expect(throws: KeyLogError("line 2: expected 'CEK <acsTransID> <64 hex digits>'")) { try KeyLog(text: "CEK a \(cek)\nKEY b c") }
+        #expect(throws: KeyLogError("line 1: the CEK must be 64 hex digits")) { try KeyLog(text: "CEK a 0011") }
+    }
+
+    @Test func decryptsBothDirectionsOrSaysWhyNot() throws {
+        let cek = Digest.randomBytes(32)
+        struct Keys: ChannelKeySource { let cek: [UInt8]; func cek(for id: String) -> [UInt8]? { id == "tx" ? cek : nil } }
+        var sdk = AppChannelCipher(role: .sdk, cek: cek, acsTransID: "tx", enc: .a128gcm)
+        var acs = AppChannelCipher(role: .acs, cek: cek, acsTransID: "tx", enc: .a128gcm)
+        let creq = Array(try sdk.seal(.object([("messageType", .string("CReq")), ("challengeDataEntry", .string("1234"))])).utf8)
+        let cres = Array(try acs.seal(.object([("messageType", .string("CRes")), ("transStatus", .string("Y"))])).utf8)
+        let f1 = try #require(ThreeDSContent.appChannelJWE(in: creq, isRequest: true))
+        let d1 = ThreeDSContent.decryptAppChannel(f1, body: creq, isRequest: true, keys: Keys(cek: cek), mask: true)
+        #expect(d1.decryption == "decrypted: key log" && d1.json["challengeDataEntry"]?.stringValue == "***")
+        let f2 = try #require(ThreeDSContent.appChannelJWE(in: cres, isRequest: false))
+        #expect(ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: Keys(cek: cek), mask: true).summary?.transStatus == "Y")
+        let wrong = ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: Keys(cek: Digest.randomBytes(32)), mask: true)
+        #expect(wrong.decryption?.hasPrefix("encrypted: the key log's key for tx does not open it") == true)
+        #expect(wrong.json["messageType"] == nil, "no plaintext when the key is wrong")
+        #expect(ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: nil, mask: true).decryption == "encrypted: no key log")
+    }
+}
