@@ -2,16 +2,19 @@ import Foundation
 import TapArguments
 import TapCrypto
 import TapProxy
+import TapSandbox
 
 /// `3dstape ca`: the interception CA that clients trust for recording HTTPS.
 struct CACommand: Command {
     let name = "ca"
     let abstract = "Create, show or export the interception CA (init | show | export)"
-    let usage = "3dstape ca init|show|export [--format pem|der|base64] [--out FILE]"
+    let usage = "3dstape ca init|show|export [--format pem|der|base64] [--out FILE]\n       3dstape ca export --ds DIR [--ds-key rsa|ec]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
         .option("format", "pem|der|base64", help: "export format (default pem); base64 is DER in one line, as SDKs take root certificates"),
         .option("out", "FILE", help: "write the export to FILE instead of standard output"),
+        .option("ds", "DIR", help: "export 3dstape's test DS identity for key substitution (ds-root.pem/.der, ds-cert.pem, ds.json)"),
+        .option("ds-key", "rsa|ec", help: "with --ds: the DS key type the client encrypts deviceData to (default rsa)"),
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
@@ -26,6 +29,12 @@ struct CACommand: Command {
             let (ca, created) = try home.interceptionCA()
             if created { io.err("created the interception CA in \(home.path)/ca") }
             describe(ca.certificate, home: home, io: io)
+        case "export" where args.value("ds") != nil:
+            let dir = args.value("ds")!
+            guard let type = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
+            try substitutionKeys().writeClientCertificates(to: dir, dsKeyType: type)
+            io.out("wrote 3dstape's test DS identity (\(type.rawValue)) to \(dir): give it to the client as its DS certificate and root, "
+                   + "and record with --decrypt substitute")
         case "export":
             let (ca, _) = try home.interceptionCA()
             let bytes: [UInt8]

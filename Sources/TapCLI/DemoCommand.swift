@@ -61,24 +61,27 @@ struct DemoCommand: Command {
         f.dateFormat = "yyyyMMdd-HHmmss"
         let out = args.value("out") ?? "sessions/demo-\(f.string(from: Date())).3dstape"
         let keys = try sandboxKeys()
-        let certs = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/client-certs-rsa")
-        try keys.writeClientCertificates(to: certs, dsKeyType: .rsa)
+        // Key substitution: the client trusts 3dstape's test DS identity; the recorder decrypts the app
+        // channel and re-encrypts toward the sandbox, whose real DS certificate and root it is given.
+        let identity = try substitutionKeys()
+        let certs = (UserHome.resolve().path as NSString).appendingPathComponent("ca/ds/client-certs-rsa")
+        try identity.writeClientCertificates(to: certs, dsKeyType: .rsa)
+        let substitution = KeySubstitution(identity: substitutionIdentity(identity),
+                                           upstream: UpstreamDS(encryptionCertificate: keys.dsKeys[.rsa]!.cert,
+                                                                directoryServerID: keys.directoryServerID, roots: [keys.root.certificate]))
 
-        // The sandbox logs each app-channel CEK; the recorder reads the log, so CReq/CRes are stored in clear.
-        let keylog = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/demo-keylog-\(getpid()).txt")
-        defer { try? FileManager.default.removeItem(atPath: keylog) }
         let loop = try EventLoop()
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
                                                         ("label", "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
-                                                        ("tool_version", version)], keys: KeyLogFile(path: keylog))
+                                                        ("tool_version", version)], keys: substitution)
         var config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: [keys.root.certificate]), interceptTLS: nil)
         config.upstreamTimeout = 10
+        config.substitution = substitution
         let proxy = ProxyServer(loop: loop, config: config, writer: writer)
         let proxyAddress = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
         var options = SandboxOptions()
         options.outgoingProxy = proxyAddress
         options.decoupledDelay = 0.2
-        options.keylog = keylog
         let sandbox = Sandbox(keys: keys, options: options, loop: loop)
         try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
         let thread = Thread { loop.run() }

@@ -6,6 +6,7 @@ import TapCrypto
 import TapHTTP
 import TapNet
 import TapProxy
+import TapSandbox
 import TapCore
 import TapEMV
 import TapStore
@@ -27,6 +28,10 @@ struct RecordCommand: Command {
         .option("name", "LABEL", help: "a label stored in the session"),
         .flag("no-mask", help: "store PANs and OTP entries unmasked"),
         .option("keylog", "FILE", help: "decrypt app-channel CReq/CRes with the CEKs in this key log (read as it grows)"),
+        .option("decrypt", "substitute|none", help: "substitute: decrypt the app channel actively, with 3dstape's test DS identity (see 'ca export --ds')"),
+        .option("ds-cert", "PEM", help: "with --decrypt substitute: the real DS encryption certificate deviceData is re-encrypted for"),
+        .option("ds-root", "PEM", help: "with --decrypt substitute: the real DS root(s) acsSignedContent must chain to"),
+        .option("ds-id", "ID", help: "with --decrypt substitute: the real directoryServerID (for an EC DS key; default A999999999)"),
         .option("upstream-timeout", "SECONDS", help: "answer 504 when the upstream takes longer (default 60)"),
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive client connections (default 120)"),
@@ -84,7 +89,21 @@ struct RecordCommand: Command {
         if case let .reverse(u) = mode { meta.append(("upstream", u.description)) }
         let live = LiveView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines), colour: io.colour)
         let tally = MessageTally()
-        let keys = args.value("keylog").map { KeyLogFile(path: $0) as any ChannelKeySource }
+        var keys = args.value("keylog").map { KeyLogFile(path: $0) as any ChannelKeySource }
+        switch args.value("decrypt") ?? "none" {
+        case "none": break
+        case "substitute":
+            guard let certPath = args.value("ds-cert"), let rootPath = args.value("ds-root") else {
+                throw CommandFailure("--decrypt substitute needs --ds-cert PEM and --ds-root PEM (the real DS's)")
+            }
+            let upstream = UpstreamDS(encryptionCertificate: try Certificate(pemOrDER: try readInput(certPath)),
+                                      directoryServerID: args.value("ds-id") ?? SandboxKeys.directoryServerID,
+                                      roots: try Certificate.parseAll(try readInput(rootPath)))
+            let sub = KeySubstitution(identity: substitutionIdentity(try substitutionKeys()), upstream: upstream)
+            config.substitution = sub
+            keys = sub
+        case let other: throw CommandFailure("--decrypt \(other): expected substitute or none")
+        }
         let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys) { line in
             tally.add(line.requestTypes + line.responseTypes)
             live.print(line)

@@ -13,6 +13,17 @@ func sandboxKeys() throws -> SandboxKeys {
     try SandboxKeys.loadOrCreate(in: (UserHome.resolve().path as NSString).appendingPathComponent("sandbox"))
 }
 
+/// 3dstape's own test DS identity for key substitution (`ca export --ds`, `record --decrypt substitute`).
+func substitutionKeys() throws -> SandboxKeys {
+    try SandboxKeys.loadOrCreate(in: (UserHome.resolve().path as NSString).appendingPathComponent("ca/ds"), name: "3dstape Test")
+}
+
+/// The proxy side of key substitution: 3dstape's DS keys and ACS certificate.
+func substitutionIdentity(_ keys: SandboxKeys) -> SubstitutionIdentity {
+    SubstitutionIdentity(dsRSAKey: keys.dsKeys[.rsa]?.key, dsECKey: keys.dsKeys[.ec]?.key, directoryServerID: keys.directoryServerID,
+                         acsKey: keys.acsRSA.key, acsCertificate: keys.acsRSA.cert, signing: .ps256)
+}
+
 /// `3dstape sandbox`: the DS + ACS simulator.
 struct SandboxCommand: Command {
     let name = "sandbox"

@@ -51,6 +51,12 @@ public struct KeyLogError: Error, Equatable, CustomStringConvertible {
 /// Something that can give the channel CEK for an acsTransID (a key log file being written as we record).
 public protocol ChannelKeySource: Sendable {
     func cek(for acsTransID: String) -> [UInt8]?
+    /// How the keys were obtained, as recorded: `key log` or `key substitution`.
+    var method: String { get }
+}
+
+extension ChannelKeySource {
+    public var method: String { "key log" }
 }
 
 /// A key-log file that is read again when asked for a key it does not have yet and the file has grown,
@@ -84,17 +90,17 @@ extension ThreeDSContent {
                                          mask: Bool) -> Found {
         guard let kid = found.json["kid"]?.stringValue else { return found }
         guard let keys else { return found.with(decryption: "encrypted: no key log") }
-        guard let cek = keys.cek(for: kid) else { return found.with(decryption: "encrypted: no key for acsTransID \(kid)") }
+        guard let cek = keys.cek(for: kid) else { return found.with(decryption: "encrypted: no \(keys.method) key for acsTransID \(kid)") }
         // The receiver of a CReq is the ACS; of a CRes, the SDK.
         let cipher = AppChannelCipher(role: isRequest ? .acs : .sdk, cek: cek, acsTransID: kid, enc: .a128cbcHS256)
         do {
             let plain = try cipher.decrypt(String(decoding: body, as: UTF8.self).trimmingWhitespace)
             let shown = mask ? Masking.mask(plain) : plain
             var f = Found(location: "jwe", json: shown, summary: MessageSummary(shown))
-            f.decryption = "decrypted: key log"
+            f.decryption = "decrypted: \(keys.method)"
             return f
         } catch {
-            return found.with(decryption: "encrypted: the key log's key for \(kid) does not open it (\(error.message))")
+            return found.with(decryption: "encrypted: the \(keys.method) key for \(kid) does not open it (\(error.message))")
         }
     }
 }

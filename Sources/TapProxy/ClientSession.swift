@@ -46,6 +46,8 @@ final class ClientSession: ConnectionDelegate {
         var record: ExchangeRecord
         var keepAlive: Bool
         var target: Target
+        /// Set when key substitution rewrote the request and must rewrite the response.
+        var substitution: KeySubstitution.Context?
     }
 
     init(server: ProxyServer, id: Int64, peer: String) {
@@ -201,9 +203,35 @@ final class ClientSession: ConnectionDelegate {
         out.headers.remove("Connection")
         if case .reverse = config.mode { out.headers.replaceOrAdd("Host", target.hostHeader) }
         if out.headers["Host"] == nil { out.headers.add("Host", target.hostHeader) }
-        let bytes = out.bytes + request.rawBody
+        var forwardBody = request.rawBody
+        var context: KeySubstitution.Context?
+        if let sub = config.substitution {
+            let (action, ctx) = sub.request(request.body)
+            switch action {
+            case let .unchanged(note):
+                if let note { server.note("substitution", note) }
+            case let .replaced(body, note):
+                if let note { server.note("substitution", note) }
+                forwardBody = body
+                context = ctx
+                out.headers.remove("Transfer-Encoding")
+                out.headers.replaceOrAdd("Content-Length", String(body.count))
+            case let .answer(status, body, note):
+                server.note("substitution", note)
+                let headers = HTTPHeaders([("Content-Type", "application/json; charset=utf-8"), ("Content-Length", String(body.count))])
+                let reply = HTTPResponseHead(status: status, headers: headers)
+                client.write(reply.bytes + body)
+                record.status = status
+                record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: body.count)
+                record.done = wallNow()
+                server.record(record)
+                if head.keepAlive { processNext() } else { client.close(afterFlush: true) }
+                return
+            }
+        }
+        let bytes = out.bytes + forwardBody
 
-        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target)
+        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context)
         wait(for: .upstream, seconds: config.upstreamTimeout)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
             link.send(bytes, method: head.method)
@@ -249,10 +277,28 @@ final class ClientSession: ConnectionDelegate {
     func responseReceived(_ response: HTTPResponse, firstByteAt: Double?) {
         guard var f = inFlight else { return }
         inFlight = nil
-        client.write(response.rawHead + response.rawBody)
+        var headers = response.head.headers
+        var body = response.body
+        var wire = response.rawHead + response.rawBody
+        if let ctx = f.substitution, let sub = config.substitution {
+            switch sub.response(response.body, context: ctx) {
+            case let .unchanged(note):
+                if let note { server.note("substitution", note) }
+            case let .replaced(newBody, note):
+                if let note { server.note("substitution", note) }
+                headers.remove("Transfer-Encoding")
+                headers.replaceOrAdd("Content-Length", String(newBody.count))
+                body = newBody
+                wire = HTTPResponseHead(status: response.head.status, reason: response.head.reason, version: response.head.version,
+                                        headers: headers).bytes + newBody
+            case .answer:
+                break
+            }
+        }
+        // The client gets (and the session stores) the response as the client sees it.
+        client.write(wire)
         f.record.status = response.head.status
-        f.record.response = CapturedMessage(headers: response.head.headers.fields.map { ($0.name, $0.value) }, body: response.body,
-                                            wireSize: response.rawHead.count + response.rawBody.count)
+        f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: wire.count)
         fillUpstreamTimes(&f.record)
         f.record.firstByte = firstByteAt
         f.record.done = wallNow()

@@ -54,6 +54,8 @@ public struct ProxyConfiguration: Sendable {
     public var upstreamTimeout: Double = 60
     /// Mask PANs and OTP entries before storing.
     public var mask = true
+    /// Active app-channel decryption (`--decrypt substitute`), or nil to pass 3DS traffic unchanged.
+    public var substitution: KeySubstitution?
 
     public init(mode: Mode, upstreamTLS: TLSContext, interceptTLS: TLSContext?) {
         self.mode = mode

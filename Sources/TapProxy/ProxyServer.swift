@@ -131,5 +131,10 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     func log(_ line: String) { onLog?(line) }
+
+    /// Records an event in the session (and the log).
+    func note(_ kind: String, _ detail: String) {
+        writer?.submit(.note(at: wallNow(), kind: kind, detail: detail))
+    }
 }
 

@@ -13,6 +13,8 @@ public enum DSKeyType: String, Sendable, CaseIterable {
 /// per-user directory (`<home>/sandbox`, keys mode 0600), so restarts keep the same root.
 public struct SandboxKeys: Sendable {
     public static let directoryServerID = "A999999999"
+    /// The directoryServerID clients are given for these keys.
+    public var directoryServerID = SandboxKeys.directoryServerID
     public static let keyIDs: [DSKeyType: String] = [.rsa: "3dstape-sandbox-ds-rsa-1", .ec: "3dstape-sandbox-ds-ec-1"]
 
     public let root: CertificateAuthority
@@ -21,12 +23,13 @@ public struct SandboxKeys: Sendable {
     public let acsEC: (key: PrivateKey, cert: Certificate)
     public let tls: (key: PrivateKey, cert: Certificate)
 
-    /// Loads the keys from `directory`, creating any that are missing.
-    public static func loadOrCreate(in directory: String) throws -> SandboxKeys {
+    /// Loads the keys from `directory`, creating any that are missing. `name` goes into the certificates'
+    /// common names ("3dstape Sandbox", or "3dstape Test" for the key-substitution identity).
+    public static func loadOrCreate(in directory: String, name: String = "3dstape Sandbox") throws -> SandboxKeys {
         let store = PEMStore(directory: directory)
         let rootKey = try store.key("ds-root-key.pem") { try PrivateKey.generateP256() }
         let rootCert = try store.certificate("ds-root.pem") {
-            try CertificateAuthority.selfSigned(commonName: "3dstape Sandbox DS Root (testing only)", key: rootKey).certificate
+            try CertificateAuthority.selfSigned(commonName: "\(name) DS Root (testing only)", key: rootKey).certificate
         }
         let root = CertificateAuthority(certificate: rootCert, key: rootKey)
         func leaf(_ name: String, _ cn: String, _ profile: CertificateProfile, rsa: Bool) throws -> (PrivateKey, Certificate) {
@@ -34,10 +37,10 @@ public struct SandboxKeys: Sendable {
             let cert = try store.certificate("\(name).pem") { try root.issue(commonName: cn, subjectKey: key.publicKey, profile: profile) }
             return (key, cert)
         }
-        let dsRSA = try leaf("ds-rsa", "3dstape Sandbox DS encryption (RSA)", .encryption, rsa: true)
-        let dsEC = try leaf("ds-ec", "3dstape Sandbox DS encryption (EC)", .encryption, rsa: false)
-        let acsRSA = try leaf("acs-rsa", "3dstape Sandbox ACS signing (RSA)", .signing, rsa: true)
-        let acsEC = try leaf("acs-ec", "3dstape Sandbox ACS signing (EC)", .signing, rsa: false)
+        let dsRSA = try leaf("ds-rsa", "\(name) DS encryption (RSA)", .encryption, rsa: true)
+        let dsEC = try leaf("ds-ec", "\(name) DS encryption (EC)", .encryption, rsa: false)
+        let acsRSA = try leaf("acs-rsa", "\(name) ACS signing (RSA)", .signing, rsa: true)
+        let acsEC = try leaf("acs-ec", "\(name) ACS signing (EC)", .signing, rsa: false)
         let tls = try leaf("tls", "localhost", .tlsServer(names: ["localhost", "127.0.0.1"]), rsa: false)
         return SandboxKeys(root: root, dsKeys: [.rsa: dsRSA, .ec: dsEC], acsRSA: acsRSA, acsEC: acsEC, tls: tls)
     }
@@ -53,7 +56,7 @@ public struct SandboxKeys: Sendable {
         try put("ds-root.der", root.certificate.der)
         try put("ds-cert.pem", Array(ds.cert.pem.utf8))
         let json = JSON.object([
-            ("directoryServerID", .string(SandboxKeys.directoryServerID)),
+            ("directoryServerID", .string(directoryServerID)),
             ("keyID", .string(SandboxKeys.keyIDs[dsKeyType]!)),
             ("keyType", .string(dsKeyType.rawValue)),
             ("certificateString", .string(Data(ds.cert.der).base64EncodedString())),

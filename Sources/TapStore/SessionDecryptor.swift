@@ -44,7 +44,7 @@ public enum SessionDecryptor {
                 let found = ThreeDSContent.Found(location: "jwe", json: header, summary: nil)
                 let result = ThreeDSContent.decryptAppChannel(found, body: body, isRequest: isRequest, keys: keys, mask: mask)
                 guard result.decryption?.hasPrefix("decrypted") == true else {
-                    if result.decryption?.contains("no key") == true { outcome.noKey += 1 } else { outcome.failed += 1 }
+                    if result.decryption?.hasPrefix("encrypted: no") == true { outcome.noKey += 1 } else { outcome.failed += 1 }
                     try update.bind([.text(header.compact), .text(isRequest ? "CReq" : "CRes"), .null, .null, .null,
                                      header["kid"]?.stringValue.map { .text($0) } ?? .null, .null, .null, .null,
                                      result.decryption.map { .text($0) } ?? .null, r[0]])

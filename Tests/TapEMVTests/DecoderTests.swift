@@ -167,7 +167,7 @@ import TapJOSE
         let f2 = try #require(ThreeDSContent.appChannelJWE(in: cres, isRequest: false))
         #expect(ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: Keys(cek: cek), mask: true).summary?.transStatus == "Y")
         let wrong = ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: Keys(cek: Digest.randomBytes(32)), mask: true)
-        #expect(wrong.decryption?.hasPrefix("encrypted: the key log's key for tx does not open it") == true)
+        #expect(wrong.decryption?.hasPrefix("encrypted: the key log key for tx does not open it") == true)
         #expect(wrong.json["messageType"] == nil, "no plaintext when the key is wrong")
         #expect(ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: nil, mask: true).decryption == "encrypted: no key log")
     }
