@@ -90,6 +90,37 @@ import TapCore
         #expect(garbage.status == 1 && garbage.stderr.contains("line 1"))
     }
 
+    @Test func recordWithKeySubstitution() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let identity = dir.appendingPathComponent("identity").path, real = dir.appendingPathComponent("real").path
+        let export = try CLIRunner.run(["ca", "export", "--ds", identity], environment: env)
+        #expect(export.status == 0, "\(export.stderr)")
+        #expect(try CLIRunner.run(["sandbox", "certs", "--out", real], environment: env).status == 0)
+        let session = dir.appendingPathComponent("sub.3dstape").path
+        let recorder = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--session", session, "--quiet",
+                                                           "--decrypt", "substitute", "--ds-cert", real + "/ds-cert.pem",
+                                                           "--ds-root", real + "/ds-root.pem"], environment: env)
+        defer { recorder.stop() }
+        let proxyPort = try recorder.port(after: "recording on http://127.0.0.1:")
+        let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--quiet"], environment: env)
+        defer { sandbox.stop() }
+        let port = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
+        let r = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001109", "--certs", identity,
+                                   "--answer", "1234", "--proxy", "http://127.0.0.1:\(proxyPort)", "--json"], environment: env)
+        let outcome = try? JSON.parse(r.stdout)
+        #expect(r.status == 0 && outcome?["transStatus"] == .string("Y"), "\(r.stdout) \(r.stderr)")
+        // The same client straight to the sandbox fails: it trusts 3dstape's test DS, not the sandbox's.
+        let direct = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001109", "--certs", identity,
+                                        "--answer", "1234"], environment: env)
+        #expect(direct.status == 1 && direct.stderr.contains("Erro 302"), "\(direct.stderr)")
+        recorder.interrupt()
+        #expect(try recorder.wait() == 0)
+        let show = try CLIRunner.run(["show", session])
+        #expect(show.stdout.contains("CReq 2.2.0 (decrypted) → CRes 2.2.0 Y (decrypted)"), "\(show.stdout)")
+    }
+
     @Test func aVersionOneSessionStillOpens() throws {
         let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../sessions/sample-reverse.3dstape").path
         let show = try CLIRunner.run(["show", sample])

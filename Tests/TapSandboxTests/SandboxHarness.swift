@@ -12,6 +12,8 @@ final class SandboxHarness {
     static let keysDirectory: String = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sandbox-keys-\(getpid())").path
     /// Made once per test process (suites run in parallel; Swift initialises a static exactly once).
     static let keys: SandboxKeys = try! SandboxKeys.loadOrCreate(in: keysDirectory)
+    /// 3dstape's own test DS identity for key substitution (a second key set).
+    static let identity: SandboxKeys = try! SandboxKeys.loadOrCreate(in: keysDirectory + "-identity", name: "3dstape Test")
 
     let loop: EventLoop
     let sandbox: Sandbox
@@ -22,22 +24,37 @@ final class SandboxHarness {
     var writer: SessionWriter?
     private var proxy: ProxyServer?
 
+    var substitution: KeySubstitution?
+
+    /// `substitute`: record through the proxy with key substitution; the client then trusts 3dstape's
+    /// test DS identity instead of the sandbox's.
     init(dsKey: DSKeyType = .rsa, signing: SignatureAlgorithm = .ps256, viaProxy: Bool = false, tls: Bool = false,
-         configure: (inout SandboxOptions) -> Void = { _ in }) throws {
+         substitute: Bool = false, configure: (inout SandboxOptions) -> Void = { _ in }) throws {
         let keys = SandboxHarness.keys
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sandbox-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         certs = dir.appendingPathComponent("certs").path
-        try keys.writeClientCertificates(to: certs, dsKeyType: dsKey)
+        try (substitute ? SandboxHarness.identity : keys).writeClientCertificates(to: certs, dsKeyType: dsKey)
         loop = try EventLoop()
         var options = SandboxOptions()
         options.dsKeyType = dsKey
         options.signing = signing
         options.aresDelay = 0.3
         options.decoupledDelay = 0.1
-        if viaProxy {
-            let w = try SessionWriter(path: dir.appendingPathComponent("s.3dstape").path, meta: [("label", "sandbox test")])
-            let config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: []), interceptTLS: nil)
+        if viaProxy || substitute {
+            var sub: KeySubstitution?
+            if substitute {
+                let id = SandboxHarness.identity
+                sub = KeySubstitution(identity: SubstitutionIdentity(dsRSAKey: id.dsKeys[.rsa]?.key, dsECKey: id.dsKeys[.ec]?.key,
+                                                                     directoryServerID: id.directoryServerID, acsKey: id.acsRSA.key,
+                                                                     acsCertificate: id.acsRSA.cert, signing: .ps256),
+                                      upstream: UpstreamDS(encryptionCertificate: keys.dsKeys[dsKey]!.cert,
+                                                           directoryServerID: keys.directoryServerID, roots: [keys.root.certificate]))
+            }
+            substitution = sub
+            let w = try SessionWriter(path: dir.appendingPathComponent("s.3dstape").path, meta: [("label", "sandbox test")], keys: sub)
+            var config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: []), interceptTLS: nil)
+            config.substitution = sub
             let p = ProxyServer(loop: loop, config: config, writer: w)
             proxyAddress = try p.listen(on: HostPort(host: "127.0.0.1", port: 0))
             options.outgoingProxy = proxyAddress
