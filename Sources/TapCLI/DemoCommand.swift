@@ -119,6 +119,14 @@ struct DemoCommand: Command {
         io.out("")
         if !args.has("quiet") {
             _ = try ShowCommand().run(try ArgumentParser.parse([out], options: ShowCommand().options, maxPositionals: 1), io)
+            // The app channel, in clear: what key substitution recovered from the JWE bodies.
+            let clear = try SessionReader(path: out).exchanges().flatMap { x in
+                x.messages.filter { $0.location == "jwe" && $0.isDecrypted }.map { (x.id, $0) }
+            }
+            if !clear.isEmpty {
+                io.out("\napp-channel CReq/CRes in clear (decrypted by key substitution; entries masked):")
+                for (id, m) in clear { io.out("  #\(id) \(m.type ?? "?"): \(m.json?.compact ?? "")") }
+            }
         }
         io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); try '3dstape show \(out) --exchange 2'")
         return failures == 0 ? 0 : 1

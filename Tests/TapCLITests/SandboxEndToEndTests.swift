@@ -14,6 +14,8 @@ import TapCore
         #expect(lines.count == 20 && lines.allSatisfy { $0.contains("ok") }, "\(lines)")
         #expect(r.stdout.contains("CReq 2.2.0 (decrypted) → CRes 2.2.0 Y (decrypted)"), "the demo records with the sandbox's key log")
         #expect(!r.stdout.contains("(JWE)"))
+        let clear = r.stdout.components(separatedBy: "app-channel CReq/CRes in clear").last ?? ""
+        #expect(clear.contains(#""challengeDataEntry":"***""#) && clear.contains(#""acsUiType":"07""#), "every UI type's CRes is shown in clear")
         #expect(r.stdout.contains("RReq 2.2.0 Y → RRes"))
         #expect(r.stdout.contains("session written to \(out)"))
         let show = try CLIRunner.run(["show", out, "--json"])
