@@ -179,6 +179,21 @@ public struct JWE: Sendable {
         return try contentEncryption == .a128gcm ? Array(full.prefix(16)) : full
     }
 
+    /// Decrypts deviceData (AReq `sdkEncData`) as a DS does: RSA-OAEP-256 with its RSA key, or the EMV EC
+    /// variant with its EC key and directoryServerID, whichever the header names.
+    public func decryptDeviceData(rsaKey: PrivateKey?, ecKey: PrivateKey?, directoryServerID: String) throws(JOSEError) -> [UInt8] {
+        switch try keyManagement {
+        case .rsaOAEP256:
+            guard let rsaKey else { throw JOSEError(.missingKey, "deviceData is RSA-OAEP-256 but there is no RSA DS key") }
+            return try decrypt(rsaKey: rsaKey)
+        case .emvECDH:
+            guard let ecKey else { throw JOSEError(.missingKey, "deviceData is ECDH-ES but there is no EC DS key") }
+            return try decrypt(ecKey: ecKey, directoryServerID: directoryServerID)
+        case .direct:
+            throw JOSEError(.unsupported, "deviceData with alg dir and no epk")
+        }
+    }
+
     // MARK: encryption
 
     /// Encrypts with a known content key and the given header (`alg` `dir` for the app channel).

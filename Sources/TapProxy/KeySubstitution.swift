@@ -155,17 +155,8 @@ public final class KeySubstitution: ChannelKeySource, @unchecked Sendable {
     }
 
     func decryptDeviceData(_ compact: String) throws -> [UInt8] {
-        let jwe = try JWE(compact: compact)
-        switch try jwe.keyManagement {
-        case .rsaOAEP256:
-            guard let k = identity.dsRSAKey else { throw SubstitutionError("no RSA DS key in 3dstape's DS identity") }
-            return try jwe.decrypt(rsaKey: k)
-        case .emvECDH:
-            guard let k = identity.dsECKey else { throw SubstitutionError("no EC DS key in 3dstape's DS identity") }
-            return try jwe.decrypt(ecKey: k, directoryServerID: identity.directoryServerID)
-        case .direct:
-            throw SubstitutionError("deviceData with alg dir and no epk")
-        }
+        try JWE(compact: compact).decryptDeviceData(rsaKey: identity.dsRSAKey, ecKey: identity.dsECKey,
+                                                    directoryServerID: identity.directoryServerID)
     }
 
     func cReq(_ compact: String, kid: String, _ c: Channel) -> (Action, Context?) {

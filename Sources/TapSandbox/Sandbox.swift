@@ -188,18 +188,8 @@ public final class Sandbox: @unchecked Sendable {
     }
 
     func decryptDeviceData(_ compact: String) throws -> JSON {
-        let jwe = try JWE(compact: compact)
-        let plaintext: [UInt8]
-        switch try jwe.keyManagement {
-        case .rsaOAEP256:
-            guard let k = keys.dsKeys[.rsa] else { throw SandboxError("no RSA DS key") }
-            plaintext = try jwe.decrypt(rsaKey: k.key)
-        case .emvECDH:
-            guard let k = keys.dsKeys[.ec] else { throw SandboxError("no EC DS key") }
-            plaintext = try jwe.decrypt(ecKey: k.key, directoryServerID: SandboxKeys.directoryServerID)
-        case .direct:
-            throw SandboxError("deviceData JWE with alg dir and no epk")
-        }
+        let plaintext = try JWE(compact: compact).decryptDeviceData(rsaKey: keys.dsKeys[.rsa]?.key, ecKey: keys.dsKeys[.ec]?.key,
+                                                                    directoryServerID: keys.directoryServerID)
         return try JSON.parse(plaintext)
     }
 
