@@ -118,7 +118,7 @@ public struct HTTPParser: Sendable {
         case let .length(n):
             guard buffer.count - start >= n else { return nil }
             end = start + n
-            body = Array(buffer[start..<end])
+            body = [] // the raw body is the body: filled in below without a second copy
         case .untilClose:
             if buffer.count - start > limits.maxBodyBytes { throw HTTPParseError(status: 413, "body exceeds \(limits.maxBodyBytes) bytes") }
             return nil
@@ -129,6 +129,7 @@ public struct HTTPParser: Sendable {
         }
         let rawHead = Array(buffer[0..<start])
         let raw = Array(buffer[start..<end])
+        if case .length = framing { body = raw }
         buffer.removeFirst(end)
         head = nil
         scanFrom = 0

@@ -38,9 +38,6 @@ enum EMV {
         }
     }
 
-    static func object(_ members: [(String, String?)]) -> JSON {
-        .object(members.compactMap { k, v in v.map { (k, JSON.string($0)) } })
-    }
 }
 
 /// A tiny HTML form reader for the browser flow: the form's action and its input fields.

@@ -38,7 +38,7 @@ public struct SandboxOptions: Sendable {
 public final class Sandbox: @unchecked Sendable {
     // Safe: `transactions` and the other mutable fields are used only from handlers that the HTTP
     // server runs on its loop thread; the RReq sender runs on a Dispatch queue and touches only its
-    // own values and `log`.
+    // own values and `log`; the key log is written under `keylogLock`.
     public let keys: SandboxKeys
     public let options: SandboxOptions
     let loop: EventLoop
@@ -46,7 +46,6 @@ public final class Sandbox: @unchecked Sendable {
     public private(set) var baseURL = ""
     var transactions: [String: Transaction] = [:]
     let log: @Sendable (String) -> Void
-    let rreqResults = Mutex<[String: String]>([:])
     private var server: HTTPServer?
     private let keylogLock = Mutex(0)
 
@@ -93,8 +92,6 @@ public final class Sandbox: @unchecked Sendable {
         return bound
     }
 
-    /// The RRes status the 3DS Server answered for a transaction's RReq ("01" …, or an error text).
-    public func rreqResult(threeDSServerTransID: String) -> String? { rreqResults.withLock { $0[threeDSServerTransID] } }
 
     // MARK: routing
 

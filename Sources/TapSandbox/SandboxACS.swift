@@ -250,11 +250,10 @@ extension Sandbox {
         if let cancel { m.append(("challengeCancel", .string(cancel))) }
         if tx.app, tx.version >= "2.2.0", let r = tx.ares["acsRenderingType"] { m.append(("acsRenderingType", r)) }
         let rreq = JSON.object(m)
-        let serverTransID = tx.ares["threeDSServerTransID"]?.stringValue ?? ""
         let options = self.options
         let log = self.log
         transactions[tx.ares["acsTransID"]?.stringValue ?? ""] = nil
-        DispatchQueue.global().async { [self] in
+        DispatchQueue.global().async {
             var text: String
             do {
                 let ctx = try TLSContext(clientRoots: options.outgoingRoots)
@@ -265,8 +264,7 @@ extension Sandbox {
             } catch {
                 text = "RReq failed: \(error)"
             }
-            log("RReq \(status) → \(url): \(text)")
-            self.rreqResults.withLock { $0[serverTransID] = text }
+            log("RReq \(status) → \(url): RRes \(text)")
         }
     }
 }
