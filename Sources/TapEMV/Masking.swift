@@ -10,18 +10,38 @@ public enum Masking {
 
     /// Masks `acctNumber` to its first 6 and last 4 digits and replaces secret entries with `"***"`,
     /// at any depth. Returns the value unchanged where nothing matches.
-    public static func mask(_ json: JSON) -> JSON {
+    public static func mask(_ json: JSON) -> JSON { masking(json).0 }
+
+    /// Like `mask`, and whether anything was masked (so callers can keep the original bytes).
+    public static func masking(_ json: JSON) -> (JSON, Bool) {
         switch json {
         case let .object(members):
-            return .object(members.map { key, value in
-                if key == "acctNumber", let pan = value.stringValue { return (key, .string(maskPAN(pan))) }
-                if secretFields.contains(key), value.stringValue != nil { return (key, .string("***")) }
-                return (key, mask(value))
-            })
+            var changed = false
+            let out: [(String, JSON)] = members.map { key, value in
+                if key == "acctNumber", let pan = value.stringValue {
+                    let m = maskPAN(pan)
+                    if m != pan { changed = true }
+                    return (key, .string(m))
+                }
+                if secretFields.contains(key), let v = value.stringValue {
+                    if v != "***" { changed = true }
+                    return (key, .string("***"))
+                }
+                let (inner, c) = masking(value)
+                if c { changed = true }
+                return (key, inner)
+            }
+            return changed ? (.object(out), true) : (json, false)
         case let .array(items):
-            return .array(items.map(mask))
+            var changed = false
+            let out = items.map { item -> JSON in
+                let (inner, c) = masking(item)
+                if c { changed = true }
+                return inner
+            }
+            return changed ? (.array(out), true) : (json, false)
         default:
-            return json
+            return (json, false)
         }
     }
 

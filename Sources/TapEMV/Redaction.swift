@@ -30,8 +30,8 @@ public enum ThreeDSContent {
         let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
         if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {
             guard mask else { return (body, MessageSummary(json).map { [Found(location: "body", json: json, summary: $0)] } ?? []) }
-            let masked = Masking.mask(json)
-            let stored = maskLuhnRuns(masked == json ? body : masked.bytes)
+            let (masked, changed) = Masking.masking(json)
+            let stored = maskLuhnRuns(changed ? masked.bytes : body)
             let summary = MessageSummary(masked)
             return (stored, summary.map { [Found(location: "body", json: masked, summary: $0)] } ?? [])
         }
@@ -97,19 +97,23 @@ public enum ThreeDSContent {
 
     /// Replaces each run of 13–19 ASCII digits that passes the Luhn check with first 6, `*`s, last 4.
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
-        var out = bytes
-        out.withUnsafeMutableBufferPointer { b in
+        // Find the runs to mask without copying; copy only when there is one (most bodies have none).
+        var runs: [Range<Int>] = []
+        bytes.withUnsafeBufferPointer { b in
             let n = b.count
             var i = 0
             while i < n {
                 guard b[i] &- 0x30 <= 9 else { i += 1; continue }
                 var j = i
                 while j < n, b[j] &- 0x30 <= 9 { j += 1 }
-                if (13...19).contains(j - i), luhn(UnsafeBufferPointer(rebasing: b[i..<j])) {
-                    for k in (i + 6)..<(j - 4) { b[k] = UInt8(ascii: "*") }
-                }
+                if (13...19).contains(j - i), luhn(UnsafeBufferPointer(rebasing: b[i..<j])) { runs.append(i..<j) }
                 i = j
             }
+        }
+        if runs.isEmpty { return bytes }
+        var out = bytes
+        for r in runs {
+            for k in (r.lowerBound + 6)..<(r.upperBound - 4) { out[k] = UInt8(ascii: "*") }
         }
         return out
     }
