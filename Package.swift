@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], exclude: ["SCHEMA.md"],
                 swiftSettings: strict),
         // The recording proxy: forward (CONNECT + TLS interception) and reverse modes, the 3DS layer, the CA.
-        .target(name: "TapProxy", dependencies: ["TapNet", "TapHTTP", "TapStore", "TapEMV", "TapCrypto", "TapCompression", "TapCore"],
+        .target(name: "TapProxy", dependencies: ["TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",

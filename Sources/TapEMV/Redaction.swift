@@ -76,8 +76,8 @@ public enum ThreeDSContent {
         guard !body.isEmpty, let text = String(validating: body, as: UTF8.self) else { return body }
         let trimmed = text.trimmingWhitespace
         if trimmed.hasPrefix("{") || trimmed.hasPrefix("["), let json = try? JSON.parse(body) {
-            let masked = Masking.mask(json)
-            return masked == json ? maskLuhnRuns(body) : maskLuhnRuns(masked.bytes)
+            let (masked, changed) = Masking.masking(json)
+            return maskLuhnRuns(changed ? masked.bytes : body)
         }
         if trimmed.contains("="), !trimmed.contains(" "), let fields = FormBody.parse(trimmed),
            fields.contains(where: { ["creq", "cres", "threeDSMethodData"].contains($0.0) }) {
@@ -85,8 +85,8 @@ public enum ThreeDSContent {
             for (name, value) in fields {
                 var v = value
                 if let bytes = Base64URL.decode(value), let json = try? JSON.parse(bytes), json.isObject {
-                    let masked = Masking.mask(json)
-                    if masked != json { v = Base64URL.encode(masked.bytes) }
+                    let (masked, changed) = Masking.masking(json)
+                    if changed { v = Base64URL.encode(masked.bytes) }
                 }
                 parts.append("\(FormBody.percentEncode(name))=\(FormBody.percentEncode(v))")
             }

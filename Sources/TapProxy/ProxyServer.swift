@@ -1,6 +1,5 @@
 import Foundation
 import Synchronization
-import TapCompression
 import TapCore
 import TapCrypto
 import TapEMV
