@@ -128,7 +128,10 @@ struct DemoCommand: Command {
                 for (id, m) in clear { io.out("  #\(id) \(m.type ?? "?"): \(m.json?.compact ?? "")") }
             }
         }
-        io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); try '3dstape show \(out) --exchange 2'")
+        // Point at a challenge exchange: the most interesting one to open in full.
+        let challenge = try SessionReader(path: out).exchanges().first { $0.messages.contains { $0.location == "jwe" } }?.id ?? 1
+        io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); "
+               + "try '3dstape show \(out) --exchange \(challenge)' (a CReq/CRes in full)")
         return failures == 0 ? 0 : 1
     }
 }
