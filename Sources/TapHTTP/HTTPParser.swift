@@ -41,6 +41,9 @@ public struct HTTPParser: Sendable {
     // Chunked decoding state.
     var chunkOffset = 0
     var decoded: [UInt8] = []
+    /// Where the next trailer line starts once the last chunk has been read (nil before it), so trailers
+    /// arriving in pieces are scanned once, not from the start on every read.
+    var trailerOffset: Int?
 
     /// The method of the request a response answers (HEAD responses have no body).
     public var requestMethod = "GET"
@@ -134,6 +137,7 @@ public struct HTTPParser: Sendable {
         head = nil
         scanFrom = 0
         chunkOffset = 0
+        trailerOffset = nil
         decoded = []
         return (h, raw, body, rawHead)
     }
@@ -154,11 +158,16 @@ public struct HTTPParser: Sendable {
         var lines: [Range<Int>] = []
         var lineStart = 0
         var k = 0
-        while k + 1 < headEnd {
-            if buffer[k] == 0x0D, buffer[k + 1] == 0x0A {
+        while k < headEnd {
+            let b = buffer[k]
+            if b == 0x0D {
+                // RFC 9112 §2.2: a CR is only ever the first half of a line ending; a bare CR is refused.
+                guard k + 1 < headEnd, buffer[k + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
                 lines.append(lineStart..<k)
                 lineStart = k + 2
                 k += 2
+            } else if b == 0x0A {
+                throw HTTPParseError(status: 400, "bare LF in the header section")
             } else {
                 k += 1
             }
@@ -175,6 +184,10 @@ public struct HTTPParser: Sendable {
                   parts[2] == "HTTP/1.1" || parts[2] == "HTTP/1.0" else {
                 throw HTTPParseError(status: 400, "malformed request line")
             }
+            // The request target is visible ASCII only (RFC 9112 §3.2, RFC 3986): no controls, spaces or raw non-ASCII.
+            guard parts[1].utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw HTTPParseError(status: 400, "request target contains a control, space or non-ASCII byte")
+            }
         case .response:
             guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].utf8.count == 3, Int(parts[1]) != nil else {
                 throw HTTPParseError(status: 502, "malformed status line")
@@ -183,27 +196,36 @@ public struct HTTPParser: Sendable {
         var headers = HTTPHeaders()
         headers.fields.reserveCapacity(lines.count)
         for line in lines {
-            guard !line.isEmpty else { throw HTTPParseError(status: 400, "empty header line") }
-            if buffer[line.lowerBound] == 0x20 || buffer[line.lowerBound] == 0x09 {
-                throw HTTPParseError(status: 400, "obsolete header line folding")
-            }
-            var colon = line.lowerBound
-            while colon < line.upperBound, buffer[colon] != 0x3A { colon += 1 }
-            guard colon < line.upperBound else { throw HTTPParseError(status: 400, "header line without ':'") }
-            guard colon > line.lowerBound, buffer[line.lowerBound..<colon].allSatisfy(HTTPParser.isToken) else {
-                throw HTTPParseError(status: 400, "invalid header name")
-            }
-            var vs = colon + 1, ve = line.upperBound
-            while vs < ve, buffer[vs] == 0x20 || buffer[vs] == 0x09 { vs += 1 }
-            while ve > vs, buffer[ve - 1] == 0x20 || buffer[ve - 1] == 0x09 { ve -= 1 }
-            guard let value = String(validating: buffer[vs..<ve], as: UTF8.self) else {
-                throw HTTPParseError(status: 400, "header value is not valid UTF-8")
-            }
-            headers.fields.append((name: String(decoding: buffer[line.lowerBound..<colon], as: UTF8.self), value: value))
+            headers.fields.append(try parseField(line))
             if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(status: 431, "more than \(limits.maxHeaderCount) header fields") }
         }
         head = ParsedHead(startLine: parts, headers: headers, headLength: end)
         framing = try decideFraming(parts, headers)
+    }
+
+    /// One `name: value` line of a header or trailer section (CRLF already removed), checked as RFC 9110 §5.5 asks:
+    /// a token name, no folding, and a value of visible characters, spaces and tabs only (no CR, LF, NUL or other controls).
+    func parseField(_ line: Range<Int>) throws(HTTPParseError) -> (name: String, value: String) {
+        guard !line.isEmpty else { throw HTTPParseError(status: 400, "empty header line") }
+        if buffer[line.lowerBound] == 0x20 || buffer[line.lowerBound] == 0x09 {
+            throw HTTPParseError(status: 400, "obsolete header line folding")
+        }
+        var colon = line.lowerBound
+        while colon < line.upperBound, buffer[colon] != 0x3A { colon += 1 }
+        guard colon < line.upperBound else { throw HTTPParseError(status: 400, "header line without ':'") }
+        guard colon > line.lowerBound, buffer[line.lowerBound..<colon].allSatisfy(HTTPParser.isToken) else {
+            throw HTTPParseError(status: 400, "invalid header name")
+        }
+        var vs = colon + 1, ve = line.upperBound
+        while vs < ve, buffer[vs] == 0x20 || buffer[vs] == 0x09 { vs += 1 }
+        while ve > vs, buffer[ve - 1] == 0x20 || buffer[ve - 1] == 0x09 { ve -= 1 }
+        guard buffer[vs..<ve].allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) else {
+            throw HTTPParseError(status: 400, "control character in a header value")
+        }
+        guard let value = String(validating: buffer[vs..<ve], as: UTF8.self) else {
+            throw HTTPParseError(status: 400, "header value is not valid UTF-8")
+        }
+        return (name: String(decoding: buffer[line.lowerBound..<colon], as: UTF8.self), value: value)
     }
 
     func findHeadEnd() -> Int? {
@@ -216,7 +238,10 @@ public struct HTTPParser: Sendable {
     }
 
     func decideFraming(_ line: [Substring], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
-        let te = headers.tokens("Transfer-Encoding")
+        let te = headers.tokens("Transfer-Encoding").filter { !$0.isEmpty }
+        if mode == .request, headers["Transfer-Encoding"] != nil, te.isEmpty {
+            throw HTTPParseError(status: 400, "empty Transfer-Encoding")
+        }
         let lengths = headers.fields.filter { $0.name.caseInsensitiveEquals("Content-Length") }.map(\.value)
         if mode == .response {
             let status = Int(line[1]) ?? 0
@@ -244,24 +269,15 @@ public struct HTTPParser: Sendable {
     /// Parses chunks from `chunkOffset`; returns the end of the message (after trailers) when complete.
     mutating func parseChunks(from start: Int) throws(HTTPParseError) -> Int? {
         if chunkOffset == 0 { chunkOffset = start }
-        while true {
+        while trailerOffset == nil {
             guard let lineEnd = crlf(from: chunkOffset) else {
                 if buffer.count - chunkOffset > 1024 { throw HTTPParseError(status: 400, "chunk size line too long") }
                 return nil
             }
-            let sizeText = String(decoding: buffer[chunkOffset..<lineEnd], as: UTF8.self)
-            let hex = sizeText.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: " \t") } ?? ""
-            guard !hex.isEmpty, hex.count <= 8, let size = Int(hex, radix: 16) else {
-                throw HTTPParseError(status: 400, "invalid chunk size '\(sizeText.prefix(20))'")
-            }
+            let size = try HTTPParser.chunkSize(buffer[chunkOffset..<lineEnd])
             if size == 0 {
-                // Trailers end with an empty line.
-                var p = lineEnd + 2
-                while true {
-                    guard let e = crlf(from: p) else { return nil }
-                    if e == p { return e + 2 }
-                    p = e + 2
-                }
+                trailerOffset = lineEnd + 2
+                break
             }
             if decoded.count + size > limits.maxBodyBytes { throw HTTPParseError(status: 413, "chunked body exceeds \(limits.maxBodyBytes) bytes") }
             let dataStart = lineEnd + 2
@@ -271,6 +287,74 @@ public struct HTTPParser: Sendable {
             }
             decoded += buffer[dataStart..<dataStart + size]
             chunkOffset = dataStart + size + 2
+        }
+        // Trailer lines, each checked like a header line, end with an empty line; their total is capped like a head.
+        while let p = trailerOffset {
+            guard let e = crlf(from: p) else {
+                if buffer.count - chunkOffset > limits.maxHeadBytes {
+                    throw HTTPParseError(status: 431, "trailer section exceeds \(limits.maxHeadBytes) bytes")
+                }
+                return nil
+            }
+            if e == p { return e + 2 }
+            if e - chunkOffset > limits.maxHeadBytes { throw HTTPParseError(status: 431, "trailer section exceeds \(limits.maxHeadBytes) bytes") }
+            if let bare = buffer[p..<e].firstIndex(where: { $0 == 0x0D || $0 == 0x0A }) {
+                throw HTTPParseError(status: 400, buffer[bare] == 0x0D ? "bare CR in a trailer" : "bare LF in a trailer")
+            }
+            _ = try parseField(p..<e)
+            trailerOffset = e + 2
+        }
+        return nil
+    }
+
+    /// The size of a chunk-size line (RFC 9112 §7.1): hex digits only (no sign, no spaces), then optional
+    /// extensions `;name` or `;name=value` with a token or a quoted-string value.
+    static func chunkSize(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> Int {
+        let shown = String(decoding: line.prefix(20), as: UTF8.self).unicodeScalars
+            .map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined()
+        func bad() -> HTTPParseError { HTTPParseError(status: 400, "invalid chunk size line '\(shown)'") }
+        var i = line.startIndex
+        var size = 0
+        while i < line.endIndex, let digit = hexValue(line[i]) {
+            guard i - line.startIndex < 8 else { throw bad() }
+            size = size * 16 + digit
+            i += 1
+        }
+        guard i > line.startIndex else { throw bad() }
+        while i < line.endIndex {
+            guard line[i] == 0x3B else { throw bad() } // ';'
+            i += 1
+            let nameStart = i
+            while i < line.endIndex, isToken(line[i]) { i += 1 }
+            guard i > nameStart else { throw bad() }
+            guard i < line.endIndex, line[i] == 0x3D else { continue } // '='
+            i += 1
+            if i < line.endIndex, line[i] == 0x22 { // quoted-string
+                i += 1
+                var closed = false
+                while i < line.endIndex {
+                    let b = line[i]
+                    if b == 0x22 { closed = true; i += 1; break }
+                    if b == 0x5C { i += 1; guard i < line.endIndex else { throw bad() } }
+                    else if b < 0x20 && b != 0x09 || b == 0x7F { throw bad() }
+                    i += 1
+                }
+                guard closed else { throw bad() }
+            } else {
+                let valueStart = i
+                while i < line.endIndex, isToken(line[i]) { i += 1 }
+                guard i > valueStart else { throw bad() }
+            }
+        }
+        return size
+    }
+
+    @inline(__always) static func hexValue(_ b: UInt8) -> Int? {
+        switch b {
+        case 0x30...0x39: return Int(b - 0x30)
+        case 0x41...0x46: return Int(b - 0x41 + 10)
+        case 0x61...0x66: return Int(b - 0x61 + 10)
+        default: return nil
         }
     }
 

@@ -227,11 +227,16 @@ public final class KeySubstitution: ChannelKeySource, @unchecked Sendable {
                                         extraHeader: [("x5c", JWS.x5cHeader([identity.acsCertificate]))])
             let out = ares.setting("acsSignedContent", to: .string(resigned.compact))
             return .replaced(out.bytes, note: "substitution: \(verified); re-signed with 3dstape's ACS certificate; "
-                             + "keys: CEK \(acsTransID) sdk-leg \(Hex.encode(sdkLeg.cek)) acs-leg \(Hex.encode(acsLeg.cek))")
+                             + "channel keys (fingerprints only, no key material is stored): sdk-leg \(KeySubstitution.fingerprint(sdkLeg.cek)) "
+                             + "acs-leg \(KeySubstitution.fingerprint(acsLeg.cek))")
         } catch {
             return .unchanged(note: "substitution: cannot set up the channel (\(error)); ARes passed unchanged")
         }
     }
+
+    /// A key's fingerprint for session files and logs: the first 8 bytes of its SHA-256, enough to tell keys apart
+    /// and useless for decryption.
+    public static func fingerprint(_ key: [UInt8]) -> String { "sha256:" + Hex.encode(Array(Digest.sha256(key).prefix(8))) }
 
     func cRes(_ body: [UInt8], _ acsTransID: String) -> Action {
         guard let c = channels[acsTransID] else { return .unchanged(note: nil) }

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import Foundation
 import Synchronization
 import TapCompression
@@ -23,6 +24,18 @@ public final class SessionWriter: Sendable {
     private let onExchange: (@Sendable (ExchangeLine) -> Void)?
     private let keys: (any ChannelKeySource)?
 
+    /// Creates an empty file readable by its owner only (0600), refusing one that exists and any symlink
+    /// (O_EXCL|O_NOFOLLOW), so that SQLite then opens it, and its WAL and shared-memory files take its mode.
+    static func createPrivateFile(_ path: String) throws {
+        let fd = open(path, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            if code == EEXIST { throw SessionFileError("\(path) already exists; choose another --session or remove it") }
+            throw SessionFileError("cannot create \(path): \(String(cString: strerror(code)))")
+        }
+        Glibc.close(fd)
+    }
+
     /// Creates the file (refusing to overwrite one that exists) and starts the writer thread.
     /// `onExchange` is called on the writer thread for each exchange, once prepared (the live view).
     /// `keys` decrypts app-channel CReq/CRes as they are stored (a key log).
@@ -30,11 +43,9 @@ public final class SessionWriter: Sendable {
                 onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
         self.onExchange = onExchange
         self.keys = keys
-        if FileManager.default.fileExists(atPath: path) {
-            throw SessionFileError("\(path) already exists; choose another --session or remove it")
-        }
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        try SessionWriter.createPrivateFile(path)
         self.path = path
         let db = try Database(path: path)
         // WAL while recording. synchronous=OFF: a commit is in the OS page cache when it returns, which is

@@ -194,6 +194,28 @@ import TapCrypto
         }
     }
 
+    /// Hardening defect 1: a 60-byte request with a signed chunk size killed the recorder (exit 132), and an
+    /// upstream answering `-2` did too. Both now get a 400/502 and the recorder keeps serving.
+    @Test func signedChunkSizeDoesNotKillTheRecorder() throws {
+        try withFixture { f in
+            let (up, upPort) = try upstream()
+            defer { up.stop() }
+            let (rec, port) = try recorder(f, ["--reverse", "http://127.0.0.1:\(upPort)"])
+            defer { rec.stop() }
+            let bad = try sh(["python3", "-c", """
+                import socket; s = socket.create_connection(('127.0.0.1', \(port)))
+                s.sendall(b'POST /t5 HTTP/1.1\\r\\nHost: a\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n-2\\r\\nxx\\r\\n0\\r\\n\\r\\n')
+                print(s.recv(4096).decode())
+                """])
+            #expect(bad.out.hasPrefix("HTTP/1.1 400"), "\(bad.out) \(bad.err)")
+            let hostile = try sh(["curl", "-sS", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)/bad-chunk"])
+            #expect(hostile.out.hasSuffix("\n502"), "\(hostile.out)")
+            let alive = try sh(["curl", "-sS", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)/echo"])
+            #expect(alive.out.hasSuffix("\n200"), "the recorder still serves: \(alive.out) \(rec.stderr)")
+            try stopRecorder(rec)
+        }
+    }
+
     @Test func timeoutsAnswer504And408() throws {
         try withFixture { f in
             let (up, upPort) = try upstream()

@@ -21,6 +21,14 @@ import TapCore
         let show = try CLIRunner.run(["show", out, "--json"])
         guard case let .array(xs)? = try JSON.parse(show.stdout)["exchanges"] else { Issue.record("no exchanges"); return }
         #expect(xs.count >= 50)
+        // Hardening defect 4: no key material in the file (it held every CEK of key substitution), and 0600.
+        let mode = (try FileManager.default.attributesOfItem(atPath: out)[.posixPermissions] as? NSNumber)?.intValue
+        #expect(mode == 0o600, "session file mode \(String(mode ?? 0, radix: 8))")
+        let dump = try sh(["sqlite3", out, "SELECT detail FROM events UNION ALL SELECT json FROM messages WHERE json IS NOT NULL"]).out
+        let keyShaped = try NSRegularExpression(pattern: "[0-9a-fA-F]{64}")
+        let found = keyShaped.matches(in: dump, range: NSRange(dump.startIndex..., in: dump)).count
+        #expect(found == 0, "no 32-byte hex value (a CEK) is stored in the session file")
+        #expect(dump.contains("fingerprints only"), "the substitution event names the channel keys by fingerprint")
     }
 
     @Test func sandboxAndClientProcessesThroughTheRecorder() throws {

@@ -144,3 +144,95 @@ import Testing
         }
     }
 }
+
+/// Regression tests for the strictness defects found by a hostile client and server (hardening issue, defects 1, 3, 10):
+/// each sends the same bytes that were forwarded or crashed before, and expects a 400 before anything is framed.
+@Suite struct HTTPParserStrictnessTests {
+    func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+    func status(_ text: [UInt8], _ mode: HTTPParser.Mode = .request) -> Int? {
+        var p = HTTPParser(mode: mode)
+        p.append(text)
+        do {
+            if mode == .request { _ = try p.nextRequest() } else { _ = try p.nextResponse() }
+            return nil
+        } catch {
+            return error.status
+        }
+    }
+
+    /// The 60-byte request that killed the recorder and the sandbox (a signed chunk size made a backwards range).
+    @Test func signedChunkSizeIsRefusedNotATrap() {
+        #expect(status(bytes("POST /t5 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nxx\r\n0\r\n\r\n")) == 400)
+        #expect(status(bytes("POST /t5 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n+5\r\nhello\r\n0\r\n\r\n")) == 400)
+        #expect(status(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nxx\r\n0\r\n\r\n"), .response) == 400)
+    }
+
+    @Test(arguments: [
+        // bare CR or LF inside or between header lines
+        "GET / HTTP/1.1\r\nHost: a\nTransfer-Encoding: chunked\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n",
+        "GET / HTTP/1.1\nHost: a\r\n\r\n",
+        // the smuggling case: Content-Length framed here, chunked upstream
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 42\r\nX: y\nTransfer-Encoding: chunked\r\n\r\n",
+        // form feed, NUL and DEL in header values
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\u{0C}b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\u{00}b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\u{7F}b\r\n\r\n",
+        // folding containing LF
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\n b\r\n\r\n",
+        // chunk-size lines: empty extension, trailing whitespace, unbalanced quoting, leading whitespace
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;\r\nab\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\na \r\n0123456789\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;x=\"ab\r\nab\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n 2\r\nab\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;x=\r\nab\r\n0\r\n\r\n",
+        // Content-Length with an empty Transfer-Encoding
+        "POST / HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: \r\n\r\nab",
+        "POST / HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: ,\r\n\r\nab",
+        // control characters in trailers
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: a\u{0B}b\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: a\nX: b\r\n\r\n",
+    ])
+    func refusedWith400(text: String) {
+        #expect(status(bytes(text)) == 400, "\(text.debugDescription)")
+    }
+
+    @Test func rawNonASCIIAndControlsInTheTargetAreRefused() {
+        #expect(status(bytes("GET /p\u{e9} HTTP/1.1\r\nHost: a\r\n\r\n")) == 400)
+        #expect(status([UInt8]("GET /a".utf8) + [0x01] + bytes(" HTTP/1.1\r\nHost: a\r\n\r\n")) == 400)
+        #expect(status([UInt8]("GET /a".utf8) + [0x1B, 0x5B, 0x33, 0x31, 0x6D] + bytes(" HTTP/1.1\r\n\r\n")) == 400)
+    }
+
+    @Test func validFormsStillPass() throws {
+        var p = HTTPParser(mode: .request)
+        p.append(bytes("PURGE /a%C3%A9?x=1 HTTP/1.1\r\nHost: a\r\nX: tab\there \u{e9}t\u{e9}\r\n\r\n"
+                       + "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;name;q=\"a;\\\"b\";t=tok\r\nabc\r\nA\r\n0123456789\r\n0\r\nT: 1\r\n\r\n"))
+        let first = try #require(try p.nextRequest())
+        #expect(first.head.method == "PURGE" && first.head.headers["x"] == "tab\there \u{e9}t\u{e9}")
+        let second = try #require(try p.nextRequest())
+        #expect(second.body == bytes("abc0123456789"))
+    }
+
+    /// A 40 MiB trailer cost 23 s of CPU (rescanned on every read): now it is refused once it passes the head limit.
+    @Test func trailersAreCappedAndNotRescanned() {
+        var p = HTTPParser(mode: .request)
+        p.append(bytes("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nT: "))
+        let piece = [UInt8](repeating: 0x61, count: 4096)
+        var thrown: HTTPParseError?
+        for _ in 0..<40 {
+            p.append(piece)
+            do { _ = try p.nextRequest() } catch { thrown = error; break }
+        }
+        #expect(thrown?.status == 431)
+        // Trailers arriving line by line are each read once and the message completes.
+        var q = HTTPParser(mode: .request)
+        q.append(bytes("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"))
+        for i in 0..<50 {
+            q.append(bytes("T\(i): v\r\n"))
+            #expect((try? q.nextRequest()) == nil)
+        }
+        q.append(bytes("\r\n"))
+        #expect((try? q.nextRequest())?.head.target == "/")
+    }
+}

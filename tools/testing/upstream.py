@@ -4,7 +4,7 @@ plain or TLS. Prints "listening PORT" once ready; exits when stdin closes or on 
 
   upstream.py [--tls CERT.pem KEY.pem] [--client-ca CA.pem]
 
-Endpoints: POST /ds/areq (an ARes-like answer), /chunked, /gzip, /slow?ms=N, /close (close-delimited),
+Endpoints: POST /ds/areq (an ARes-like answer), /chunked, /gzip, /slow?ms=N, /close (close-delimited), /bad-chunk (a signed chunk size),
 /big?kb=N, anything else echoes method, path, headers and body length as JSON.
 """
 import gzip, json, os, signal, ssl, sys, threading, time
@@ -62,6 +62,10 @@ class Handler(BaseHTTPRequestHandler):
             for part in [b'{"messageType":', b'"Erro","errorCode":"203",', b'"padding":"' + b"y" * 5000 + b'"}']:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
             self.wfile.write(b"0\r\n\r\n")
+        elif url.path == "/bad-chunk":
+            # A hostile server: a signed chunk size (this killed the recorder in forward mode once).
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nxx\r\n0\r\n\r\n")
+            self.close_connection = True
         elif url.path == "/gzip":
             data = gzip.compress(json.dumps({"messageType": "RReq", "transStatus": "N", "acctNumber": "4000000000001091"}).encode())
             self.send_response(200)
