@@ -55,9 +55,12 @@ let package = Package(
         // The recording proxy: forward (CONNECT + TLS interception) and reverse modes, the 3DS layer, the CA.
         .target(name: "TapProxy", dependencies: ["TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
+        // The replayer: plays the servers of a recorded session (matching, ID rewriting, fresh app-channel keys, timing).
+        .target(name: "TapReplay", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapProxy", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                          dependencies: ["TapArguments", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                           swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
@@ -76,6 +79,7 @@ let package = Package(
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
                                                           "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
+        .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <time.h>
 
 int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len) {
     return accept4(fd, addr, (socklen_t *)len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -21,6 +23,29 @@ int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int t
     struct epoll_event evs[256];
     if (max > 256) max = 256;
     int n = epoll_wait(epfd, evs, max, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        events[i] = evs[i].events;
+        data[i] = evs[i].data.u64;
+    }
+    return n;
+}
+
+int clinux_epoll_wait_ns(int epfd, uint32_t *events, uint64_t *data, int max, int64_t timeout_ns) {
+    struct epoll_event evs[256];
+    if (max > 256) max = 256;
+    int n;
+    static int no_pwait2 = 0; // set once if the kernel lacks epoll_pwait2; benign if two loops race to set it
+    if (!no_pwait2) {
+        struct timespec ts;
+        ts.tv_sec = timeout_ns < 0 ? 0 : timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns < 0 ? 0 : timeout_ns % 1000000000;
+        n = epoll_pwait2(epfd, evs, max, timeout_ns < 0 ? NULL : &ts, NULL);
+        if (n < 0 && errno == ENOSYS) no_pwait2 = 1;
+    }
+    if (no_pwait2) {
+        int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999) / 1000000);
+        n = epoll_wait(epfd, evs, max, ms);
+    }
     for (int i = 0; i < n; i++) {
         events[i] = evs[i].events;
         data[i] = evs[i].data.u64;

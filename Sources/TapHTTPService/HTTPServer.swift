@@ -38,18 +38,27 @@ public struct HTTPReply: Sendable {
 public typealias HTTPHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) -> Void
 
 /// A small HTTP/1.1 server on an event loop: keep-alive, one request at a time per connection,
-/// optional TLS. For the sandbox and the client's RReq listener.
+/// optional TLS. For the sandbox, the client's RReq listener and the replayer.
+///
+/// With `intercepting`, it also serves clients that use it as a proxy: a CONNECT is answered 200 and the
+/// tunnel's TLS is terminated with a leaf minted for the requested host; requests inside the tunnel are
+/// handed over with an absolute `https://host:port/path` target, as a plain proxied request would be.
 public final class HTTPServer: @unchecked Sendable {
     // Safe: all mutable state is used only on `loop`'s thread.
     public let loop: EventLoop
     let tls: TLSContext?
+    let intercepting: TLSContext?
     let handler: HTTPHandler
     private var listener: Listener?
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
+    /// Called on the loop when a client closes its connection while its request is still unanswered
+    /// (a client that gave up), with the peer address.
+    public var onClientAbort: ((_ peer: String) -> Void)?
 
-    public init(loop: EventLoop, tls: TLSContext? = nil, handler: @escaping HTTPHandler) {
+    public init(loop: EventLoop, tls: TLSContext? = nil, intercepting: TLSContext? = nil, handler: @escaping HTTPHandler) {
         self.loop = loop
         self.tls = tls
+        self.intercepting = intercepting
         self.handler = handler
     }
 
@@ -94,6 +103,8 @@ private final class ServerConnection: ConnectionDelegate {
     var connection: Connection?
     var parser = HTTPParser(mode: .request)
     var busy = false
+    /// The CONNECT target once the connection is an intercepted tunnel.
+    var tunnel: HostPort?
 
     init(server: HTTPServer, peer: String) {
         self.server = server
@@ -109,12 +120,13 @@ private final class ServerConnection: ConnectionDelegate {
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         self.connection = nil
+        if busy { server?.onClientAbort?(peer) }
         server?.ended(self)
     }
 
     func next() {
         guard !busy, let connection, let server else { return }
-        let request: HTTPRequest
+        var request: HTTPRequest
         do {
             guard let r = try parser.nextRequest() else { return }
             request = r
@@ -123,6 +135,26 @@ private final class ServerConnection: ConnectionDelegate {
                 .bytes(keepAlive: false))
             connection.close(afterFlush: true)
             return
+        }
+        if request.head.method == "CONNECT" {
+            guard let ctx = server.intercepting, tunnel == nil, let hp = HostPort(request.head.target) else {
+                connection.write(HTTPReply.json(Array("{\"error\":\"CONNECT needs host:port, once per connection\"}".utf8), status: 400)
+                    .bytes(keepAlive: false))
+                connection.close(afterFlush: true)
+                return
+            }
+            connection.write(Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8))
+            do {
+                connection.startTLS(try TLSSession(context: ctx, serverName: hp.host))
+            } catch {
+                connection.close()
+                return
+            }
+            tunnel = hp
+            return next()
+        }
+        if let tunnel, request.head.target.hasPrefix("/") {
+            request.head.target = "https://\(tunnel)\(request.head.target)"
         }
         busy = true
         let keepAlive = request.head.keepAlive

@@ -140,11 +140,13 @@ public final class EventLoop: @unchecked Sendable {
         return top
     }
 
-    private func runDueTimers() -> Int32 {
+    /// Runs the timers that are due; returns nanoseconds until the next one (-1: none). Waits are in
+    /// nanoseconds (epoll_pwait2), so a replayed delay fires within tens of microseconds of its deadline.
+    private func runDueTimers() -> Int64 {
         while let top = timerHeap.first {
             if timerActions[top.id] == nil { _ = popTimer(); continue }
             let now = EventLoop.nowNanos()
-            if top.deadline > now { return Int32(min(UInt64(Int32.max), (top.deadline - now + 999_999) / 1_000_000)) }
+            if top.deadline > now { return Int64(min(top.deadline - now, UInt64(Int64.max))) }
             _ = popTimer()
             timerActions.removeValue(forKey: top.id)?()
         }
@@ -175,7 +177,7 @@ public final class EventLoop: @unchecked Sendable {
         var datas = [UInt64](repeating: 0, count: 256)
         while !stopping.load(ordering: .sequentiallyConsistent) {
             let timeout = runDueTimers()
-            let n = clinux_epoll_wait(epfd, &events, &datas, 256, timeout)
+            let n = clinux_epoll_wait_ns(epfd, &events, &datas, 256, timeout)
             if n < 0 {
                 if Glibc.errno == EINTR { continue }
                 break

@@ -27,6 +27,8 @@ public struct StoredExchange: Sendable {
     public var clientAbortAt: Double?
     /// (direction, location, messageType, JSON)
     public var messages: [RecordedMessage]
+    /// In a replay session: what the live request matched and its delays.
+    public var replay: ReplayAnnotation? = nil
 
     /// Milliseconds from request start to done.
     public var durationMs: Double? { done.map { ($0 - requestStart) * 1000 } }
@@ -131,8 +133,16 @@ public final class SessionReader {
                 RecordedMessage(direction: m[1].text ?? "", location: m[2].text ?? "", type: m[3].text,
                                 json: m[4].text.flatMap { try? JSON.parse($0) }, decryption: m[5].text))
         }
+        var replays: [Int64: ReplayAnnotation] = [:]
+        if try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='replay_matches'").isEmpty == false {
+            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms FROM replay_matches") {
+                replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
+                                                              scheduledDelayMs: m[4].real, actualDelayMs: m[5].real)
+            }
+        }
         return rows.map { r -> StoredExchange in
             var x = makeExchange(r, messagesByExchange)
+            x.replay = replays[x.id]
             // Messages stored as "the body" take their JSON from the body.
             x.messages = x.messages.map { m in
                 guard m.json == nil, m.location == "body" else { return m }

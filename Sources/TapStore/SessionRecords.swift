@@ -116,6 +116,8 @@ public struct ExchangeRecord: Sendable {
     public var done: Double?
     public var error: String?
     public var clientAbortAt: Double?
+    /// For an exchange served by the replayer: what it matched and when it was answered.
+    public var replay: ReplayAnnotation?
 
     public init(connectionID: Int64, seq: Int, method: String, url: String, host: String?, path: String?, upstream: String?,
                 request: CapturedMessage, requestStart: Double) {
@@ -128,5 +130,25 @@ public struct ExchangeRecord: Sendable {
         self.upstream = upstream
         self.request = request
         self.requestStart = requestStart
+    }
+}
+
+/// What the replayer did with one live request: the recorded exchange it matched (or why none did), and the
+/// delay it scheduled and actually gave before the first response byte.
+public struct ReplayAnnotation: Sendable {
+    public var recordedExchangeID: Int64?
+    /// How it matched, e.g. `AReq: version, channel, category, card, order` or `transaction: CReq #2`.
+    public var matchedBy: String?
+    /// Why nothing matched, with the closest recorded exchanges and the fields that differed.
+    public var miss: String?
+    public var scheduledDelayMs: Double?
+    public var actualDelayMs: Double?
+
+    public init(recordedExchangeID: Int64?, matchedBy: String?, miss: String?, scheduledDelayMs: Double?, actualDelayMs: Double?) {
+        self.recordedExchangeID = recordedExchangeID
+        self.matchedBy = matchedBy
+        self.miss = miss
+        self.scheduledDelayMs = scheduledDelayMs
+        self.actualDelayMs = actualDelayMs
     }
 }

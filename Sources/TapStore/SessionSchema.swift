@@ -4,9 +4,21 @@ import TapSQLite
 /// and add a migration step for any change.
 public enum SessionSchema {
     /// The schema version this build writes and the newest it reads.
-    public static let version = 2
+    public static let version = 3
     /// The `meta.format` value that marks a 3dstape session.
     public static let format = "3dstape-session"
+
+    /// v3: what a replayed exchange matched, its scheduled and actual delay (replay sessions only).
+    static let replayTable = """
+    CREATE TABLE replay_matches (
+        exchange_id INTEGER PRIMARY KEY REFERENCES exchanges(id),
+        recorded_exchange_id INTEGER,
+        matched_by TEXT,
+        miss TEXT,
+        scheduled_delay_ms REAL,
+        actual_delay_ms REAL
+    );
+    """
 
     static let statements = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +83,7 @@ public enum SessionSchema {
     CREATE INDEX messages_by_exchange ON messages(exchange_id);
     CREATE INDEX messages_by_transaction ON messages(three_ds_server_trans_id);
     CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
+    \(replayTable)
 
     CREATE VIEW v_exchanges AS
         SELECT e.id, strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS started, e.method, e.url, e.status,
@@ -95,10 +108,13 @@ public enum SessionSchema {
         FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id;
     """
 
-    /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`).
+    /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`; v2 → v3: `replay_matches`).
     static func migrate(_ db: Database, from version: Int) throws(SQLiteError) {
         if version < 2 {
             try db.execute("ALTER TABLE messages ADD COLUMN decryption TEXT")
+        }
+        if version < 3 {
+            try db.execute(replayTable)
         }
         try db.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", [.text(String(SessionSchema.version))])
     }

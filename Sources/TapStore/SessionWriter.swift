@@ -138,7 +138,7 @@ private final class DatabaseBox: @unchecked Sendable {
 
 /// Prepared statements for the writer.
 private final class Statements {
-    let connection, connectionTLS, connectionClosed, exchange, message, note: Statement
+    let connection, connectionTLS, connectionClosed, exchange, message, note, replay: Statement
     let db: Database
     let keys: (any ChannelKeySource)?
 
@@ -160,6 +160,10 @@ private final class Statements {
               ds_trans_id, acs_trans_id, sdk_trans_id, trans_status, error_code, json, decryption) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
             """)
         note = try db.prepare("INSERT INTO events(at, kind, detail) VALUES (?,?,?)")
+        replay = try db.prepare("""
+            INSERT INTO replay_matches(exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms)
+            VALUES (?,?,?,?,?,?)
+            """)
     }
 
     func exec(_ s: Statement, _ values: [SQLiteValue]) throws {
@@ -201,6 +205,11 @@ private final class Statements {
                 opt(x.error), optReal(x.clientAbortAt),
             ])
             let exchangeID = db.lastInsertRowID
+            if let r = x.replay {
+                try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
+                                  opt(r.miss.map { x.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array($0.utf8)), as: UTF8.self) : $0 }),
+                                  optReal(r.scheduledDelayMs), optReal(r.actualDelayMs)])
+            }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
                 let s = found.summary
                 try exec(message, [

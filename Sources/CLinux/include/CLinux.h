@@ -11,6 +11,9 @@ struct sockaddr;
 int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len);
 int clinux_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
 int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms);
+// Like clinux_epoll_wait with a nanosecond timeout (epoll_pwait2; -1 waits forever). Falls back to
+// millisecond epoll_wait, rounded up, on kernels without epoll_pwait2.
+int clinux_epoll_wait_ns(int epfd, uint32_t *events, uint64_t *data, int max, int64_t timeout_ns);
 int clinux_socket_error(int fd);
 int clinux_set_nodelay(int fd);
 #endif

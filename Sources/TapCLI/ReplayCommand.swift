@@ -1,0 +1,170 @@
+import Foundation
+import TapArguments
+import TapCore
+import TapCrypto
+import TapEMV
+import TapNet
+import TapProxy
+import TapReplay
+import TapSandbox
+import TapStore
+
+/// `3dstape replay`: serves a recorded session as its servers, deterministically, with timing control.
+struct ReplayCommand: Command {
+    let name = "replay"
+    let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
+    let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
+        + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--repeat last|cycle|miss] [--ignore-field NAME]... "
+        + "[--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients"),
+        .flag("tls", help: "serve HTTPS to direct clients (leaf from 3dstape's CA, as for intercepted CONNECT)"),
+        .option("public-url", "URL", help: "the replayer's address written into acsURL and similar fields (default: the address a direct client used)"),
+        .option("timing", "MODE", help: "original (default: each answer after its recorded wait), none, scale:F, fixed:DURATION"),
+        .option("jitter", "DIST", help: "added on top: uniform:MIN-MAX or lognormal:MEDIAN,SIGMA[,MAX], drawn from --seed"),
+        .option("seed", "N", help: "seed for jitter and fresh IDs (default 0): the same seed gives the same schedule"),
+        .option("delay", "MATCH=DURATION", repeatable: true, help: "per message: ARes=2s, CRes#2=500ms, exchange:7=1s, path:/acs/challenge=250ms"),
+        .option("on-miss", "404|erro|forward:URL", help: "answer to a request nothing matches (default 404 with the closest exchanges)"),
+        .option("repeat", "last|cycle|miss", help: "when identical requests outnumber their recordings (default last)"),
+        .option("ignore-field", "NAME", repeatable: true, help: "a JSON field ignored when matching non-3DS bodies"),
+        .option("sign", "PS256|ES256", help: "acsSignedContent algorithm for fresh app-channel keys (default PS256)"),
+        .option("session", "OUT", help: "the replay's own session file (default sessions/replay-<time>.3dstape)"),
+        .flag("quiet", help: "print only the summary"),
+        .flag("json-lines", help: "print each exchange as one JSON line"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let path = args.positionals.first else { throw CommandFailure("which session? usage: \(usage)") }
+        let catalog: ReplayCatalog
+        do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
+        let problems = catalog.undecryptedProblems()
+        if !problems.isEmpty {
+            for p in problems { io.err("3dstape: replay: \(p)") }
+            throw CommandFailure("\(problems.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
+        }
+        let options = try ReplayCommand.options(args)
+        let listens = try (args.all("listen").isEmpty ? ["127.0.0.1:8080"] : args.all("listen")).map { text -> HostPort in
+            guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
+            return hp
+        }
+        let identity = try ReplayCommand.acsIdentity(args.value("sign"))
+        let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
+        let out = args.value("session") ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
+        let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
+                                                         ("label", "replay of \(path)"), ("replayed_session", path), ("masked", "yes"),
+                                                         ("seed", String(options.schedule.seed)), ("tool_version", version)], keys: engine)
+        let (ca, _) = try UserHome.resolve().interceptionCA()
+        let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
+        let loop = try EventLoop()
+        let view = ReplayView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines))
+        let replayer = Replayer(loop: loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
+        let tls = args.has("tls")
+        var bound: [HostPort] = []
+        for l in listens { bound.append(try replayer.start(on: l, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http")) }
+        io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
+               + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")
+        io.err("replay session: \(out)   Ctrl-C to stop")
+        let signals = SignalWatcher { loop.stop() }
+        loop.run()
+        signals.cancel()
+        replayer.stop()
+        writer.close()
+        let c = replayer.counts
+        io.err("\nstopped: \(c.answered) answered, \(c.missed) missed, \(c.aborted) clients gave up, \(c.rreqs) RReqs sent; session: \(out)")
+        return writer.writeError == nil ? 0 : 1
+    }
+
+    static func stamp() -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyyMMdd-HHmmss"
+        return f.string(from: Date())
+    }
+
+    /// The replay options from the command line, each refused with a clear line when malformed.
+    static func options(_ args: ParsedArguments) throws -> ReplayOptions {
+        var o = ReplayOptions()
+        if let t = args.value("timing") {
+            guard let m = TimingMode.parse(t) else { throw CommandFailure("--timing \(t): expected original, none, scale:F or fixed:DURATION") }
+            o.schedule.timing = m
+        }
+        if let j = args.value("jitter") {
+            guard let d = Jitter.parse(j) else { throw CommandFailure("--jitter \(j): expected uniform:MIN-MAX or lognormal:MEDIAN,SIGMA[,MAX]") }
+            o.schedule.jitter = d
+        }
+        if let s = args.value("seed") {
+            guard let n = UInt64(s) else { throw CommandFailure("--seed \(s): expected a non-negative integer") }
+            o.schedule.seed = n
+        }
+        o.schedule.rules = try args.all("delay").map { text in
+            guard let r = DelayRule.parse(text) else {
+                throw CommandFailure("--delay \(text): expected MATCH=DURATION, MATCH one of ARes, CRes#2, exchange:7, path:/p; DURATION like 250ms, 2.5s, 5m")
+            }
+            return r
+        }
+        switch args.value("on-miss") ?? "404" {
+        case "404": o.onMiss = .notFound
+        case "erro": o.onMiss = .erro
+        case let v where v.hasPrefix("forward:"):
+            let url = String(v.dropFirst(8))
+            guard HTTPURL(url) != nil else { throw CommandFailure("--on-miss \(v): expected forward:http(s)://host[:port]") }
+            o.onMiss = .forward(url)
+        case let v: throw CommandFailure("--on-miss \(v): expected 404, erro or forward:URL")
+        }
+        if let r = args.value("repeat") {
+            guard let m = RepeatMode(rawValue: r) else { throw CommandFailure("--repeat \(r): expected last, cycle or miss") }
+            o.repeatMode = m
+        }
+        o.ignoreFields = Set(args.all("ignore-field"))
+        if let u = args.value("public-url") {
+            guard HTTPURL(u) != nil else { throw CommandFailure("--public-url \(u): expected http(s)://host[:port]") }
+            o.publicURL = u.hasSuffix("/") ? String(u.dropLast()) : u
+        }
+        return o
+    }
+
+    /// 3dstape's ACS certificate under the test DS root that `ca export --ds` hands out.
+    static func acsIdentity(_ sign: String?) throws -> ReplayACSIdentity {
+        let keys = try substitutionKeys()
+        switch (sign ?? "PS256").uppercased() {
+        case "PS256": return ReplayACSIdentity(key: keys.acsRSA.key, certificate: keys.acsRSA.cert, signing: .ps256)
+        case "ES256": return ReplayACSIdentity(key: keys.acsEC.key, certificate: keys.acsEC.cert, signing: .es256)
+        case let other: throw CommandFailure("--sign \(other): expected PS256 or ES256")
+        }
+    }
+}
+
+/// Prints one line per replayed exchange: what matched, the scheduled delay, the outcome.
+struct ReplayView: Sendable {
+    enum Mode: Sendable { case lines, jsonLines, quiet }
+    let mode: Mode
+
+    func print(_ x: ReplayLine) {
+        let line: String
+        switch mode {
+        case .quiet: return
+        case .jsonLines:
+            line = JSON.object([
+                ("at", .number(String(format: "%.6f", x.at))), ("method", .string(x.method)), ("url", .string(x.target)),
+                ("status", x.status.map { .number(String($0)) } ?? .null),
+                ("recorded_exchange", x.recordedExchangeID.map { .number(String($0)) } ?? .null),
+                ("matched_by", x.matchedBy.map(JSON.string) ?? .null), ("miss", x.miss.map(JSON.string) ?? .null),
+                ("scheduled_ms", .number(String(format: "%.3f", x.scheduledMs))),
+                ("actual_ms", x.actualMs.map { .number(String(format: "%.3f", $0)) } ?? .null), ("outcome", .string(x.outcome)),
+            ]).compact
+        case .lines:
+            let matched = x.miss.map { "MISS: \($0)" } ?? "#\(x.recordedExchangeID.map(String.init) ?? "-") \(x.matchedBy ?? "")"
+            let actual = x.actualMs.map { String(format: "%.1f", $0) } ?? "-"
+            line = "\(x.method) \(Sanitized.text(x.target))  → \(x.status.map(String.init) ?? "---")  \(matched)  "
+                + "delay \(String(format: "%.1f", x.scheduledMs)) ms scheduled, \(actual) ms actual  \(x.outcome)"
+        }
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
+
+/// Text from the network made safe to print: control characters (terminal escapes) shown as `?`.
+enum Sanitized {
+    static func text(_ s: String) -> String {
+        String(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+    }
+}

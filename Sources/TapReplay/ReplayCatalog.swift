@@ -1,0 +1,140 @@
+import Foundation
+import TapCore
+import TapEMV
+import TapStore
+
+/// A recorded session, read once and arranged for replay: its 3DS transactions (the AReq, the exchanges tied to it
+/// in order, the RReq) and every other exchange.
+public struct ReplayCatalog: Sendable {
+    public let path: String
+    public let exchanges: [StoredExchange]
+    public let flows: [RecordedFlow]
+    /// Indices into `exchanges` of those tied to no 3DS transaction.
+    public let plain: [Int]
+
+    /// One recorded 3DS transaction.
+    public struct RecordedFlow: Sendable {
+        /// Index of the AReq exchange.
+        public var areq: Int
+        public var areqJSON: JSON
+        public var aresJSON: JSON?
+        /// Indices of the exchanges served for this transaction after the ARes (CReqs, forms, 3DS Method …), in order.
+        public var followUps: [Int] = []
+        /// Index of the RReq exchange the ACS sent, if any.
+        public var rreq: Int?
+        /// The recorded transaction IDs (threeDSServerTransID, dsTransID, acsTransID, sdkTransID) present.
+        public var ids: [String: String] = [:]
+
+        public var messageVersion: String { areqJSON["messageVersion"]?.stringValue ?? "" }
+        public var deviceChannel: String { areqJSON["deviceChannel"]?.stringValue ?? "" }
+        public var messageCategory: String { areqJSON["messageCategory"]?.stringValue ?? "" }
+        /// The card as stored (first 6 / last 4).
+        public var maskedCard: String { areqJSON["acctNumber"]?.stringValue.map(Masking.maskPAN) ?? "" }
+    }
+
+    /// Reads `path`; refuses an empty session.
+    public static func load(path: String) throws -> ReplayCatalog {
+        let reader = try SessionReader(path: path)
+        let exchanges = try reader.exchanges()
+        guard !exchanges.isEmpty else { throw SessionFileError("\(path) holds no exchanges; there is nothing to replay") }
+        return ReplayCatalog(path: path, exchanges: exchanges)
+    }
+
+    public init(path: String, exchanges: [StoredExchange]) {
+        self.path = path
+        self.exchanges = exchanges
+        var flows: [RecordedFlow] = []
+        var flowByID: [String: Int] = [:]
+        var tied = Set<Int>()
+        for (i, x) in exchanges.enumerated() {
+            if let areq = x.messages.first(where: { $0.direction == "request" && $0.type == "AReq" })?.json,
+               areq["threeDSServerTransID"]?.stringValue != nil {
+                let ares = x.messages.first { $0.direction == "response" }?.json
+                var flow = RecordedFlow(areq: i, areqJSON: areq, aresJSON: ares)
+                for key in ReplayCatalog.idKeys {
+                    if let v = ares?[key]?.stringValue ?? areq[key]?.stringValue { flow.ids[key] = v }
+                }
+                flows.append(flow)
+                for v in flow.ids.values { flowByID[v] = flows.count - 1 }
+                tied.insert(i)
+                continue
+            }
+            // Tie by a known ID in any 3DS message of the exchange, else anywhere in its URL or request body.
+            var owner: Int?
+            for m in x.messages {
+                for key in ReplayCatalog.idKeys { if let v = m.json?[key]?.stringValue, let f = flowByID[v] { owner = f; break } }
+                if owner != nil { break }
+            }
+            if owner == nil {
+                let text = x.url + " " + String(decoding: x.requestBody, as: UTF8.self)
+                owner = flowByID.first { text.contains($0.key) }?.value
+            }
+            guard let f = owner else { continue }
+            tied.insert(i)
+            if x.messages.contains(where: { $0.direction == "request" && $0.type == "RReq" }) {
+                flows[f].rreq = i
+            } else if !ReplayCatalog.isLiveEndpoint(x, of: flows[f]) {
+                flows[f].followUps.append(i)
+            }
+        }
+        self.flows = flows
+        plain = exchanges.indices.filter { !tied.contains($0) }
+    }
+
+    static let idKeys = ["threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID"]
+
+    /// An exchange sent to the transaction's own 3DS Server or merchant page (threeDSServerURL, notificationURL):
+    /// in a replay those are live, so the replayer does not play them.
+    static func isLiveEndpoint(_ x: StoredExchange, of flow: RecordedFlow) -> Bool {
+        for key in ["notificationURL", "threeDSServerURL"] {
+            if let u = flow.areqJSON[key]?.stringValue, let base = ReplayURL.origin(u), ReplayURL.origin(x.url) == base { return true }
+        }
+        return false
+    }
+
+    /// One line per transaction whose app-channel messages were never decrypted: replay needs their plaintexts.
+    public func undecryptedProblems() -> [String] {
+        var lines: [String] = []
+        for flow in flows where flow.deviceChannel == "01" {
+            let stuck = flow.followUps.filter { i in
+                exchanges[i].messages.contains { $0.location == "jwe" && !$0.isDecrypted }
+            }
+            guard !stuck.isEmpty else { continue }
+            let id = flow.ids["threeDSServerTransID"] ?? "?"
+            let numbers = stuck.map { "#\(exchanges[$0].id)" }.joined(separator: ", ")
+            lines.append("transaction \(id): app-channel CReq/CRes \(numbers) not decrypted; record with "
+                         + "'record --decrypt substitute', or run '3dstape decrypt \(path) --keylog FILE'")
+        }
+        return lines
+    }
+
+    /// The recorded wait of an exchange's answer: first response byte minus request sent (seconds).
+    public func recordedWait(_ i: Int) -> Double {
+        let x = exchanges[i]
+        if let first = x.firstByte, let sent = x.requestSent ?? x.upstreamConnect ?? Optional(x.requestStart) { return max(0, first - sent) }
+        if let done = x.done { return max(0, done - x.requestStart) }
+        return 0
+    }
+}
+
+/// Small URL helpers for matching (no percent-decoding: recorded and live URLs are compared as sent).
+public enum ReplayURL {
+    /// `scheme://authority` of an absolute URL.
+    public static func origin(_ url: String) -> String? {
+        guard let r = url.range(of: "://") else { return nil }
+        let rest = url[r.upperBound...]
+        let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        return url[..<r.upperBound].lowercased() + rest[..<end].lowercased()
+    }
+
+    /// The path and the query of an absolute or origin-form target.
+    public static func pathAndQuery(_ target: String) -> (path: String, query: String) {
+        var rest = Substring(target)
+        if let r = target.range(of: "://") {
+            let after = target[r.upperBound...]
+            rest = after.firstIndex(where: { $0 == "/" || $0 == "?" }).map { after[$0...] } ?? "/"
+        }
+        if let q = rest.firstIndex(of: "?") { return (String(rest[..<q]), String(rest[rest.index(after: q)...])) }
+        return (rest.isEmpty ? "/" : String(rest), "")
+    }
+}

@@ -1,0 +1,574 @@
+import Foundation
+import Synchronization
+import TapCore
+import TapCrypto
+import TapEMV
+import TapJOSE
+import TapStore
+
+/// What the replayer answers when nothing recorded matches a live request.
+public enum MissAnswer: Sendable, Equatable {
+    /// 404 with a JSON body naming the closest recorded exchanges and the fields that differed.
+    case notFound
+    /// The Erro a DS or ACS would send (305 for an AReq, 301 for a message of an unknown transaction), same detail.
+    case erro
+    /// Forward the request to this base URL; the new exchange is recorded (VCR's new_episodes).
+    case forward(String)
+}
+
+/// What to do when identical requests outnumber their recordings.
+public enum RepeatMode: String, Sendable, CaseIterable {
+    /// Serve the last recording again.
+    case last
+    /// Start again from the first.
+    case cycle
+    /// Treat as a miss.
+    case miss
+}
+
+/// Everything that shapes a replay besides the session.
+public struct ReplayOptions: Sendable {
+    public var schedule = ReplaySchedule()
+    public var onMiss: MissAnswer = .notFound
+    public var repeatMode: RepeatMode = .last
+    /// Fields ignored when comparing JSON bodies of non-3DS requests.
+    public var ignoreFields: Set<String> = []
+    /// The replayer's address as written into acsURL and similar fields for clients pointed at it directly.
+    public var publicURL: String?
+    public init() {}
+}
+
+/// The certificate the replayer signs acsSignedContent with, as the ACS (chained to the test DS root the client trusts).
+public struct ReplayACSIdentity: Sendable {
+    public var key: PrivateKey
+    public var certificate: Certificate
+    public var signing: SignatureAlgorithm
+    public init(key: PrivateKey, certificate: Certificate, signing: SignatureAlgorithm) {
+        self.key = key
+        self.certificate = certificate
+        self.signing = signing
+    }
+}
+
+/// A live request as the engine sees it.
+public struct LiveRequest: Sendable {
+    public var method: String
+    /// As received: absolute-form from a proxy client (or inside an intercepted tunnel), origin-form from a direct client.
+    public var target: String
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    public init(method: String, target: String, headers: [(String, String)] = [], body: [UInt8]) {
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+    }
+    /// True when the client uses the replayer as a proxy.
+    public var viaProxy: Bool { target.contains("://") }
+}
+
+/// An RReq the replayer sends as the ACS, after the answer that completes the challenge.
+public struct PlannedRReq: Sendable {
+    public var url: String
+    public var body: [UInt8]
+    /// Seconds after the triggering answer is sent.
+    public var after: Double
+    public var recordedExchangeID: Int64
+}
+
+/// The engine's decision for one live request.
+public struct ReplayAnswer: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    public var recordedExchangeID: Int64?
+    public var matchedBy: String?
+    /// Why nothing matched (closest exchanges and differing fields).
+    public var miss: String?
+    /// Seconds to wait before the first byte.
+    public var delay: Double
+    public var rreq: PlannedRReq?
+    /// Forward the live request to this absolute URL instead of answering (a live endpoint, or `--on-miss forward:`).
+    public var forwardTo: String?
+}
+
+/// The replay decisions, free of I/O: a live request in, the answer, its delay and any RReq out. It matches AReqs
+/// to recorded transactions (3DS-aware), ties the rest of a transaction to the same recording, rewrites IDs, acts as the
+/// ACS on the app channel with fresh keys, and matches other exchanges on method, path, query and body.
+///
+/// `@unchecked Sendable`: all state except `channelKeys` is used by one thread (the replayer's loop); `channelKeys`
+/// is a Mutex because the session writer reads it to store the live CReq/CRes in clear.
+public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
+    public let catalog: ReplayCatalog
+    public let options: ReplayOptions
+    let identity: ReplayACSIdentity
+    private var flowUses: [Int]
+    private var live: [String: LiveFlow] = [:]
+    private var liveOrigins: [String: Int] = [:]
+    private var served: [Int: Int] = [:]
+    private var plainCursor: [String: Int] = [:]
+    private let channelKeys = Mutex<[String: [UInt8]]>([:])
+
+    public var method: String { "replay (fresh keys)" }
+
+    final class LiveFlow {
+        let flow: Int
+        /// Recorded text → live text: IDs, URLs, threeDSSessionData.
+        var map: [(String, String)]
+        var cipher: AppChannelCipher?
+        var next = 0
+        var typeCounts: [String: Int] = [:]
+        let threeDSServerURL: String?
+        var keys: [String] = []
+        init(flow: Int, map: [(String, String)], threeDSServerURL: String?) {
+            self.flow = flow
+            self.map = map
+            self.threeDSServerURL = threeDSServerURL
+        }
+    }
+
+    public init(catalog: ReplayCatalog, options: ReplayOptions, identity: ReplayACSIdentity) {
+        self.catalog = catalog
+        self.options = options
+        self.identity = identity
+        flowUses = Array(repeating: 0, count: catalog.flows.count)
+    }
+
+    public func cek(for acsTransID: String) -> [UInt8]? { channelKeys.withLock { $0[acsTransID.lowercased()] } }
+
+    /// Transactions still in progress (for tests and the summary).
+    public var liveTransactions: Int { Set(live.values.map { ObjectIdentifier($0) }).count }
+
+    // MARK: dispatch
+
+    /// Decides the answer to one live request. `selfURL` is where a direct client reached the replayer.
+    public func handle(_ req: LiveRequest, selfURL: String) -> ReplayAnswer {
+        if let origin = ReplayURL.origin(req.target), liveOrigins[origin] != nil {
+            return ReplayAnswer(status: 0, headers: [], body: [], matchedBy: "live endpoint of the transaction (forwarded)", delay: 0,
+                                forwardTo: req.target)
+        }
+        let text = String(decoding: req.body.prefix(64 * 1024), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.hasPrefix("{"), let json = try? JSON.parse(req.body), json.isObject {
+            if json["messageType"]?.stringValue == "AReq" { return aReq(json, req, selfURL: selfURL) }
+            for key in ["acsTransID", "threeDSServerTransID"] {
+                if let v = json[key]?.stringValue, let lf = live[v] { return followUp(lf, req, creq: nil) }
+            }
+        } else if text.split(separator: ".", omittingEmptySubsequences: false).count == 5, let jwe = try? JWE(compact: text) {
+            if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, text, req) }
+            return miss(req, detail: "app-channel CReq for acsTransID \(jwe.keyID ?? "(no kid)"), which is no live transaction of this replay",
+                        erroCode: "301", about: "CReq")
+        } else if let fields = FormBody.parse(text) {
+            if let creq = fields.first(where: { $0.0 == "creq" })?.1, let b = Base64URL.decode(creq), let json = try? JSON.parse(b),
+               let id = json["acsTransID"]?.stringValue, let lf = live[id] {
+                return followUp(lf, req, creq: nil, sessionData: fields.first { $0.0 == "threeDSSessionData" }?.1)
+            }
+            for (_, v) in fields { if let lf = live[v] { return followUp(lf, req, creq: nil) } }
+        }
+        if !live.isEmpty {
+            let haystack = req.target + " " + text
+            if let lf = live.first(where: { haystack.contains($0.key) })?.value { return followUp(lf, req, creq: nil) }
+        }
+        return plain(req)
+    }
+
+    // MARK: AReq
+
+    static let areqKeys = ["messageVersion", "deviceChannel", "messageCategory"]
+
+    func fieldsDiffering(_ flow: ReplayCatalog.RecordedFlow, _ areq: JSON) -> [String] {
+        var out: [String] = []
+        for k in ReplayEngine.areqKeys {
+            let a = areq[k]?.stringValue ?? "", b = flow.areqJSON[k]?.stringValue ?? ""
+            if a != b { out.append("\(k): live \(a.isEmpty ? "(none)" : a), recorded \(b.isEmpty ? "(none)" : b)") }
+        }
+        let card = areq["acctNumber"]?.stringValue.map(Masking.maskPAN) ?? ""
+        if card != flow.maskedCard { out.append("acctNumber: live \(card), recorded \(flow.maskedCard)") }
+        return out
+    }
+
+    func aReq(_ areq: JSON, _ req: LiveRequest, selfURL: String) -> ReplayAnswer {
+        let candidates = catalog.flows.indices.filter { fieldsDiffering(catalog.flows[$0], areq).isEmpty }
+        var chosen = candidates.first { flowUses[$0] == 0 }
+        if chosen == nil, !candidates.isEmpty {
+            switch options.repeatMode {
+            case .last: chosen = candidates.last
+            case .cycle: chosen = candidates[candidates.map { flowUses[$0] }.reduce(0, +) % candidates.count]
+            case .miss: break
+            }
+        }
+        guard let f = chosen else {
+            let ranked = catalog.flows.indices.map { ($0, fieldsDiffering(catalog.flows[$0], areq)) }.sorted { $0.1.count < $1.1.count }.prefix(3)
+            let detail = ranked.isEmpty ? "the session has no AReq"
+                : ranked.map { "exchange #\(catalog.exchanges[catalog.flows[$0.0].areq].id) differs in "
+                    + ($0.1.isEmpty ? "nothing but was already replayed (--repeat miss)" : $0.1.joined(separator: "; ")) }.joined(separator: " | ")
+            return miss(req, detail: "no recorded AReq matches: " + detail, erroCode: "305", about: "AReq", message: areq)
+        }
+        flowUses[f] += 1
+        let flow = catalog.flows[f]
+        let x = catalog.exchanges[flow.areq]
+        // IDs: the live ones echoed, the ACS's and DS's fresh from the seed.
+        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(flowUses[f]))
+        var map: [(String, String)] = []
+        for key in ["threeDSServerTransID", "sdkTransID"] {
+            if let r = flow.ids[key], let l = areq[key]?.stringValue { map.append((r, l)) }
+        }
+        for key in ["acsTransID", "dsTransID"] { if let r = flow.ids[key] { map.append((r, rng.uuid())) } }
+        for key in ["notificationURL", "threeDSServerURL"] {
+            if let r = flow.areqJSON[key]?.stringValue, let l = areq[key]?.stringValue, r != l { map.append((r, l)) }
+        }
+        // Servers the recording reached (the ACS) are written as the replayer's address for clients pointed at it directly.
+        if !req.viaProxy || options.publicURL != nil {
+            let mine = options.publicURL ?? selfURL
+            for i in flow.followUps { if let o = ReplayURL.origin(catalog.exchanges[i].url), !map.contains(where: { $0.0 == o }) { map.append((o, mine)) } }
+        }
+        let lf = LiveFlow(flow: f, map: map, threeDSServerURL: areq["threeDSServerURL"]?.stringValue)
+        guard var ares = flow.aresJSON.map({ rewrite($0, lf, &rng) }) else {
+            return miss(req, detail: "recorded exchange #\(x.id) has no ARes to replay", erroCode: "305", about: "AReq", message: areq)
+        }
+        var note = "AReq: version, channel, category, card, order"
+        if let signed = ares["acsSignedContent"]?.stringValue {
+            do {
+                let (content, cipher) = try freshChannel(signed, areq: areq, acsTransID: ares["acsTransID"]?.stringValue ?? "", lf)
+                ares = ares.setting("acsSignedContent", to: .string(content))
+                lf.cipher = cipher
+                channelKeys.withLock { $0[cipher.acsTransID.lowercased()] = cipher.cek }
+                note += "; fresh app-channel keys"
+            } catch {
+                return miss(req, detail: "cannot set up the app channel for the live SDK: \(error)", erroCode: "305", about: "AReq", message: areq)
+            }
+        }
+        if !flow.followUps.isEmpty || flow.rreq != nil {
+            for (r, l) in map where flow.ids.values.contains(r) {
+                live[l] = lf
+                lf.keys.append(l)
+            }
+            for key in ["notificationURL", "threeDSServerURL"] {
+                if let u = areq[key]?.stringValue, let o = ReplayURL.origin(u) { liveOrigins[o, default: 0] += 1; lf.keys.append("origin:" + o) }
+            }
+        }
+        var answer = answer(flow.areq, body: ares.bytes, type: ares["messageType"]?.stringValue ?? "ARes", lf, matchedBy: note)
+        if flow.followUps.isEmpty { answer.rreq = planRReq(lf, after: flow.areq) }
+        return answer
+    }
+
+    /// A new acsSignedContent for the live SDK: the recorded acsURL (rewritten), a fresh acsEphemPubKey, the live
+    /// sdkEphemPubKey, signed by 3dstape's ACS certificate; and the ACS side of the channel.
+    func freshChannel(_ recorded: String, areq: JSON, acsTransID: String, _ lf: LiveFlow) throws -> (String, AppChannelCipher) {
+        let jws = try JWS(compact: recorded)
+        guard let payload = jws.payloadJSON, let acsURL = payload["acsURL"]?.stringValue else {
+            throw ReplayError("the recorded acsSignedContent has no acsURL")
+        }
+        guard let sdkKeyJSON = areq["sdkEphemPubKey"], let sdkRef = areq["sdkReferenceNumber"]?.stringValue else {
+            throw ReplayError("the live AReq has no sdkEphemPubKey or sdkReferenceNumber")
+        }
+        let sdkKey = try JWK(json: sdkKeyJSON).publicKey()
+        let eph = try PrivateKey.generateP256()
+        let content = JSON.object([("acsEphemPubKey", JWK(publicKey: eph.publicKey).json()), ("sdkEphemPubKey", sdkKeyJSON),
+                                   ("acsURL", .string(replaceAll(acsURL, lf)))])
+        let signed = try JWS.sign(payload: content.bytes, algorithm: identity.signing, key: identity.key,
+                                  extraHeader: [("x5c", JWS.x5cHeader([identity.certificate]))])
+        let cipher = try AppChannelCipher(role: .acs, privateKey: eph, peerPublicKey: sdkKey, sdkReferenceNumber: sdkRef,
+                                          acsTransID: acsTransID, enc: .a128cbcHS256)
+        return (signed.compact, cipher)
+    }
+
+    // MARK: the rest of a transaction
+
+    func appCReq(_ lf: LiveFlow, _ compact: String, _ req: LiveRequest) -> ReplayAnswer {
+        guard var cipher = lf.cipher else {
+            return miss(req, detail: "a CReq JWE for a transaction without an app channel", erroCode: "301", about: "CReq")
+        }
+        let creq: JSON
+        do {
+            creq = try cipher.openRequest(compact)
+            lf.cipher = cipher
+        } catch {
+            let erro = ReplayEngine.erro(code: error.code.rawValue, component: "A", description: "Data decryption failure",
+                                         detail: error.message, about: "CReq", ids: lf.map.map(\.1), version: catalog.flows[lf.flow].messageVersion)
+            return ReplayAnswer(status: 200, headers: [("Content-Type", "application/json")], body: erro.bytes, matchedBy: "CReq refused",
+                                miss: "CReq does not open: \(error.message)", delay: 0)
+        }
+        return followUp(lf, req, creq: creq)
+    }
+
+    func followUp(_ lf: LiveFlow, _ req: LiveRequest, creq: JSON?, sessionData: String? = nil) -> ReplayAnswer {
+        let flow = catalog.flows[lf.flow]
+        let (path, _) = ReplayURL.pathAndQuery(req.target)
+        let remaining = flow.followUps[min(lf.next, flow.followUps.count)...]
+        guard let idx = remaining.firstIndex(where: { i in
+            let x = catalog.exchanges[i]
+            return x.method == req.method && ReplayURL.pathAndQuery(x.url).path == path
+        }) else {
+            let expected = remaining.first.map { "the recording continues with \(catalog.exchanges[$0].method) \(ReplayURL.pathAndQuery(catalog.exchanges[$0].url).path) (#\(catalog.exchanges[$0].id))" }
+                ?? "the recorded transaction has no more exchanges"
+            return miss(req, detail: "\(req.method) \(path) in transaction \(flow.ids["threeDSServerTransID"] ?? "?"): \(expected)",
+                        erroCode: "301", about: creq == nil ? nil : "CReq")
+        }
+        lf.next = idx + 1
+        let i = flow.followUps[idx]
+        let x = catalog.exchanges[i]
+        if let sessionData, let recorded = FormBody.parse(String(decoding: x.requestBody, as: UTF8.self))?
+            .first(where: { $0.0 == "threeDSSessionData" })?.1, recorded != sessionData {
+            lf.map.append((recorded, sessionData))
+        }
+        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i] ?? 0))
+        var body: [UInt8]
+        var type: String? = x.messages.first { $0.direction == "response" }?.type
+        var headers = ReplayEngine.replayableHeaders(x.responseHeaders)
+        if let cres = x.messages.first(where: { $0.direction == "response" && $0.location == "jwe" }) {
+            guard let plaintext = cres.json, cres.isDecrypted, var cipher = lf.cipher else {
+                return miss(req, detail: "recorded CRes #\(x.id) was not decrypted", erroCode: "301", about: "CReq")
+            }
+            do {
+                body = Array(try cipher.seal(rewrite(plaintext, lf, &rng)).utf8)
+                lf.cipher = cipher
+                type = "CRes"
+            } catch {
+                return miss(req, detail: "cannot encrypt the CRes: \(error.message)", erroCode: "301", about: "CReq")
+            }
+        } else if let json = try? JSON.parse(x.responseBody), json.isObject {
+            body = rewrite(json, lf, &rng).bytes
+        } else {
+            body = Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng).utf8)
+        }
+        if headers.isEmpty { headers = [("Content-Type", "application/octet-stream")] }
+        var a = answer(i, body: body, type: type ?? path, lf, matchedBy: "", headers: headers)
+        a.matchedBy = "transaction: \(type ?? x.method + " " + path) #\(lf.typeCounts[type ?? path] ?? 1)"
+        if lf.next >= flow.followUps.count {
+            a.rreq = planRReq(lf, after: i)
+            if flow.rreq == nil { finish(lf) }
+        }
+        return a
+    }
+
+    /// The recorded RReq, rewritten for the live transaction, sent to its threeDSServerURL at the recorded offset.
+    func planRReq(_ lf: LiveFlow, after trigger: Int) -> PlannedRReq? {
+        let flow = catalog.flows[lf.flow]
+        guard let r = flow.rreq, let url = lf.threeDSServerURL,
+              let json = catalog.exchanges[r].messages.first(where: { $0.direction == "request" && $0.type == "RReq" })?.json else {
+            return nil
+        }
+        let x = catalog.exchanges[r], t = catalog.exchanges[trigger]
+        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[r] ?? 0))
+        served[r, default: 0] += 1
+        let offset = max(0, x.requestStart - (t.done ?? t.requestStart))
+        let after = options.schedule.delay(for: ScheduledAnswer(recordedExchangeID: x.id, recordedWait: offset, messageType: "RReq", occurrence: 1,
+                                                                path: ReplayURL.pathAndQuery(x.url).path, servedBefore: served[r]! - 1))
+        return PlannedRReq(url: url, body: rewrite(json, lf, &rng).bytes, after: after, recordedExchangeID: x.id)
+    }
+
+    /// Called by the driver once the RReq of a transaction has been answered (or failed): the transaction is over.
+    public func rreqDone(for liveServerTransID: String) {
+        if let lf = live[liveServerTransID] { finish(lf) }
+    }
+
+    func finish(_ lf: LiveFlow) {
+        for k in lf.keys {
+            if k.hasPrefix("origin:") {
+                let o = String(k.dropFirst(7))
+                liveOrigins[o, default: 1] -= 1
+                if liveOrigins[o] == 0 { liveOrigins[o] = nil }
+            } else {
+                live[k] = nil
+            }
+        }
+        lf.keys = []
+    }
+
+    // MARK: non-3DS exchanges
+
+    func plain(_ req: LiveRequest) -> ReplayAnswer {
+        let (path, query) = ReplayURL.pathAndQuery(req.target)
+        var ranked: [(Int, [String])] = []
+        for i in catalog.plain {
+            let x = catalog.exchanges[i]
+            let (rp, rq) = ReplayURL.pathAndQuery(x.url)
+            var diff: [String] = []
+            if x.method != req.method { diff.append("method: live \(req.method), recorded \(x.method)") }
+            if rp != path { diff.append("path: live \(path), recorded \(rp)") }
+            if rq != query { diff.append("query: live \(query.isEmpty ? "(none)" : query), recorded \(rq.isEmpty ? "(none)" : rq)") }
+            diff += bodyDifferences(live: req.body, recorded: x.requestBody)
+            ranked.append((i, diff))
+        }
+        let equal = ranked.filter { $0.1.isEmpty }.map(\.0)
+        if !equal.isEmpty {
+            let key = "\(req.method) \(path)?\(query)#\(equal.first!)"
+            let n = plainCursor[key, default: 0]
+            var pick: Int?
+            if n < equal.count { pick = equal[n] } else {
+                switch options.repeatMode {
+                case .last: pick = equal.last
+                case .cycle: pick = equal[n % equal.count]
+                case .miss: pick = nil
+                }
+            }
+            if let i = pick {
+                plainCursor[key] = n + 1
+                let x = catalog.exchanges[i]
+                var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i] ?? 0))
+                let json = (try? JSON.parse(x.responseBody)).flatMap { $0.isObject ? $0 : nil }
+                let body = json.map { ReplayEngine.regenerateMasked($0, &rng).bytes } ?? x.responseBody
+                return answer(i, body: body, type: x.messages.first { $0.direction == "response" }?.type, nil,
+                              matchedBy: "method, path, query, body (occurrence \(n + 1) of \(equal.count))",
+                              headers: ReplayEngine.replayableHeaders(x.responseHeaders), status: x.status ?? 502)
+            }
+        }
+        let closest = ranked.sorted { $0.1.count < $1.1.count }.prefix(3)
+        let detail = closest.isEmpty ? "the session has no other exchanges"
+            : closest.map { "exchange #\(catalog.exchanges[$0.0].id) differs in " + ($0.1.isEmpty ? "nothing but every recording was served (--repeat miss)" : $0.1.joined(separator: "; ")) }
+                .joined(separator: " | ")
+        return miss(req, detail: "no recorded exchange matches \(req.method) \(path): \(detail)", erroCode: nil, about: nil)
+    }
+
+    /// Structural differences between two bodies: JSON compared member by member (ignoring `--ignore-field`), else bytes.
+    func bodyDifferences(live: [UInt8], recorded: [UInt8]) -> [String] {
+        if live == recorded { return [] }
+        if let a = try? JSON.parse(live), let b = try? JSON.parse(recorded) {
+            var out: [String] = []
+            ReplayEngine.jsonDiff(a, b, path: "body", ignore: options.ignoreFields, into: &out)
+            return out
+        }
+        if live.isEmpty && recorded.isEmpty { return [] }
+        return ["body: \(live.count) bytes live, \(recorded.count) recorded, not equal"]
+    }
+
+    static func jsonDiff(_ a: JSON, _ b: JSON, path: String, ignore: Set<String>, into out: inout [String]) {
+        guard out.count < 8 else { return }
+        if let am = a.objectMembers, let bm = b.objectMembers {
+            let keys = (am.map(\.0) + bm.map(\.0).filter { k in !am.contains { $0.0 == k } })
+            for k in keys where !ignore.contains(k) {
+                let av = a[k], bv = b[k]
+                switch (av, bv) {
+                case let (x?, y?): jsonDiff(x, y, path: path + "." + k, ignore: ignore, into: &out)
+                case (nil, _): out.append("\(path).\(k): missing live")
+                case (_, nil): out.append("\(path).\(k): not recorded")
+                }
+            }
+            return
+        }
+        if case let .array(ax) = a, case let .array(bx) = b {
+            if ax.count != bx.count { out.append("\(path): \(ax.count) items live, \(bx.count) recorded"); return }
+            for (n, (x, y)) in zip(ax, bx).enumerated() { jsonDiff(x, y, path: "\(path)[\(n)]", ignore: ignore, into: &out) }
+            return
+        }
+        if a != b { out.append("\(path): live \(a.compact.prefix(40)), recorded \(b.compact.prefix(40))") }
+    }
+
+    // MARK: answers
+
+    func answer(_ i: Int, body: [UInt8], type: String?, _ lf: LiveFlow?, matchedBy: String,
+                headers: [(String, String)] = [("Content-Type", "application/json")], status: Int? = nil) -> ReplayAnswer {
+        let x = catalog.exchanges[i]
+        let before = served[i, default: 0]
+        served[i] = before + 1
+        var occurrence = 1
+        if let lf, let type {
+            occurrence = lf.typeCounts[type, default: 0] + 1
+            lf.typeCounts[type] = occurrence
+        }
+        let delay = options.schedule.delay(for: ScheduledAnswer(recordedExchangeID: x.id, recordedWait: catalog.recordedWait(i), messageType: type,
+                                                                occurrence: occurrence, path: ReplayURL.pathAndQuery(x.url).path,
+                                                                servedBefore: before))
+        return ReplayAnswer(status: status ?? x.status ?? 200, headers: headers, body: body, recordedExchangeID: x.id, matchedBy: matchedBy,
+                            delay: delay)
+    }
+
+    func miss(_ req: LiveRequest, detail: String, erroCode: String?, about type: String?, message: JSON? = nil) -> ReplayAnswer {
+        let d = String(detail.prefix(2000))
+        switch options.onMiss {
+        case let .forward(base):
+            let (path, query) = ReplayURL.pathAndQuery(req.target)
+            return ReplayAnswer(status: 0, headers: [], body: [], miss: d, delay: 0,
+                                forwardTo: base.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path + (query.isEmpty ? "" : "?" + query))
+        case .erro where erroCode != nil:
+            let ids = ["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { message?[$0]?.stringValue }
+            let erro = ReplayEngine.erro(code: erroCode!, component: type == "AReq" ? "D" : "A",
+                                         description: erroCode == "305" ? "Transaction data not valid" : "Transaction ID not recognised",
+                                         detail: d, about: type, ids: ids, version: message?["messageVersion"]?.stringValue ?? "2.2.0", idJSON: message)
+            return ReplayAnswer(status: 200, headers: [("Content-Type", "application/json")], body: erro.bytes, miss: d, delay: 0)
+        default:
+            let body = JSON.object([("error", .string("no recorded exchange matches this request")), ("detail", .string(d))])
+            return ReplayAnswer(status: 404, headers: [("Content-Type", "application/json")], body: body.bytes, miss: d, delay: 0)
+        }
+    }
+
+    static func erro(code: String, component: String, description: String, detail: String, about type: String?, ids: [String],
+                     version: String, idJSON: JSON? = nil) -> JSON {
+        var m: [(String, JSON)] = []
+        for key in ["threeDSServerTransID", "acsTransID", "sdkTransID"] { if let v = idJSON?[key] { m.append((key, v)) } }
+        m += [("errorCode", .string(code)), ("errorComponent", .string(component)), ("errorDescription", .string(description)),
+              ("errorDetail", .string(String(detail.prefix(2048))))]
+        if let type { m.append(("errorMessageType", .string(type))) }
+        m += [("messageType", .string("Erro")), ("messageVersion", .string(version))]
+        return .object(m)
+    }
+
+    /// Recorded response headers worth sending again (framing and dates are the replayer's own).
+    static func replayableHeaders(_ headers: [(String, String)]) -> [(String, String)] {
+        let drop: Set<String> = ["content-length", "transfer-encoding", "connection", "date", "content-encoding", "keep-alive", "server"]
+        return headers.filter { !drop.contains($0.0.lowercased()) }
+    }
+
+    // MARK: rewriting
+
+    func replaceAll(_ s: String, _ lf: LiveFlow) -> String {
+        var out = s
+        for (r, l) in lf.map where out.contains(r) { out = out.replacingOccurrences(of: r, with: l) }
+        return out
+    }
+
+    /// Every string in `json` with recorded IDs and URLs replaced by live ones; masked values regenerated.
+    func rewrite(_ json: JSON, _ lf: LiveFlow, _ rng: inout SeededRandom) -> JSON {
+        switch json {
+        case let .string(s): return .string(replaceAll(s, lf))
+        case let .array(items): return .array(items.map { rewrite($0, lf, &rng) })
+        case let .object(members):
+            return .object(members.map { k, v in
+                if k == "authenticationValue", v.stringValue == "***" { return (k, .string(ReplayEngine.cavv(&rng))) }
+                return (k, rewrite(v, lf, &rng))
+            })
+        default: return json
+        }
+    }
+
+    /// HTML or text: base64url JSON in form values (a cres, a creq) rewritten inside, then IDs and URLs replaced.
+    func rewriteText(_ text: String, _ lf: LiveFlow, _ rng: inout SeededRandom) -> String {
+        var out = ""
+        var rest = Substring(text)
+        while let r = rest.range(of: "value=\"") {
+            out += rest[..<r.upperBound]
+            rest = rest[r.upperBound...]
+            guard let end = rest.firstIndex(of: "\"") else { break }
+            let value = String(rest[..<end])
+            if value.count > 16, let b = Base64URL.decode(value), let json = try? JSON.parse(b), json.isObject {
+                out += Base64URL.encode(rewrite(json, lf, &rng).bytes)
+            } else {
+                out += value
+            }
+            rest = rest[end...]
+        }
+        out += rest
+        return replaceAll(out, lf)
+    }
+
+    static func regenerateMasked(_ json: JSON, _ rng: inout SeededRandom) -> JSON {
+        switch json {
+        case let .array(items): return .array(items.map { regenerateMasked($0, &rng) })
+        case let .object(members):
+            return .object(members.map { k, v in
+                if k == "authenticationValue", v.stringValue == "***" { return (k, .string(cavv(&rng))) }
+                return (k, regenerateMasked(v, &rng))
+            })
+        default: return json
+        }
+    }
+
+    /// A well-formed authentication value (20 bytes, base64) derived from the seed, in place of a masked one.
+    static func cavv(_ rng: inout SeededRandom) -> String { Data(rng.bytes(20)).base64EncodedString() }
+}
+
+/// A replay problem with a message for the user.
+public struct ReplayError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ d: String) { description = d }
+}

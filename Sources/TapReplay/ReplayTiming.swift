@@ -1,0 +1,204 @@
+import Foundation
+
+/// A duration given on the command line: `250ms`, `2.5s`, `5m`, or a bare number of seconds.
+public enum ReplayDuration {
+    /// Seconds, or nil when `text` is not a duration.
+    public static func parse(_ text: String) -> Double? {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60), ("h", 3600)]
+        for (suffix, factor) in units where t.hasSuffix(suffix) {
+            guard let v = Double(t.dropLast(suffix.count)), v >= 0, v.isFinite else { return nil }
+            return v * factor
+        }
+        guard let v = Double(t), v >= 0, v.isFinite else { return nil }
+        return v
+    }
+}
+
+/// How long each answer waits before its first byte: `original` (the recorded wait), `none`, `scale:F`, `fixed:DURATION`.
+public enum TimingMode: Sendable, Equatable {
+    case original
+    case none
+    case scale(Double)
+    case fixed(Double)
+
+    public static func parse(_ text: String) -> TimingMode? {
+        switch text {
+        case "original": return .original
+        case "none": return TimingMode.none
+        default:
+            if text.hasPrefix("scale:") || text.hasPrefix("scale=") {
+                guard let f = Double(text.dropFirst(6)), f >= 0, f.isFinite else { return nil }
+                return .scale(f)
+            }
+            if text.hasPrefix("fixed:") || text.hasPrefix("fixed=") {
+                return ReplayDuration.parse(String(text.dropFirst(6))).map { .fixed($0) }
+            }
+            return nil
+        }
+    }
+
+    /// The base delay for an answer whose recorded wait was `recorded` seconds.
+    public func delay(recorded: Double) -> Double {
+        switch self {
+        case .original: return recorded
+        case .none: return 0
+        case let .scale(f): return recorded * f
+        case let .fixed(d): return d
+        }
+    }
+}
+
+/// Random delay added on top of the timing: `uniform:MIN-MAX` or `lognormal:MEDIAN,SIGMA[,MAX]` (WireMock's shapes,
+/// with its `maxValue` cap), drawn from the seed so that the same seed gives the same schedule.
+public enum Jitter: Sendable, Equatable {
+    case uniform(min: Double, max: Double)
+    case lognormal(median: Double, sigma: Double, max: Double?)
+
+    public static func parse(_ text: String) -> Jitter? {
+        if text.hasPrefix("uniform:") {
+            let parts = text.dropFirst(8).split(separator: "-", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let a = ReplayDuration.parse(parts[0]), let b = ReplayDuration.parse(parts[1]), a <= b else { return nil }
+            return .uniform(min: a, max: b)
+        }
+        if text.hasPrefix("lognormal:") {
+            let parts = text.dropFirst(10).split(separator: ",").map(String.init)
+            guard parts.count == 2 || parts.count == 3, let m = ReplayDuration.parse(parts[0]), m > 0,
+                  let s = Double(parts[1]), s >= 0, s.isFinite else { return nil }
+            var cap: Double?
+            if parts.count == 3 {
+                guard let c = ReplayDuration.parse(parts[2]) else { return nil }
+                cap = c
+            }
+            return .lognormal(median: m, sigma: s, max: cap)
+        }
+        return nil
+    }
+
+    /// One draw, from two uniform numbers in [0, 1).
+    func draw(_ u1: Double, _ u2: Double) -> Double {
+        switch self {
+        case let .uniform(a, b): return a + (b - a) * u1
+        case let .lognormal(median, sigma, cap):
+            // Box–Muller: a standard normal from two uniforms.
+            let z = (-2 * log(max(u1, 1e-300))).squareRoot() * cos(2 * .pi * u2)
+            let v = median * exp(sigma * z)
+            return cap.map { min(v, $0) } ?? v
+        }
+    }
+}
+
+/// A per-message delay: `MATCH=DURATION`, where MATCH is a message type (`ARes`), an occurrence in each transaction
+/// (`CRes#2`), a recorded exchange number (`exchange:7`) or a path (`path:/acs/challenge`).
+public struct DelayRule: Sendable, Equatable {
+    public enum Match: Sendable, Equatable {
+        case messageType(String)
+        case occurrence(String, Int)
+        case exchange(Int64)
+        case path(String)
+    }
+    public var match: Match
+    public var seconds: Double
+
+    public static func parse(_ text: String) -> DelayRule? {
+        guard let eq = text.lastIndex(of: "=") else { return nil }
+        let lhs = String(text[..<eq]), rhs = String(text[text.index(after: eq)...])
+        guard !lhs.isEmpty, let d = ReplayDuration.parse(rhs) else { return nil }
+        if lhs.hasPrefix("exchange:") { return Int64(lhs.dropFirst(9)).map { DelayRule(match: .exchange($0), seconds: d) } }
+        if lhs.hasPrefix("path:") { return DelayRule(match: .path(String(lhs.dropFirst(5))), seconds: d) }
+        if let hash = lhs.firstIndex(of: "#") {
+            guard let n = Int(lhs[lhs.index(after: hash)...]), n >= 1 else { return nil }
+            return DelayRule(match: .occurrence(String(lhs[..<hash]), n), seconds: d)
+        }
+        return DelayRule(match: .messageType(lhs), seconds: d)
+    }
+
+    func applies(to answer: ScheduledAnswer) -> Bool {
+        switch match {
+        case let .messageType(t): return answer.messageType == t
+        case let .occurrence(t, n): return answer.messageType == t && answer.occurrence == n
+        case let .exchange(id): return answer.recordedExchangeID == id
+        case let .path(p): return answer.path == p
+        }
+    }
+}
+
+/// What the scheduler needs to know about one answer.
+public struct ScheduledAnswer: Sendable {
+    public var recordedExchangeID: Int64
+    /// The recorded wait: first response byte minus request sent, in seconds.
+    public var recordedWait: Double
+    /// The 3DS message type of the answer (ARes, CRes, RReq …), if any.
+    public var messageType: String?
+    /// Its position among answers of the same type in its transaction (1-based).
+    public var occurrence: Int
+    public var path: String
+    /// How many times this recorded exchange has been served before (0 the first time).
+    public var servedBefore: Int
+}
+
+/// Decides each answer's delay from the timing mode, the per-message rules and the seeded jitter. A plain value:
+/// the same inputs give the same delay, whatever the order in which concurrent requests arrive.
+public struct ReplaySchedule: Sendable {
+    public var timing: TimingMode = .original
+    public var jitter: Jitter?
+    public var rules: [DelayRule] = []
+    public var seed: UInt64 = 0
+
+    public init(timing: TimingMode = .original, jitter: Jitter? = nil, rules: [DelayRule] = [], seed: UInt64 = 0) {
+        self.timing = timing
+        self.jitter = jitter
+        self.rules = rules
+        self.seed = seed
+    }
+
+    /// Seconds to wait before the answer's first byte.
+    public func delay(for a: ScheduledAnswer) -> Double {
+        var d = timing.delay(recorded: max(0, a.recordedWait))
+        if let rule = rules.last(where: { $0.applies(to: a) }) { d = rule.seconds }
+        if let jitter {
+            var rng = SeededRandom(seed: seed, stream: UInt64(bitPattern: a.recordedExchangeID), index: UInt64(a.servedBefore))
+            d += jitter.draw(rng.nextUnit(), rng.nextUnit())
+        }
+        return max(0, d)
+    }
+}
+
+/// SplitMix64: a small, fast generator whose whole output is fixed by (seed, stream, index).
+public struct SeededRandom: Sendable {
+    var state: UInt64
+
+    public init(seed: UInt64, stream: UInt64 = 0, index: UInt64 = 0) {
+        state = seed ^ (stream &* 0x9E37_79B9_7F4A_7C15) ^ (index &* 0xC2B2_AE3D_27D4_EB4F)
+        _ = next()
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A number in [0, 1).
+    public mutating func nextUnit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+
+    /// `count` bytes.
+    public mutating func bytes(_ count: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(count + 8)
+        while out.count < count { withUnsafeBytes(of: next().littleEndian) { out += $0 } }
+        return Array(out.prefix(count))
+    }
+
+    /// A version-4-shaped UUID, lowercase.
+    public mutating func uuid() -> String {
+        var b = bytes(16)
+        b[6] = (b[6] & 0x0F) | 0x40
+        b[8] = (b[8] & 0x3F) | 0x80
+        let hex = b.map { String(format: "%02x", $0) }.joined()
+        let c = Array(hex)
+        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
+    }
+}

@@ -1,0 +1,250 @@
+import Dispatch
+import Foundation
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTP
+import TapHTTPService
+import TapNet
+import TapStore
+
+/// One line of the replayer's log, for the live view (`--json-lines` prints it as JSON).
+public struct ReplayLine: Sendable {
+    public var at: Double
+    public var method: String
+    public var target: String
+    public var status: Int?
+    public var recordedExchangeID: Int64?
+    public var matchedBy: String?
+    public var miss: String?
+    public var scheduledMs: Double
+    public var actualMs: Double?
+    /// `answered`, `client gave up`, `forwarded`, `RReq sent`, or a failure.
+    public var outcome: String
+}
+
+/// The replay server: the engine's decisions on real sockets. One listener takes direct clients (origin-form,
+/// HTTP or `--tls` HTTPS) and proxy clients (absolute-form, and CONNECT with TLS intercepted by 3dstape's CA).
+/// Answers wait on the event loop's timers; every live exchange goes into the replay's own session file with what
+/// it matched and its scheduled and actual delay; a client that gives up is recorded with the time it did.
+///
+/// `@unchecked Sendable`: all mutable state is used only on `loop`'s thread (forwarding and RReqs run on a
+/// background queue and hop back with `loop.execute`).
+public final class Replayer: @unchecked Sendable {
+    public let loop: EventLoop
+    public let engine: ReplayEngine
+    let writer: SessionWriter?
+    let outgoingTLS: TLSContext
+    let report: @Sendable (ReplayLine) -> Void
+    private var server: HTTPServer?
+    private var selfURL = ""
+    private var connectionIDs: [String: Int64] = [:]
+    private var nextConnectionID: Int64 = 2
+    private var seqs: [Int64: Int] = [:]
+    private var pending: [String: Pending] = [:]
+    /// Answers sent, misses, client aborts, RReqs sent.
+    public private(set) var counts = (answered: 0, missed: 0, aborted: 0, rreqs: 0)
+
+    struct Pending {
+        var timer: TimerHandle?
+        var record: ExchangeRecord
+        var annotation: ReplayAnnotation
+        var startedNanos: UInt64
+    }
+
+    /// The pseudo-connection RReqs are recorded on (the replayer as the ACS calling the 3DS Server).
+    static let rreqConnection: Int64 = 1
+
+    public init(loop: EventLoop, engine: ReplayEngine, writer: SessionWriter?, outgoingTLS: TLSContext,
+                report: @escaping @Sendable (ReplayLine) -> Void) {
+        self.loop = loop
+        self.engine = engine
+        self.writer = writer
+        self.outgoingTLS = outgoingTLS
+        self.report = report
+    }
+
+    /// Binds and starts serving; returns the bound address. Call before the loop runs or on its thread.
+    @discardableResult
+    public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String) throws -> HostPort {
+        let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting) { [weak self] req, peer, respond in
+            self?.handle(req, peer, respond)
+        }
+        s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
+        let bound = try s.start(on: address)
+        server = s
+        selfURL = "\(scheme)://\(bound)"
+        writer?.submit(.connectionOpened(ConnectionRecord(id: Replayer.rreqConnection, clientAddress: "replayer (RReq to the 3DS Server)",
+                                                          acceptedAt: Date().timeIntervalSince1970, mode: "replay", upstream: nil)))
+        return bound
+    }
+
+    /// Stops serving (on the loop's thread).
+    public func stop() {
+        server?.stop()
+        server = nil
+    }
+
+    func connectionID(_ peer: String, at: Double) -> Int64 {
+        if let id = connectionIDs[peer] { return id }
+        let id = nextConnectionID
+        nextConnectionID += 1
+        connectionIDs[peer] = id
+        writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer, acceptedAt: at, mode: "replay", upstream: nil)))
+        return id
+    }
+
+    func handle(_ req: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) {
+        let started = Date().timeIntervalSince1970
+        let startedNanos = EventLoop.nowNanos()
+        let conn = connectionID(peer, at: started)
+        let seq = seqs[conn, default: 0] + 1
+        seqs[conn] = seq
+        let live = LiveRequest(method: req.head.method, target: req.head.target, headers: req.head.headers.fields.map { ($0.name, $0.value) },
+                               body: req.body)
+        let answer = engine.handle(live, selfURL: selfURL)
+        let (path, _) = ReplayURL.pathAndQuery(req.head.target)
+        var record = ExchangeRecord(connectionID: conn, seq: seq, method: req.head.method,
+                                    url: req.head.target.contains("://") ? req.head.target : selfURL + req.head.target,
+                                    host: req.head.headers["Host"], path: path, upstream: nil,
+                                    request: CapturedMessage(headers: live.headers, body: req.body, wireSize: req.rawHead.count + req.rawBody.count),
+                                    requestStart: started)
+        record.requestSent = started
+        let annotation = ReplayAnnotation(recordedExchangeID: answer.recordedExchangeID, matchedBy: answer.matchedBy, miss: answer.miss,
+                                          scheduledDelayMs: answer.delay * 1000, actualDelayMs: nil)
+        if let url = answer.forwardTo {
+            forward(req, to: url, record: record, annotation: annotation, startedNanos: startedNanos, respond)
+            return
+        }
+        let send: () -> Void = { [weak self] in
+            guard let self else { return }
+            self.pending[peer] = nil
+            let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
+            respond(HTTPReply(status: answer.status, headers: answer.headers, body: answer.body))
+            self.finishRecord(record, annotation, status: answer.status, headers: answer.headers, body: answer.body, actualMs: actual)
+            if answer.miss != nil { self.counts.missed += 1 } else { self.counts.answered += 1 }
+            if let r = answer.rreq {
+                self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
+            }
+        }
+        pending[peer] = Pending(timer: nil, record: record, annotation: annotation, startedNanos: startedNanos)
+        // The delay counts from the request's arrival: the engine's own work (matching, ECDH, signing) is part of it.
+        let remaining = answer.delay - Double(EventLoop.nowNanos() - startedNanos) / 1e9
+        if remaining <= 0 {
+            send()
+        } else {
+            pending[peer]?.timer = loop.schedule(after: remaining, send)
+        }
+    }
+
+    func finishRecord(_ r: ExchangeRecord, _ a: ReplayAnnotation, status: Int?, headers: [(String, String)], body: [UInt8], actualMs: Double?,
+                      outcome: String = "answered") {
+        var record = r
+        var annotation = a
+        annotation.actualDelayMs = actualMs
+        let now = Date().timeIntervalSince1970
+        if let status {
+            record.status = status
+            record.response = CapturedMessage(headers: headers, body: body, wireSize: body.count)
+            record.firstByte = record.requestStart + (actualMs ?? 0) / 1000
+            record.done = now
+        }
+        record.replay = annotation
+        writer?.submit(.exchange(record))
+        report(ReplayLine(at: r.requestStart, method: r.method, target: r.url, status: status, recordedExchangeID: a.recordedExchangeID,
+                          matchedBy: a.matchedBy, miss: a.miss, scheduledMs: a.scheduledDelayMs ?? 0, actualMs: actualMs, outcome: outcome))
+    }
+
+    /// The client closed its connection before its answer was due: the time it gave up is what a timeout test measures.
+    func clientGaveUp(_ peer: String) {
+        guard let p = pending.removeValue(forKey: peer) else { return }
+        if let t = p.timer { loop.cancel(t) }
+        counts.aborted += 1
+        var record = p.record
+        let waited = Double(EventLoop.nowNanos() - p.startedNanos) / 1e6
+        record.clientAbortAt = record.requestStart + waited / 1000
+        record.error = String(format: "client gave up after %.1f ms (answer scheduled at %.1f ms)", waited, p.annotation.scheduledDelayMs ?? 0)
+        finishRecord(record, p.annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "client gave up after \(String(format: "%.1f", waited)) ms")
+    }
+
+    /// Forwards a request to a live endpoint (the transaction's own 3DS Server or merchant page) or, with
+    /// `--on-miss forward:URL`, to a real server; the answer is passed back and recorded.
+    func forward(_ req: HTTPRequest, to urlText: String, record: ExchangeRecord, annotation: ReplayAnnotation, startedNanos: UInt64,
+                 _ respond: @escaping (HTTPReply) -> Void) {
+        guard let url = HTTPURL(urlText) else {
+            let body = Array("{\"error\":\"cannot forward to \(urlText.prefix(100).filter { $0 != "\"" })\"}".utf8)
+            respond(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: body))
+            finishRecord(record, annotation, status: 502, headers: [], body: body, actualMs: 0, outcome: "forward failed")
+            return
+        }
+        let client = BlockingHTTPClient(tls: outgoingTLS, timeout: 10)
+        let hop: Set<String> = ["host", "connection", "proxy-connection", "keep-alive", "content-length", "transfer-encoding", "te", "upgrade"]
+        let headers = req.head.headers.fields.filter { !hop.contains($0.name.lowercased()) }.map { ($0.name, $0.value) }
+        let method = req.head.method, body = req.body
+        let reply = LoopBound(respond)
+        DispatchQueue.global().async { [weak self] in
+            let result = Result { () throws(HTTPClientError) -> HTTPResponse in try client.send(method, url, headers: headers, body: body) }
+            self?.loop.execute { [weak self] in
+                guard let self else { return }
+                let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
+                switch result {
+                case let .success(r):
+                    let h = ReplayEngine.replayableHeaders(r.head.headers.fields.map { ($0.name, $0.value) })
+                    reply.value(HTTPReply(status: r.head.status, headers: h, body: r.body))
+                    self.finishRecord(record, annotation, status: r.head.status, headers: h, body: r.body, actualMs: actual, outcome: "forwarded")
+                case let .failure(e):
+                    let b = JSON.object([("error", .string("forwarding to \(url) failed: \(e.message)"))]).bytes
+                    reply.value(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: b))
+                    var failed = record
+                    failed.error = "forwarding to \(url) failed: \(e.message)"
+                    self.finishRecord(failed, annotation, status: 502, headers: [], body: b, actualMs: actual, outcome: "forward failed")
+                }
+            }
+        }
+    }
+
+    /// Sends the RReq as the ACS would, to the live threeDSServerURL, and records it with its RRes.
+    func sendRReq(_ r: PlannedRReq) {
+        let started = Date().timeIntervalSince1970
+        let seq = seqs[Replayer.rreqConnection, default: 0] + 1
+        seqs[Replayer.rreqConnection] = seq
+        let serverTransID = (try? JSON.parse(r.body))?["threeDSServerTransID"]?.stringValue ?? ""
+        guard let url = HTTPURL(r.url) else {
+            engine.rreqDone(for: serverTransID)
+            return
+        }
+        let headers = [("Content-Type", "application/json; charset=utf-8")]
+        var pendingRecord = ExchangeRecord(connectionID: Replayer.rreqConnection, seq: seq, method: "POST", url: r.url, host: url.hostHeader,
+                                    path: url.path, upstream: r.url, request: CapturedMessage(headers: headers, body: r.body, wireSize: r.body.count),
+                                    requestStart: started)
+        pendingRecord.requestSent = started
+        let record = pendingRecord
+        let annotation = ReplayAnnotation(recordedExchangeID: r.recordedExchangeID, matchedBy: "RReq sent by the replayer as the ACS",
+                                          miss: nil, scheduledDelayMs: r.after * 1000, actualDelayMs: nil)
+        let client = BlockingHTTPClient(tls: outgoingTLS, timeout: 10)
+        DispatchQueue.global().async { [weak self] in
+            let result = Result { () throws(HTTPClientError) -> HTTPResponse in try client.send("POST", url, headers: headers, body: r.body) }
+            self?.loop.execute { [weak self] in
+                guard let self else { return }
+                self.counts.rreqs += 1
+                self.engine.rreqDone(for: serverTransID)
+                switch result {
+                case let .success(resp):
+                    self.finishRecord(record, annotation, status: resp.head.status, headers: resp.head.headers.fields.map { ($0.name, $0.value) },
+                                      body: resp.body, actualMs: r.after * 1000, outcome: "RReq sent")
+                case let .failure(e):
+                    var failed = record
+                    failed.error = "RReq to \(r.url) failed: \(e.message)"
+                    self.finishRecord(failed, annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "RReq failed: \(e.message)")
+                }
+            }
+        }
+    }
+}
+
+/// A value that travels to another thread and back, and is used only on the loop's thread.
+struct LoopBound<T>: @unchecked Sendable {
+    // Safe: created on the loop thread and only called again inside `loop.execute`, on that same thread.
+    let value: T
+    init(_ value: T) { self.value = value }
+}
