@@ -7,6 +7,7 @@ import TapHTTPService
 import TapJOSE
 import TapNet
 import TapProxy
+import TapReplay
 import TapSandbox
 import TapStore
 
@@ -92,6 +93,7 @@ struct DemoCommand: Command {
         guard ["app", "browser", "all"].contains(channel) else { throw CommandFailure("--channel \(channel): expected app, browser or all") }
         let flows = DemoCommand.flows.filter { channel == "all" || ($0.browser == (channel == "browser")) }
         var failures = 0
+        var outcomes: [String] = []
         for flow in flows {
             var o = ClientOptions(dsURL: HTTPURL(sandbox.baseURL)!, card: flow.card, certsDirectory: certs)
             o.browser = flow.browser
@@ -106,6 +108,7 @@ struct DemoCommand: Command {
             let got = r.error.map { "Erro \($0["errorCode"]?.stringValue ?? "?")" } ?? (r.transStatus ?? "-")
             let ok = got == flow.expect
             if !ok { failures += 1 }
+            outcomes.append(got)
             let card = TestCard.find(flow.card)?.summary ?? flow.card
             func pad(_ t: String, _ n: Int) -> String { t.count >= n ? t : t + String(repeating: " ", count: n - t.count) }
             io.out("\(ok ? io.green("ok  ") : io.red("FAIL")) \(pad(flow.browser ? "browser" : "app", 7)) \(flow.version)  "
@@ -128,10 +131,57 @@ struct DemoCommand: Command {
                 for (id, m) in clear { io.out("  #\(id) \(m.type ?? "?"): \(m.json?.compact ?? "")") }
             }
         }
+        failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, io)
         // Point at a challenge exchange: the most interesting one to open in full.
         let challenge = try SessionReader(path: out).exchanges().first { $0.messages.contains { $0.location == "jwe" } }?.id ?? 1
         io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); "
                + "try '3dstape show \(out) --exchange \(challenge)' (a CReq/CRes in full)")
         return failures == 0 ? 0 : 1
+    }
+
+    /// With the sandbox stopped, replays the session just recorded: the same flows through `3dstape replay`'s engine
+    /// (as a proxy, original timing, fresh app-channel keys), each outcome compared with the recording's.
+    func replayAndCompare(_ session: String, flows: [Flow], recorded: [String], certs: String, sandboxURL: String, _ io: Terminal) throws -> Int {
+        let catalog = try ReplayCatalog.load(path: session)
+        let engine = ReplayEngine(catalog: catalog, options: ReplayOptions(), identity: try ReplayCommand.acsIdentity(nil))
+        let replayPath = (session as NSString).deletingPathExtension + "-replay.3dstape"
+        try? FileManager.default.removeItem(atPath: replayPath)
+        let writer = try SessionWriter(path: replayPath, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
+                                                               ("label", "replay of \(session)"), ("replayed_session", session), ("masked", "yes")],
+                                       keys: engine)
+        let loop = try EventLoop()
+        let replayer = Replayer(loop: loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: nil, scheme: "http")
+        let thread = Thread { loop.run() }
+        thread.start()
+        io.out("\nreplaying the session with the sandbox stopped (3dstape replay \(session) --listen \(address)), same flows through it:")
+        var failures = 0
+        for (flow, want) in zip(flows, recorded) {
+            var o = ClientOptions(dsURL: HTTPURL(sandboxURL)!, card: flow.card, certsDirectory: certs)
+            o.browser = flow.browser
+            o.messageVersion = flow.version
+            o.answer = flow.answer
+            o.select = flow.select
+            o.oob = flow.oob
+            o.enc = flow.enc
+            o.proxy = address
+            o.timeout = 10
+            let r = try SDKClient(options: o).run()
+            let got = r.error.map { "Erro \($0["errorCode"]?.stringValue ?? "?")" } ?? (r.transStatus ?? "-")
+            let ok = got == want
+            if !ok { failures += 1 }
+            func pad(_ t: String, _ n: Int) -> String { t.count >= n ? t : t + String(repeating: " ", count: n - t.count) }
+            io.out("\(ok ? io.green("same") : io.red("DIFF")) \(pad(flow.browser ? "browser" : "app", 7)) \(flow.version)  "
+                   + "\(pad(TestCard.find(flow.card)?.summary ?? flow.card, 44)) → \(got) (recorded \(want))\(r.rreqReceived ? "  (RReq)" : "")")
+        }
+        usleep(300_000)
+        loop.execute { replayer.stop() }
+        loop.stop()
+        while thread.isExecuting { usleep(5_000) }
+        writer.close()
+        let c = replayer.counts
+        io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "
+               + "\(c.rreqs) RReqs sent; replay session \(replayPath)")
+        return failures
     }
 }
