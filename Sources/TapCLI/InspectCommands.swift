@@ -78,7 +78,8 @@ struct ShowCommand: Command {
         for x in all {
             let req = x.messages.filter { $0.direction == "request" }.map(Self.describe)
             let resp = x.messages.filter { $0.direction == "response" }.map(Self.describe)
-            let threeDS = (req + resp.map { "→ " + $0 }).joined(separator: " ")
+            var threeDS = (req + resp.map { "→ " + $0 }).joined(separator: " ")
+            if let r = x.replay { threeDS += "  " + Self.describe(r) }
             rows.append([String(x.id), String(format: "%.1f", (x.requestStart - t0) * 1000), x.method, x.url,
                          x.status.map(String.init) ?? "-", threeDS + (x.error.map { "  ! \($0)" } ?? ""),
                          x.durationMs.map { String(format: "%.1f", $0) } ?? "-"])
@@ -86,6 +87,15 @@ struct ShowCommand: Command {
         io.out(Table.render(rows))
         io.out("\(all.count) exchanges; '3dstape show \(path) --exchange N' for one in full")
         return 0
+    }
+
+    /// A replayed exchange: what it matched (or missed) and its delays.
+    static func describe(_ r: ReplayAnnotation) -> String {
+        var s = r.miss != nil ? "[miss]" : "[replayed #\(r.recordedExchangeID.map(String.init) ?? "-")"
+        if r.miss == nil {
+            s += String(format: ", delay %.1f/%.1f ms]", r.scheduledDelayMs ?? 0, r.actualDelayMs ?? -1)
+        }
+        return s
     }
 
     static func describe(_ m: RecordedMessage) -> String {
@@ -103,6 +113,11 @@ struct ShowCommand: Command {
         io.out(io.bold("exchange \(x.id)") + "  connection \(x.connectionID)  upstream \(x.upstream ?? "-")")
         io.out(io.bold("\(x.method) \(x.url)") + "  → \(x.status.map(String.init) ?? "no response")")
         if let e = x.error { io.out(io.red("error: \(e)")) }
+        if let r = x.replay {
+            io.out("replay: " + (r.miss.map { "missed: \($0)" } ?? "matched recorded exchange #\(r.recordedExchangeID.map(String.init) ?? "-") by \(r.matchedBy ?? "-")")
+                   + String(format: "; delay scheduled %.3f ms, actual %@", r.scheduledDelayMs ?? 0,
+                            r.actualDelayMs.map { String(format: "%.3f ms", $0) } ?? "none (the client gave up)"))
+        }
         let t0 = x.requestStart
         func ms(_ t: Double?) -> String { t.map { String(format: "+%.3f ms", ($0 - t0) * 1000) } ?? "-" }
         io.out("timings: request start \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: t0)))"
@@ -146,7 +161,14 @@ enum ExchangeJSON {
                  ("status", x.status.map { .number(String($0)) } ?? .null), ("start", .number(String(format: "%.6f", x.requestStart))),
                  ("duration_ms", x.durationMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
                  ("messages", .array(x.messages.map { .object([("direction", .string($0.direction)), ("type", $0.type.map(JSON.string) ?? .null)]) })),
-                 ("error", x.error.map(JSON.string) ?? .null)])
+                 ("error", x.error.map(JSON.string) ?? .null), ("replay", x.replay.map(replay) ?? .null)])
+    }
+
+    static func replay(_ r: ReplayAnnotation) -> JSON {
+        .object([("recorded_exchange", r.recordedExchangeID.map { .number(String($0)) } ?? .null),
+                 ("matched_by", r.matchedBy.map(JSON.string) ?? .null), ("miss", r.miss.map(JSON.string) ?? .null),
+                 ("scheduled_delay_ms", r.scheduledDelayMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
+                 ("actual_delay_ms", r.actualDelayMs.map { .number(String(format: "%.3f", $0)) } ?? .null)])
     }
 
     static func full(_ x: StoredExchange) -> JSON {
