@@ -62,7 +62,9 @@ public struct ReplayCatalog: Sendable {
             // Tie by a known ID in any 3DS message of the exchange, else anywhere in its URL or request body.
             var owner: Int?
             for m in x.messages {
-                for key in ReplayCatalog.idKeys { if let v = m.json?[key]?.stringValue, let f = flowByID[v] { owner = f; break } }
+                // An app-channel message still encrypted is stored as its JWE header, whose kid is the acsTransID.
+                let keys = m.location == "jwe" ? ReplayCatalog.idKeys + ["kid"] : ReplayCatalog.idKeys
+                for key in keys { if let v = m.json?[key]?.stringValue, let f = flowByID[v] { owner = f; break } }
                 if owner != nil { break }
             }
             if owner == nil {
