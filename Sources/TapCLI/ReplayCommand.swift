@@ -36,6 +36,7 @@ struct ReplayCommand: Command {
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw CommandFailure("which session? usage: \(usage)") }
+        let options = try ReplayCommand.options(args)
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
         let problems = catalog.undecryptedProblems()
@@ -43,7 +44,6 @@ struct ReplayCommand: Command {
             for p in problems { io.err("3dstape: replay: \(p)") }
             throw CommandFailure("\(problems.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
         }
-        let options = try ReplayCommand.options(args)
         let listens = try (args.all("listen").isEmpty ? ["127.0.0.1:8080"] : args.all("listen")).map { text -> HostPort in
             guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
             return hp

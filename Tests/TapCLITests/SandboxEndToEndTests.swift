@@ -18,6 +18,7 @@ import TapCore
         #expect(clear.contains(#""challengeDataEntry":"***""#) && clear.contains(#""acsUiType":"07""#), "every UI type's CRes is shown in clear")
         #expect(r.stdout.contains("RReq 2.2.0 Y → RRes"))
         #expect(r.stdout.contains("session written to \(out)"))
+        #expect(r.stdout.contains("replay: 20 of 20 outcomes matched the recording"), "the demo replays its session with the sandbox stopped")
         let show = try CLIRunner.run(["show", out, "--json"])
         guard case let .array(xs)? = try JSON.parse(show.stdout)["exchanges"] else { Issue.record("no exchanges"); return }
         #expect(xs.count >= 50)
