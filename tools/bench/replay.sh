@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Replay benchmark, in one run, on loopback:
+#   1. timing accuracy: COUNT (default 1000) concurrent requests, each given a seeded delay between 10 ms and 1 s
+#      (--timing none --jitter uniform:10ms-1s); error = first byte seen by the client minus the scheduled delay
+#      (read back from the replay session), p50 / p99 / max. Target p99 <= 1 ms.
+#   2. throughput with --timing none: frictionless AReq -> ARes at 16 connections (wrk, a Lua script that varies
+#      threeDSServerTransID and sdkTransID per request), beside nginx serving the same ARes as a static answer.
+#      Target >= 0.3x nginx.
+#   3. app-channel challenge flows per second with fresh keys (a Python SDK: ECDH, CReq/CRes JWE, counters), the
+#      replayer's CPU per flow beside `openssl speed` for the crypto it must do per flow (P-256 key generation and
+#      ECDH, one RSA-2048 signature for acsSignedContent). Target: at most 2x that crypto cost.
+# Needs: wrk, nginx (Debian), sqlite3, python3 with cryptography + jwcrypto (tools/interop/.venv).
+# Usage: tools/bench/replay.sh [SECONDS for wrk, default 10] [COUNT, default 1000] [FLOWS, default 300]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+secs="${1:-10}"; count="${2:-1000}"; nflows="${3:-300}"
+work="$(mktemp -d /tmp/3dstape-replay-bench.XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+command -v wrk >/dev/null && command -v nginx >/dev/null || {
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx >/dev/null; }
+venv="$root/tools/interop/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check jwcrypto cryptography
+fi
+py="$venv/bin/python"
+(cd "$root" && swift build -c release --product 3dstape >/dev/null)
+tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+export THREEDSTAPE_HOME="$work/home"
+ulimit -n 8192 2>/dev/null || true
+
+wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 not up"; exit 1; }
+
+# ---- 1. timing accuracy
+UP=18281; REC=18282; REP=18283; NGX=18284
+python3 "$root/tools/testing/upstream.py" </dev/zero >"$work/up.txt" 2>&1 & pids+=($!)
+sleep 0.5; upport=$(awk '/listening/ {print $2}' "$work/up.txt")
+"$tape" record --reverse "http://127.0.0.1:$upport" --listen "127.0.0.1:$REC" --session "$work/one.3dstape" --quiet 2>/dev/null & rec=$!
+wait_port $REC
+curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d '{"i":0}' "http://127.0.0.1:$REC/bench"
+kill -INT $rec; wait $rec || true
+"$tape" replay "$work/one.3dstape" --listen "127.0.0.1:$REP" --timing none --jitter uniform:10ms-1s --seed 1 \
+  --ignore-field i --session "$work/timing.3dstape" --quiet 2>"$work/rep1.log" & rep=$!
+wait_port $REP
+python3 "$here/replay_client.py" timing $REP "$count" > "$work/client-timing.txt"
+kill -INT $rep; wait $rep || true
+sqlite3 "$work/timing.3dstape" "SELECT json_extract(CAST(e.request_body AS TEXT), '\$.i'), r.scheduled_delay_ms FROM exchanges e JOIN replay_matches r ON r.exchange_id = e.id WHERE e.path = '/bench'" | tr '|' ' ' > "$work/scheduled.txt"
+timing_line=$(python3 - "$work/client-timing.txt" "$work/scheduled.txt" <<'PY'
+import sys
+got = dict(l.split() for l in open(sys.argv[1]))
+sch = dict(l.split() for l in open(sys.argv[2]))
+err = sorted(float(got[k]) - float(sch[k]) for k in got if k in sch)
+q = lambda p: err[min(len(err) - 1, int(p * len(err)))]
+print(f"{len(err)} {q(0.5):.3f} {q(0.99):.3f} {err[-1]:.3f} {err[0]:.3f}")
+PY
+)
+
+# ---- 2. throughput, frictionless AReq -> ARes, vs nginx
+cp "$root/sessions/demo-app.3dstape" "$work/demo.3dstape"
+areq=$(sqlite3 "$work/demo.3dstape" "SELECT CAST(request_body AS TEXT) FROM exchanges WHERE id = 1")
+ares=$(sqlite3 "$work/demo.3dstape" "SELECT CAST(response_body AS TEXT) FROM exchanges WHERE id = 1")
+python3 - "$work/areq.lua" "$areq" <<'PY'
+import json, sys
+areq = json.loads(sys.argv[2]); areq["acctNumber"] = "4000000000001000"
+body = json.dumps(areq, separators=(",", ":"))
+tsid, sdk = areq["threeDSServerTransID"], areq["sdkTransID"]
+pre, rest = body.split(tsid, 1)
+mid, post = rest.split(sdk, 1)
+esc = lambda s: s.replace("\\", "\\\\").replace('"', '\\"')
+open(sys.argv[1], "w").write(f'''
+local n = 0
+local hdr = {{["Content-Type"] = "application/json"}}
+request = function()
+  n = n + 1
+  local id = string.format("%08x-0000-4000-8000-%012x", math.random(0, 0x7fffffff), n)
+  return wrk.format("POST", "/ds/areq", hdr, "{esc(pre)}" .. id .. "{esc(mid)}" .. id .. "{esc(post)}")
+end
+''')
+PY
+printf '%s' "$ares" > "$work/ares.json"
+ares_escaped=$(python3 -c "import sys;print(open(sys.argv[1]).read().replace(\"'\",\"\\\\'\"))" "$work/ares.json")
+cat > "$work/nginx.conf" <<NGX
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 1024; }
+http { access_log off; client_body_temp_path $work/body;
+  server { listen 127.0.0.1:$NGX; location / { default_type application/json; return 200 '$ares_escaped'; } } }
+NGX
+nginx -c "$work/nginx.conf" -p "$work" & pids+=($!)
+"$tape" replay "$work/demo.3dstape" --listen "127.0.0.1:$REP" --timing none --session "$work/tput.3dstape" --quiet 2>"$work/rep2.log" & rep=$!
+pids+=($rep)
+wait_port $NGX; wait_port $REP
+wrkrun() {
+  wrk -t2 -c16 -d"${secs}s" -s "$work/areq.lua" --latency "http://127.0.0.1:$1/ds/areq" > "$work/wrk-$2.txt"
+  python3 - "$work/wrk-$2.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+def ms(v):
+    n, u = re.match(r"([\d.]+)(us|ms|s)", v).groups()
+    return float(n) * {"us": 0.001, "ms": 1, "s": 1000}[u]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+p50 = ms(re.search(r"^\s+50%\s+(\S+)", t, re.M).group(1)); p99 = ms(re.search(r"^\s+99%\s+(\S+)", t, re.M).group(1))
+errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+print(f"{rps:.0f} {p50:.3f} {p99:.3f} {errs.group(1) if errs else 0}")
+PY
+}
+ngx_line=$(wrkrun $NGX nginx)
+rep_line=$(wrkrun $REP replay)
+check=$(curl -s -X POST -H 'Content-Type: application/json' --data-binary "$(python3 -c "import json,sys;a=json.loads(sys.argv[1]);a['acctNumber']='4000000000001000';print(json.dumps(a))" "$areq")" "http://127.0.0.1:$REP/ds/areq" | head -c 60)
+kill -INT $rep; wait $rep 2>/dev/null || true
+misses=$(sqlite3 "$work/tput.3dstape" "SELECT count(*) FROM replay_matches WHERE miss IS NOT NULL")
+answered=$(sqlite3 "$work/tput.3dstape" "SELECT count(*) FROM replay_matches WHERE miss IS NULL")
+
+# ---- 3. app-channel challenge flows with fresh keys
+python3 - "$work/flow-areq.json" "$(sqlite3 "$work/demo.3dstape" "SELECT CAST(request_body AS TEXT) FROM exchanges WHERE id = 7")" <<'PY'
+import json, sys
+a = json.loads(sys.argv[2]); a["acctNumber"] = "4000000000001067"; a["threeDSServerURL"] = "http://127.0.0.1:9/3ds/rreq"
+json.dump(a, open(sys.argv[1], "w"))
+PY
+"$tape" replay "$work/demo.3dstape" --listen "127.0.0.1:$REP" --timing none --session "$work/flows.3dstape" --quiet 2>"$work/rep3.log" & rep=$!
+pids+=($rep)
+wait_port $REP
+"$py" "$here/replay_client.py" flows $REP "$work/flow-areq.json" 20 2 >/dev/null   # warm-up (key loading, caches)
+cpu0=$(awk '{print $14 + $15}' /proc/$rep/stat)
+flow_line=$("$py" "$here/replay_client.py" flows $REP "$work/flow-areq.json" "$nflows" 4)
+cpu1=$(awk '{print $14 + $15}' /proc/$rep/stat)
+kill -INT $rep; wait $rep 2>/dev/null || true
+tck=$(getconf CLK_TCK)
+speed=$(openssl speed -seconds 2 ecdhp256 rsa2048 2>/dev/null)
+ecdh_ops=$(echo "$speed" | awk '/256 bits ecdh/ {print $(NF)}' | tail -1)
+rsa_sign=$(echo "$speed" | awk '/^rsa 2048 bits/ {print $(NF-1)}' | tail -1)
+
+echo
+echo "3dstape replay benchmark ($(nproc) cores, loopback)"
+read -r n p50 p99 max min <<<"$timing_line"
+echo "-- 1. timing accuracy: $n concurrent requests, delays 10 ms - 1 s (seeded), error = client first byte - scheduled"
+printf '   p50 %+.3f ms   p99 %+.3f ms   max %+.3f ms   (min %+.3f ms)   target p99 <= 1 ms: %s\n' "$p50" "$p99" "$max" "$min" \
+  "$(python3 -c "print('met' if $p99 <= 1 else 'NOT met')")"
+read -r nrps np50 np99 nbad <<<"$ngx_line"; read -r rrps rp50 rp99 rbad <<<"$rep_line"
+echo "-- 2. frictionless AReq -> ARes, --timing none, wrk -t2 -c16 ${secs}s (transaction IDs vary per request)"
+printf '   %-22s %9s %8s %8s %7s\n' target req/s p50_ms p99_ms non2xx
+printf '   %-22s %9s %8s %8s %7s\n' "nginx (static ARes)" "$nrps" "$np50" "$np99" "$nbad"
+printf '   %-22s %9s %8s %8s %7s\n' "3dstape replay" "$rrps" "$rp50" "$rp99" "$rbad"
+echo "   ratio $(python3 -c "print(f'{$rrps/$nrps:.2f}x')") nginx (target >= 0.3x); replay session: $answered answered, $misses misses; answer starts $check"
+read -r _ fn _ fsecs <<<"$flow_line"
+cpu_ms=$(python3 -c "print(f'{($cpu1-$cpu0)/$tck*1000/$fn:.3f}')")
+crypto_ms=$(python3 -c "e=float('$ecdh_ops'); r=float('$rsa_sign'); print(f'{2000/e + 1000/r:.3f}')")
+echo "-- 3. app-channel challenge flows (AReq + 2 CReq/CRes, fresh keys), $fn flows, Python SDK with 4 workers"
+echo "   $(python3 -c "print(f'{$fn/$fsecs:.0f}')") flows/s; replayer CPU $cpu_ms ms per flow (includes the RReq it sends)"
+echo "   openssl speed: ECDH P-256 $ecdh_ops op/s, RSA-2048 sign $rsa_sign op/s -> keygen + ECDH + PS256 sign = $crypto_ms ms per flow"
+echo "   ratio $(python3 -c "print(f'{$cpu_ms/$crypto_ms:.2f}x')") of the crypto cost (target <= 2x)"

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Clients for tools/bench/replay.sh (and an interop check): an independent SDK + 3DS Server written with Python's
+cryptography, talking to `3dstape replay` over plain sockets.
+
+  replay_client.py timing PORT COUNT          COUNT concurrent POSTs {"i": n}; prints "n first_byte_ms" per request
+  replay_client.py flows PORT AREQ.json N W   N app-channel challenge flows (AReq, CReq x2) with W workers;
+                                              prints "flows N seconds S" and fails on any flow that does not end Y
+"""
+import asyncio, json, os, socket, sys, time, uuid
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+
+
+async def one(port, n, out):
+    body = json.dumps({"i": n}).encode()
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(b"POST /bench HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    await w.drain()
+    t0 = time.perf_counter()
+    await r.readexactly(1)
+    out.append((n, (time.perf_counter() - t0) * 1000))
+    await r.read(65536)
+    w.close()
+
+
+async def timing(port, count):
+    out = []
+    await asyncio.gather(*(one(port, n, out) for n in range(count)))
+    for n, ms in sorted(out):
+        print(n, f"{ms:.3f}")
+
+
+def post(port, path, body, ctype):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: r\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+              % (path.encode(), ctype.encode(), len(body)) + body)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    head, _, payload = data.partition(b"\r\n\r\n")
+    return payload
+
+
+def flow(port, areq_template):
+    import jose_interop as ji
+    from cryptography.hazmat.primitives.asymmetric import ec
+    key = ec.generate_private_key(ec.SECP256R1())
+    areq = dict(areq_template)
+    areq["threeDSServerTransID"] = str(uuid.uuid4())
+    areq["sdkTransID"] = str(uuid.uuid4())
+    areq["sdkEphemPubKey"] = ji.ec_jwk_public(key)
+    ares = json.loads(post(port, "/ds/areq", json.dumps(areq).encode(), "application/json"))
+    signed = ares["acsSignedContent"].split(".")
+    content = json.loads(ji.ub64u(signed[1]))
+    assert content["sdkEphemPubKey"] == areq["sdkEphemPubKey"], "acsSignedContent does not carry this SDK's key"
+    z = key.exchange(ec.ECDH(), ji.pyca_public(content["acsEphemPubKey"]))
+    cek = ji.emv_kdf(z, areq["sdkReferenceNumber"])
+    acs_url = content["acsURL"]
+    path = "/" + acs_url.split("://", 1)[1].split("/", 1)[1]
+    header = {"alg": "dir", "enc": "A128CBC-HS256", "kid": ares["acsTransID"]}
+    base = {"threeDSServerTransID": ares["threeDSServerTransID"], "acsTransID": ares["acsTransID"], "messageType": "CReq",
+            "messageVersion": areq["messageVersion"], "sdkTransID": ares["sdkTransID"]}
+    status = None
+    for counter, extra in enumerate([{}, {"challengeDataEntry": "1234"}]):
+        creq = dict(base, sdkCounterStoA=f"{counter:03d}", **extra)
+        compact = ji.seal("A128CBC-HS256", cek, os.urandom(16), json.dumps(creq).encode(), header)
+        cres = json.loads(ji.open_dir(post(port, path, compact.encode(), "application/jose; charset=UTF-8").decode(), cek))
+        assert cres["acsCounterAtoS"] == f"{counter:03d}", cres
+        assert cres["acsTransID"] == ares["acsTransID"] and cres["sdkTransID"] == areq["sdkTransID"]
+        status = cres.get("transStatus")
+    return status
+
+
+def flows(port, template_path, n, workers):
+    template = json.load(open(template_path))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(lambda _: flow(port, template), range(n)))
+    secs = time.perf_counter() - t0
+    bad = [r for r in results if r != "Y"]
+    print(f"flows {n} seconds {secs:.3f}")
+    if bad:
+        print(f"{len(bad)} flows did not end Y: {bad[:3]}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "timing":
+        asyncio.run(timing(int(sys.argv[2]), int(sys.argv[3])))
+    else:
+        flows(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
