@@ -25,12 +25,51 @@ public struct ReplayCatalog: Sendable {
         /// The recorded transaction IDs (threeDSServerTransID, dsTransID, acsTransID, sdkTransID) present.
         public var ids: [String: String] = [:]
 
-        public var messageVersion: String { areqJSON["messageVersion"]?.stringValue ?? "" }
-        public var deviceChannel: String { areqJSON["deviceChannel"]?.stringValue ?? "" }
-        public var messageCategory: String { areqJSON["messageCategory"]?.stringValue ?? "" }
+        public var messageVersion: String { matchKey.messageVersion }
+        public var deviceChannel: String { matchKey.deviceChannel }
+        public var messageCategory: String { matchKey.messageCategory }
         /// The card as stored (first 6 / last 4).
-        public var maskedCard: String { areqJSON["acctNumber"]?.stringValue.map(Masking.maskPAN) ?? "" }
+        public var maskedCard: String { matchKey.maskedCard }
+        /// What a live AReq must share with this recording to replay it.
+        public let matchKey: AReqKey
+
+        init(areq: Int, areqJSON: JSON, aresJSON: JSON?) {
+            self.areq = areq
+            self.areqJSON = areqJSON
+            self.aresJSON = aresJSON
+            matchKey = AReqKey(areqJSON)
+        }
     }
+
+    /// The fields that identify a transaction across runs: messageVersion, deviceChannel, messageCategory and
+    /// the masked card. Everything else in an AReq (IDs, keys, dates, device data) is fresh every run.
+    public struct AReqKey: Hashable, Sendable {
+        public var messageVersion: String
+        public var deviceChannel: String
+        public var messageCategory: String
+        public var maskedCard: String
+
+        public init(_ areq: JSON) {
+            messageVersion = areq["messageVersion"]?.stringValue ?? ""
+            deviceChannel = areq["deviceChannel"]?.stringValue ?? ""
+            messageCategory = areq["messageCategory"]?.stringValue ?? ""
+            maskedCard = areq["acctNumber"]?.stringValue.map(Masking.maskPAN) ?? ""
+        }
+
+        /// Each field that differs from `recorded`, as `name: live X, recorded Y`.
+        public func differences(from recorded: AReqKey) -> [String] {
+            var out: [String] = []
+            for (name, a, b) in [("messageVersion", messageVersion, recorded.messageVersion), ("deviceChannel", deviceChannel, recorded.deviceChannel),
+                                 ("messageCategory", messageCategory, recorded.messageCategory), ("acctNumber", maskedCard, recorded.maskedCard)]
+            where a != b {
+                out.append("\(name): live \(a.isEmpty ? "(none)" : a), recorded \(b.isEmpty ? "(none)" : b)")
+            }
+            return out
+        }
+    }
+
+    /// Flows by their match key, in recorded order.
+    public let flowsByKey: [AReqKey: [Int]]
 
     /// Reads `path`; refuses an empty session.
     public static func load(path: String) throws -> ReplayCatalog {
@@ -80,6 +119,7 @@ public struct ReplayCatalog: Sendable {
             }
         }
         self.flows = flows
+        flowsByKey = Dictionary(grouping: flows.indices, by: { flows[$0].matchKey })
         plain = exchanges.indices.filter { !tied.contains($0) }
     }
 

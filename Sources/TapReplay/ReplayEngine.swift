@@ -113,8 +113,11 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
 
     final class LiveFlow {
         let flow: Int
-        /// Recorded text → live text: IDs, URLs, threeDSSessionData.
-        var map: [(String, String)]
+        /// Recorded text → live text: IDs, URLs, threeDSSessionData (in order, for text bodies).
+        var map: [(String, String)] { didSet { index() } }
+        /// The same, for JSON string values: whole values by lookup, URLs by prefix.
+        private(set) var exact: [String: String] = [:]
+        private(set) var prefixes: [(String, String)] = []
         var cipher: AppChannelCipher?
         var next = 0
         var typeCounts: [String: Int] = [:]
@@ -124,6 +127,19 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             self.flow = flow
             self.map = map
             self.threeDSServerURL = threeDSServerURL
+            index()
+        }
+
+        private func index() {
+            exact = Dictionary(map, uniquingKeysWith: { a, _ in a })
+            prefixes = map.filter { $0.0.contains("://") }
+        }
+
+        /// A JSON string value with recorded IDs and URLs replaced.
+        func value(_ s: String) -> String {
+            if let l = exact[s] { return l }
+            for (r, l) in prefixes where s.hasPrefix(r) { return l + s.dropFirst(r.count) }
+            return s
         }
     }
 
@@ -147,47 +163,43 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             return ReplayAnswer(status: 0, headers: [], body: [], matchedBy: "live endpoint of the transaction (forwarded)", delay: 0,
                                 forwardTo: req.target)
         }
-        let text = String(decoding: req.body.prefix(64 * 1024), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if text.hasPrefix("{"), let json = try? JSON.parse(req.body), json.isObject {
+        let first = req.body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D && $0 != 0x0A }
+        if first == UInt8(ascii: "{"), let json = try? JSON.parse(req.body), json.isObject {
             if json["messageType"]?.stringValue == "AReq" { return aReq(json, req, selfURL: selfURL) }
             for key in ["acsTransID", "threeDSServerTransID"] {
                 if let v = json[key]?.stringValue, let lf = live[v] { return followUp(lf, req, creq: nil) }
             }
-        } else if text.split(separator: ".", omittingEmptySubsequences: false).count == 5, let jwe = try? JWE(compact: text) {
+        }
+        if first != UInt8(ascii: "{"), !req.body.isEmpty, let answer = tiedByText(req) { return answer }
+        if !live.isEmpty, let lf = live.first(where: { req.target.contains($0.key) })?.value { return followUp(lf, req, creq: nil) }
+        return plain(req)
+    }
+
+    /// A non-JSON body tied to a live transaction: an app-channel CReq (by its JWE kid), a browser creq form (by the
+    /// acsTransID inside), or any other form or text that carries one of the transaction's live IDs.
+    func tiedByText(_ req: LiveRequest) -> ReplayAnswer? {
+        let text = String(decoding: req.body.prefix(64 * 1024), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if req.body.lazy.filter({ $0 == 0x2E }).count == 4, let jwe = try? JWE(compact: text) {
             if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, text, req) }
             return miss(req, detail: "app-channel CReq for acsTransID \(jwe.keyID ?? "(no kid)"), which is no live transaction of this replay",
                         erroCode: "301", about: "CReq")
-        } else if let fields = FormBody.parse(text) {
+        }
+        if let fields = FormBody.parse(text) {
             if let creq = fields.first(where: { $0.0 == "creq" })?.1, let b = Base64URL.decode(creq), let json = try? JSON.parse(b),
                let id = json["acsTransID"]?.stringValue, let lf = live[id] {
                 return followUp(lf, req, creq: nil, sessionData: fields.first { $0.0 == "threeDSSessionData" }?.1)
             }
             for (_, v) in fields { if let lf = live[v] { return followUp(lf, req, creq: nil) } }
         }
-        if !live.isEmpty {
-            let haystack = req.target + " " + text
-            if let lf = live.first(where: { haystack.contains($0.key) })?.value { return followUp(lf, req, creq: nil) }
-        }
-        return plain(req)
+        if let lf = live.first(where: { text.contains($0.key) })?.value { return followUp(lf, req, creq: nil) }
+        return nil
     }
 
     // MARK: AReq
 
-    static let areqKeys = ["messageVersion", "deviceChannel", "messageCategory"]
-
-    func fieldsDiffering(_ flow: ReplayCatalog.RecordedFlow, _ areq: JSON) -> [String] {
-        var out: [String] = []
-        for k in ReplayEngine.areqKeys {
-            let a = areq[k]?.stringValue ?? "", b = flow.areqJSON[k]?.stringValue ?? ""
-            if a != b { out.append("\(k): live \(a.isEmpty ? "(none)" : a), recorded \(b.isEmpty ? "(none)" : b)") }
-        }
-        let card = areq["acctNumber"]?.stringValue.map(Masking.maskPAN) ?? ""
-        if card != flow.maskedCard { out.append("acctNumber: live \(card), recorded \(flow.maskedCard)") }
-        return out
-    }
-
     func aReq(_ areq: JSON, _ req: LiveRequest, selfURL: String) -> ReplayAnswer {
-        let candidates = catalog.flows.indices.filter { fieldsDiffering(catalog.flows[$0], areq).isEmpty }
+        let key = ReplayCatalog.AReqKey(areq)
+        let candidates = catalog.flowsByKey[key] ?? []
         var chosen = candidates.first { flowUses[$0] == 0 }
         if chosen == nil, !candidates.isEmpty {
             switch options.repeatMode {
@@ -197,7 +209,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             }
         }
         guard let f = chosen else {
-            let ranked = catalog.flows.indices.map { ($0, fieldsDiffering(catalog.flows[$0], areq)) }.sorted { $0.1.count < $1.1.count }.prefix(3)
+            let ranked = catalog.flows.indices.map { ($0, key.differences(from: catalog.flows[$0].matchKey)) }.sorted { $0.1.count < $1.1.count }.prefix(3)
             let detail = ranked.isEmpty ? "the session has no AReq"
                 : ranked.map { "exchange #\(catalog.exchanges[catalog.flows[$0.0].areq].id) differs in "
                     + ($0.1.isEmpty ? "nothing but was already replayed (--repeat miss)" : $0.1.joined(separator: "; ")) }.joined(separator: " | ")
@@ -520,7 +532,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// Every string in `json` with recorded IDs and URLs replaced by live ones; masked values regenerated.
     func rewrite(_ json: JSON, _ lf: LiveFlow, _ rng: inout SeededRandom) -> JSON {
         switch json {
-        case let .string(s): return .string(replaceAll(s, lf))
+        case let .string(s): return .string(lf.value(s))
         case let .array(items): return .array(items.map { rewrite($0, lf, &rng) })
         case let .object(members):
             return .object(members.map { k, v in
