@@ -1,13 +1,36 @@
-import Foundation
-
 /// Base64url (RFC 4648 §5) and hex helpers used by JOSE and the 3DS encodings.
 public enum Base64URL {
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    /// Byte → 6-bit value; 64 marks `+` and `/` (standard base64, accepted when lenient), 255 anything else.
+    static let values: [UInt8] = {
+        var t = [UInt8](repeating: 255, count: 256)
+        for (i, c) in alphabet.enumerated() { t[Int(c)] = UInt8(i) }
+        t[Int(UInt8(ascii: "+"))] = 64
+        t[Int(UInt8(ascii: "/"))] = 65
+        return t
+    }()
+
     /// Encodes without padding, as JOSE requires.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        let input = Array(bytes)
+        var out = [UInt8]()
+        out.reserveCapacity((input.count * 4 + 2) / 3)
+        var i = 0
+        while i + 3 <= input.count {
+            let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+            out.append(alphabet[Int(n >> 18 & 63)]); out.append(alphabet[Int(n >> 12 & 63)])
+            out.append(alphabet[Int(n >> 6 & 63)]); out.append(alphabet[Int(n & 63)])
+            i += 3
+        }
+        let rest = input.count - i
+        if rest == 1 {
+            let n = UInt32(input[i]) << 16
+            out.append(alphabet[Int(n >> 18 & 63)]); out.append(alphabet[Int(n >> 12 & 63)])
+        } else if rest == 2 {
+            let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
+            out.append(alphabet[Int(n >> 18 & 63)]); out.append(alphabet[Int(n >> 12 & 63)]); out.append(alphabet[Int(n >> 6 & 63)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Encodes the UTF-8 bytes of a string.
@@ -16,27 +39,28 @@ public enum Base64URL {
     /// Decodes base64url, padded or not. Returns nil on any character outside the alphabet
     /// (standard base64's `+` and `/` are rejected unless `lenient` is set).
     public static func decode(_ text: some StringProtocol, lenient: Bool = false) -> [UInt8]? {
-        var s = ""
-        s.reserveCapacity(text.utf8.count + 3)
+        var out = [UInt8]()
+        out.reserveCapacity(text.utf8.count * 3 / 4 + 2)
+        var acc: UInt32 = 0, bits = 0, count = 0
         var sawPad = false
-        for c in text.unicodeScalars {
-            switch c {
-            case "A"..."Z", "a"..."z", "0"..."9":
-                if sawPad { return nil }
-                s.unicodeScalars.append(c)
-            case "-": if sawPad { return nil }; s += "+"
-            case "_": if sawPad { return nil }; s += "/"
-            case "+", "/":
-                if !lenient || sawPad { return nil }
-                s.unicodeScalars.append(c)
-            case "=": sawPad = true
-            default: return nil
+        for c in text.utf8 {
+            if c == UInt8(ascii: "=") { sawPad = true; continue }
+            var v = values[Int(c)]
+            if v == 255 || sawPad { return nil }
+            if v >= 64 {
+                guard lenient else { return nil }
+                v = v == 64 ? 62 : 63
+            }
+            acc = acc << 6 | UInt32(v)
+            bits += 6
+            count += 1
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
             }
         }
-        if s.count % 4 == 1 { return nil }
-        while s.count % 4 != 0 { s += "=" }
-        guard let d = Data(base64Encoded: s) else { return nil }
-        return [UInt8](d)
+        if count % 4 == 1 { return nil }
+        return out
     }
 }
 

@@ -5,14 +5,19 @@ enum CompactParts {
     /// Splits on '.', requiring exactly `count` parts made only of base64url characters.
     static func split(_ text: String, count: Int, what: String) throws(JOSEError) -> [Substring] {
         let trimmed = text.trimmingWhitespace
-        let parts = trimmed.split(separator: ".", omittingEmptySubsequences: false)
+        // On UTF-8 bytes: no grapheme breaking over a few kilobytes of base64url.
+        let parts = trimmed.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
         guard parts.count == count else {
             throw JOSEError(.malformed, "\(what) must have \(count) dot-separated parts, found \(parts.count)")
         }
-        for (i, p) in parts.enumerated() where !p.allSatisfy(\.isBase64URLCharacter) {
+        for (i, p) in parts.enumerated() where !p.utf8.allSatisfy(CompactParts.isBase64URLByte) {
             throw JOSEError(.malformed, "\(what) part \(i + 1) contains characters outside base64url")
         }
         return parts
+    }
+
+    static func isBase64URLByte(_ a: UInt8) -> Bool {
+        (a >= 0x41 && a <= 0x5A) || (a >= 0x61 && a <= 0x7A) || (a >= 0x30 && a <= 0x39) || a == 0x2D || a == 0x5F
     }
 
     static func decode(_ part: Substring, name: String) throws(JOSEError) -> [UInt8] {
@@ -28,11 +33,3 @@ enum CompactParts {
         return json
     }
 }
-
-extension Character {
-    var isBase64URLCharacter: Bool {
-        guard let a = asciiValue else { return false }
-        return (a >= 0x41 && a <= 0x5A) || (a >= 0x61 && a <= 0x7A) || (a >= 0x30 && a <= 0x39) || a == 0x2D || a == 0x5F
-    }
-}
-

@@ -161,22 +161,39 @@ public struct ReplayCatalog: Sendable {
 
 /// Small URL helpers for matching (no percent-decoding: recorded and live URLs are compared as sent).
 public enum ReplayURL {
-    /// `scheme://authority` of an absolute URL.
+    /// `scheme://authority` of an absolute URL, lowercased; nil for origin-form.
     public static func origin(_ url: String) -> String? {
-        guard let r = url.range(of: "://") else { return nil }
-        let rest = url[r.upperBound...]
-        let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        return url[..<r.upperBound].lowercased() + rest[..<end].lowercased()
+        let u = Array(url.utf8)
+        guard let sep = schemeEnd(u) else { return nil }
+        var end = sep + 3
+        while end < u.count, u[end] != 0x2F, u[end] != 0x3F, u[end] != 0x23 { end += 1 }
+        return String(decoding: u[0..<end].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The path and the query of an absolute or origin-form target.
     public static func pathAndQuery(_ target: String) -> (path: String, query: String) {
-        var rest = Substring(target)
-        if let r = target.range(of: "://") {
-            let after = target[r.upperBound...]
-            rest = after.firstIndex(where: { $0 == "/" || $0 == "?" }).map { after[$0...] } ?? "/"
+        let u = Array(target.utf8)
+        var start = 0
+        if let sep = schemeEnd(u) {
+            start = sep + 3
+            while start < u.count, u[start] != 0x2F, u[start] != 0x3F { start += 1 }
         }
-        if let q = rest.firstIndex(of: "?") { return (String(rest[..<q]), String(rest[rest.index(after: q)...])) }
-        return (rest.isEmpty ? "/" : String(rest), "")
+        var q = start
+        while q < u.count, u[q] != 0x3F { q += 1 }
+        let path = q > start ? String(decoding: u[start..<q], as: UTF8.self) : "/"
+        let query = q < u.count ? String(decoding: u[(q + 1)...], as: UTF8.self) : ""
+        return (path, query)
+    }
+
+    /// The index of `://` when `u` starts with a scheme.
+    static func schemeEnd(_ u: [UInt8]) -> Int? {
+        var i = 0
+        while i < u.count, i < 16 {
+            let c = u[i]
+            if c == 0x3A { return i + 2 < u.count && u[i + 1] == 0x2F && u[i + 2] == 0x2F && i > 0 ? i : nil }
+            guard (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39) || c == 0x2B || c == 0x2D || c == 0x2E else { return nil }
+            i += 1
+        }
+        return nil
     }
 }

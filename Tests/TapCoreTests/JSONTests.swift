@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import TapCore
 
@@ -85,5 +86,30 @@ import Testing
             }
             if let j = try? JSON.parse(b) { #expect(try JSON.parse(j.bytes) == j) }
         }
+    }
+}
+
+/// The byte-level base64url codec against Foundation's base64 (an independent implementation).
+@Suite struct Base64URLCodecTests {
+    @Test func matchesFoundationOnRandomInput() {
+        var rng = SystemRandomNumberGenerator()
+        for n in 0..<300 {
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let foundation = Data(bytes).base64EncodedString()
+            let expected = foundation.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == expected)
+            #expect(Base64URL.decode(expected) == bytes)
+            #expect(Base64URL.decode(foundation, lenient: true) == bytes, "standard, padded base64 when lenient")
+        }
+    }
+
+    @Test func rejectsWhatIsNotBase64URL() {
+        #expect(Base64URL.decode("ab+c") == nil && Base64URL.decode("ab/c") == nil)
+        #expect(Base64URL.decode("a") == nil, "a single trailing character encodes no byte")
+        #expect(Base64URL.decode("ab=c") == nil, "nothing after padding")
+        #expect(Base64URL.decode("a b") == nil && Base64URL.decode("é") == nil)
+        #expect(Base64URL.decode("") == [])
+        #expect(Base64URL.decode("YQ==") == Array("a".utf8) && Base64URL.decode("YQ") == Array("a".utf8))
     }
 }

@@ -78,3 +78,16 @@ import Testing
         #expect(a.uuid() != u)
     }
 }
+
+@Suite struct ReplayURLTests {
+    @Test func originsPathsAndQueries() {
+        #expect(ReplayURL.origin("HTTP://Acs.Test:8443/acs/challenge?x=1") == "http://acs.test:8443")
+        #expect(ReplayURL.origin("/acs/challenge") == nil)
+        #expect(ReplayURL.origin("https://a.test") == "https://a.test")
+        #expect(ReplayURL.pathAndQuery("http://a.test:1/p/q?x=1&y=2") == ("/p/q", "x=1&y=2"))
+        #expect(ReplayURL.pathAndQuery("http://a.test?x=1") == ("/", "x=1"))
+        #expect(ReplayURL.pathAndQuery("/slow?ms=50") == ("/slow", "ms=50"))
+        #expect(ReplayURL.pathAndQuery("/") == ("/", ""))
+        #expect(ReplayURL.pathAndQuery("/a/http://b") == ("/a/http://b", ""), "a scheme only at the start")
+    }
+}
