@@ -38,12 +38,24 @@ public enum Base64URL {
 
     /// Decodes base64url, padded or not. Returns nil on any character outside the alphabet
     /// (standard base64's `+` and `/` are rejected unless `lenient` is set).
-    public static func decode(_ text: some StringProtocol, lenient: Bool = false) -> [UInt8]? {
+    public static func decode(_ text: String, lenient: Bool = false) -> [UInt8]? {
+        var t = text
+        return t.withUTF8 { decode(bytes: $0, lenient: lenient) }
+    }
+
+    /// Decodes a substring (a part of a compact JOSE serialisation).
+    public static func decode(_ text: Substring, lenient: Bool = false) -> [UInt8]? {
+        var t = text
+        return t.withUTF8 { decode(bytes: $0, lenient: lenient) }
+    }
+
+    /// Decodes base64url bytes.
+    public static func decode(bytes: UnsafeBufferPointer<UInt8>, lenient: Bool = false) -> [UInt8]? {
         var out = [UInt8]()
-        out.reserveCapacity(text.utf8.count * 3 / 4 + 2)
+        out.reserveCapacity(bytes.count * 3 / 4 + 2)
         var acc: UInt32 = 0, bits = 0, count = 0
         var sawPad = false
-        for c in text.utf8 {
+        for c in bytes {
             if c == UInt8(ascii: "=") { sawPad = true; continue }
             var v = values[Int(c)]
             if v == 255 || sawPad { return nil }
