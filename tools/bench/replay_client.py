@@ -2,7 +2,8 @@
 """Clients for tools/bench/replay.sh (and an interop check): an independent SDK + 3DS Server written with Python's
 cryptography, talking to `3dstape replay` over plain sockets.
 
-  replay_client.py timing PORT COUNT          COUNT concurrent POSTs {"i": n}; prints "n first_byte_ms" per request
+  replay_client.py timing PORT COUNT          COUNT connections, then one POST {"i": n} on each, all sent within 0.2 s;
+                                              prints "n first_byte_ms" per request
   replay_client.py flows PORT AREQ.json N W   N app-channel challenge flows (AReq, CReq x2) with W workers;
                                               prints "flows N seconds S" and fails on any flow that does not end Y
 """
@@ -12,9 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
 
 
-async def one(port, n, out):
+async def one(port, n, start, spread, out):
     body = json.dumps({"i": n}).encode()
     r, w = await asyncio.open_connection("127.0.0.1", port)
+    # Connections are set up first; the requests then go out at a steady pace over `spread` seconds, so that all
+    # of them are in flight together (delays reach 1 s) without measuring the accept storm of 1,000 connects.
+    await asyncio.sleep(max(0.0, start + n * spread / 1000 - time.perf_counter()))
     w.write(b"POST /bench HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     await w.drain()
     t0 = time.perf_counter()
@@ -24,9 +28,10 @@ async def one(port, n, out):
     w.close()
 
 
-async def timing(port, count):
+async def timing(port, count, spread=0.2):
     out = []
-    await asyncio.gather(*(one(port, n, out) for n in range(count)))
+    start = time.perf_counter() + 1.0
+    await asyncio.gather(*(one(port, n, start, spread * 1000 / count, out) for n in range(count)))
     for n, ms in sorted(out):
         print(n, f"{ms:.3f}")
 
