@@ -7,33 +7,53 @@ cryptography, talking to `3dstape replay` over plain sockets.
   replay_client.py flows PORT AREQ.json N W   N app-channel challenge flows (AReq, CReq x2) with W workers;
                                               prints "flows N seconds S" and fails on any flow that does not end Y
 """
-import asyncio, json, os, socket, sys, time, uuid
+import json, os, socket, sys, time, uuid
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
 
 
-async def one(port, n, start, spread, out):
-    body = json.dumps({"i": n}).encode()
-    r, w = await asyncio.open_connection("127.0.0.1", port)
-    # Connections are set up first; the requests then go out at a steady pace over `spread` seconds, so that all
-    # of them are in flight together (delays reach 1 s) without measuring the accept storm of 1,000 connects.
-    await asyncio.sleep(max(0.0, start + n * spread / 1000 - time.perf_counter()))
-    w.write(b"POST /bench HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-    await w.drain()
-    t0 = time.perf_counter()
-    await r.readexactly(1)
-    out.append((n, (time.perf_counter() - t0) * 1000))
-    await r.read(65536)
-    w.close()
-
-
-async def timing(port, count, spread=0.2):
-    out = []
-    start = time.perf_counter() + 1.0
-    await asyncio.gather(*(one(port, n, start, spread * 1000 / count, out) for n in range(count)))
-    for n, ms in sorted(out):
-        print(n, f"{ms:.3f}")
+def timing(port, count, spread=0.2):
+    """COUNT connections are opened first; one request goes out on each at a steady pace over `spread` seconds, so that
+    all are in flight together (delays reach 1 s). A bare epoll loop (not asyncio) notes each first byte, so that the
+    client adds as little of its own latency as it can."""
+    import select
+    socks = []
+    for n in range(count):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setblocking(False)
+        socks.append(s)
+    ep = select.epoll()
+    by_fd = {s.fileno(): n for n, s in enumerate(socks)}
+    for s in socks:
+        ep.register(s.fileno(), select.EPOLLIN)
+    sent, first, next_send = {}, {}, 0
+    start = time.perf_counter() + 0.2
+    step = spread / count
+    while len(first) < count:
+        now = time.perf_counter()
+        while next_send < count and now >= start + next_send * step:
+            body = json.dumps({"i": next_send}).encode()
+            socks[next_send].send(b"POST /bench HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                  % (len(body), body))
+            sent[next_send] = time.perf_counter()
+            next_send += 1
+            now = time.perf_counter()
+        timeout = max(0.0, start + next_send * step - now) if next_send < count else 2.0
+        for fd, _ in ep.poll(timeout):
+            t = time.perf_counter()
+            n = by_fd[fd]
+            if n not in first:
+                first[n] = t
+            try:
+                socks[n].recv(65536)
+            except BlockingIOError:
+                pass
+            ep.unregister(fd)
+    for n in range(count):
+        print(n, f"{(first[n] - sent[n]) * 1000:.3f}")
+        socks[n].close()
 
 
 def post(port, path, body, ctype):
@@ -96,6 +116,6 @@ def flows(port, template_path, n, workers):
 
 if __name__ == "__main__":
     if sys.argv[1] == "timing":
-        asyncio.run(timing(int(sys.argv[2]), int(sys.argv[3])))
+        timing(int(sys.argv[2]), int(sys.argv[3]))
     else:
         flows(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
