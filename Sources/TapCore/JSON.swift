@@ -223,9 +223,23 @@ private struct JSONParser {
         i += 1
         // Fast path: no escapes before the closing quote.
         var j = i
-        while j < bytes.count, bytes[j] != UInt8(ascii: "\""), bytes[j] != UInt8(ascii: "\\"), bytes[j] >= 0x20 { j += 1 }
+        var ascii = true
+        while j < bytes.count {
+            let c = bytes[j]
+            if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
+            if c >= 0x80 { ascii = false }
+            j += 1
+        }
         if j < bytes.count, bytes[j] == UInt8(ascii: "\"") {
-            guard let s = String(validating: bytes[i..<j], as: UTF8.self) else { throw fail("invalid UTF-8 in a string") }
+            let run = UnsafeBufferPointer(rebasing: bytes[i..<j])
+            // ASCII needs no validation; anything else is validated (the concrete buffer type keeps both on the fast path).
+            let s: String
+            if ascii {
+                s = String(decoding: run, as: UTF8.self)
+            } else {
+                guard let v = String(validating: run, as: UTF8.self) else { throw fail("invalid UTF-8 in a string") }
+                s = v
+            }
             i = j + 1
             return s
         }
