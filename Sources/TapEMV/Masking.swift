@@ -47,6 +47,11 @@ public enum Masking {
 
     /// `4000000000001091` → `400000******1091`; short values are masked whole.
     public static func maskPAN(_ pan: String) -> String {
+        let u = Array(pan.utf8)
+        if u.allSatisfy({ $0 < 0x80 }) { // card numbers are ASCII: work on bytes, no grapheme breaking
+            guard u.count >= 13 else { return String(repeating: "*", count: u.count) }
+            return String(decoding: u.prefix(6) + [UInt8](repeating: UInt8(ascii: "*"), count: u.count - 10) + u.suffix(4), as: UTF8.self)
+        }
         let chars = Array(pan)
         guard chars.count >= 13 else { return String(repeating: "*", count: chars.count) }
         return String(chars.prefix(6)) + String(repeating: "*", count: chars.count - 10) + String(chars.suffix(4))

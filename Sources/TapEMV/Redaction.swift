@@ -26,9 +26,10 @@ public enum ThreeDSContent {
 
     /// Prepares a body for storage in one pass: masked (when `mask` is set, as `maskBody` does) and the 3DS
     /// messages found in the result, parsing a JSON body only once.
-    public static func prepare(_ body: [UInt8], mask: Bool) -> (stored: [UInt8], messages: [Found]) {
-        let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
-        if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {
+    /// `parsed`, when given, is `body` already parsed (a server that built or read the message), so it is not parsed twice.
+    public static func prepare(_ body: [UInt8], parsed: JSON? = nil, mask: Bool) -> (stored: [UInt8], messages: [Found]) {
+        let first = parsed != nil ? UInt8(ascii: "{") : body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
+        if first == UInt8(ascii: "{"), let json = parsed ?? (try? JSON.parse(body)) {
             guard mask else { return (body, MessageSummary(json).map { [Found(location: "body", json: json, summary: $0)] } ?? []) }
             let (masked, changed) = Masking.masking(json)
             let stored = maskLuhnRuns(changed ? masked.bytes : body)

@@ -64,7 +64,7 @@ public struct LiveRequest: Sendable {
         self.body = body
     }
     /// True when the client uses the replayer as a proxy.
-    public var viaProxy: Bool { target.contains("://") }
+    public var viaProxy: Bool { ReplayURL.schemeEnd(Array(target.utf8)) != nil }
 }
 
 /// An RReq the replayer sends as the ACS, after the answer that completes the challenge.
@@ -90,6 +90,9 @@ public struct ReplayAnswer: Sendable {
     public var rreq: PlannedRReq?
     /// Forward the live request to this absolute URL instead of answering (a live endpoint, or `--on-miss forward:`).
     public var forwardTo: String?
+    /// The live request and the answer as JSON when the engine parsed or built them (handed to the session writer).
+    public var requestJSON: JSON? = nil
+    public var responseJSON: JSON? = nil
 }
 
 /// The replay decisions, free of I/O: a live request in, the answer, its delay and any RReq out. It matches AReqs
@@ -132,7 +135,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
 
         private func index() {
             exact = Dictionary(map, uniquingKeysWith: { a, _ in a })
-            prefixes = map.filter { $0.0.contains("://") }
+            prefixes = map.filter { ReplayURL.schemeEnd(Array($0.0.utf8)) != nil }
         }
 
         /// A JSON string value with recorded IDs and URLs replaced.
@@ -259,6 +262,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             }
         }
         var answer = answer(flow.areq, body: ares.bytes, type: ares["messageType"]?.stringValue ?? "ARes", lf, matchedBy: note)
+        answer.requestJSON = areq
+        answer.responseJSON = ares
         if flow.followUps.isEmpty { answer.rreq = planRReq(lf, after: flow.areq) }
         return answer
     }

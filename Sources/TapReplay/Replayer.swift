@@ -105,9 +105,10 @@ public final class Replayer: @unchecked Sendable {
         let answer = engine.handle(live, selfURL: selfURL)
         let (path, _) = ReplayURL.pathAndQuery(req.head.target)
         var record = ExchangeRecord(connectionID: conn, seq: seq, method: req.head.method,
-                                    url: req.head.target.contains("://") ? req.head.target : selfURL + req.head.target,
+                                    url: live.viaProxy ? req.head.target : selfURL + req.head.target,
                                     host: req.head.headers["Host"], path: path, upstream: nil,
-                                    request: CapturedMessage(headers: live.headers, body: req.body, wireSize: req.rawHead.count + req.rawBody.count),
+                                    request: CapturedMessage(headers: live.headers, body: req.body, wireSize: req.rawHead.count + req.rawBody.count,
+                                                             parsed: answer.requestJSON),
                                     requestStart: started)
         record.requestSent = started
         let annotation = ReplayAnnotation(recordedExchangeID: answer.recordedExchangeID, matchedBy: answer.matchedBy, miss: answer.miss,
@@ -121,7 +122,8 @@ public final class Replayer: @unchecked Sendable {
             self.pending[peer] = nil
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
             respond(HTTPReply(status: answer.status, headers: answer.headers, body: answer.body))
-            self.finishRecord(record, annotation, status: answer.status, headers: answer.headers, body: answer.body, actualMs: actual)
+            self.finishRecord(record, annotation, status: answer.status, headers: answer.headers, body: answer.body, actualMs: actual,
+                              parsed: answer.responseJSON)
             if answer.miss != nil { self.counts.missed += 1 } else { self.counts.answered += 1 }
             if let r = answer.rreq {
                 self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
@@ -138,14 +140,14 @@ public final class Replayer: @unchecked Sendable {
     }
 
     func finishRecord(_ r: ExchangeRecord, _ a: ReplayAnnotation, status: Int?, headers: [(String, String)], body: [UInt8], actualMs: Double?,
-                      outcome: String = "answered") {
+                      outcome: String = "answered", parsed: JSON? = nil) {
         var record = r
         var annotation = a
         annotation.actualDelayMs = actualMs
         let now = Date().timeIntervalSince1970
         if let status {
             record.status = status
-            record.response = CapturedMessage(headers: headers, body: body, wireSize: body.count)
+            record.response = CapturedMessage(headers: headers, body: body, wireSize: body.count, parsed: parsed)
             record.firstByte = record.requestStart + (actualMs ?? 0) / 1000
             record.done = now
         }

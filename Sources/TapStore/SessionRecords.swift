@@ -1,4 +1,5 @@
 import TapCompression
+import TapCore
 import TapEMV
 
 /// What the proxy reports to the session writer. Times are Unix seconds (wall clock, microsecond precision).
@@ -45,7 +46,7 @@ public struct StoredMessage: Sendable {
                 }
             }
         }
-        var (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
+        var (stored, messages) = ThreeDSContent.prepare(decoded, parsed: encoding == nil ? captured.parsed : nil, mask: mask)
         if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
             messages = [ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)]
         }
@@ -74,11 +75,14 @@ public struct CapturedMessage: Sendable {
     public var headers: [(String, String)]
     public var body: [UInt8]
     public var wireSize: Int
+    /// The body as JSON when the sender already parsed or built it (the replayer), so the writer need not parse it again.
+    public var parsed: JSON?
 
-    public init(headers: [(String, String)], body: [UInt8], wireSize: Int) {
+    public init(headers: [(String, String)], body: [UInt8], wireSize: Int, parsed: JSON? = nil) {
         self.headers = headers
         self.body = body
         self.wireSize = wireSize
+        self.parsed = parsed
     }
 }
 
