@@ -108,7 +108,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     private var flowUses: [Int]
     private var live: [String: LiveFlow] = [:]
     private var liveOrigins: [String: Int] = [:]
-    private var served: [Int: Int] = [:]
+    /// How often each recorded exchange (by index) has been served.
+    private var served: [Int]
     private var plainCursor: [String: Int] = [:]
     private let channelKeys = Mutex<[String: [UInt8]]>([:])
 
@@ -118,8 +119,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         let flow: Int
         /// Recorded text → live text: IDs, URLs, threeDSSessionData (in order, for text bodies).
         var map: [(String, String)] { didSet { index() } }
-        /// The same, for JSON string values: whole values by lookup, URLs by prefix.
-        private(set) var exact: [String: String] = [:]
+        /// The entries that are URLs, replaced by prefix in JSON string values (a handful: a linear scan beats hashing).
         private(set) var prefixes: [(String, String)] = []
         var cipher: AppChannelCipher?
         var next = 0
@@ -134,13 +134,12 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
 
         private func index() {
-            exact = Dictionary(map, uniquingKeysWith: { a, _ in a })
             prefixes = map.filter { ReplayURL.schemeEnd(Array($0.0.utf8)) != nil }
         }
 
         /// A JSON string value with recorded IDs and URLs replaced.
         func value(_ s: String) -> String {
-            if let l = exact[s] { return l }
+            for (r, l) in map where r == s { return l }
             for (r, l) in prefixes where s.hasPrefix(r) { return l + s.dropFirst(r.count) }
             return s
         }
@@ -151,6 +150,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         self.options = options
         self.identity = identity
         flowUses = Array(repeating: 0, count: catalog.flows.count)
+        served = Array(repeating: 0, count: catalog.exchanges.count)
     }
 
     public func cek(for acsTransID: String) -> [UInt8]? { channelKeys.withLock { $0[acsTransID.lowercased()] } }
@@ -328,7 +328,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             .first(where: { $0.0 == "threeDSSessionData" })?.1, recorded != sessionData {
             lf.map.append((recorded, sessionData))
         }
-        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i] ?? 0))
+        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
         var body: [UInt8]
         var type: String? = x.messages.first { $0.direction == "response" }?.type
         var headers = ReplayEngine.replayableHeaders(x.responseHeaders)
@@ -366,11 +366,11 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             return nil
         }
         let x = catalog.exchanges[r], t = catalog.exchanges[trigger]
-        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[r] ?? 0))
-        served[r, default: 0] += 1
+        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[r]))
+        served[r] += 1
         let offset = max(0, x.requestStart - (t.done ?? t.requestStart))
         let after = options.schedule.delay(for: ScheduledAnswer(recordedExchangeID: x.id, recordedWait: offset, messageType: "RReq", occurrence: 1,
-                                                                path: ReplayURL.pathAndQuery(x.url).path, servedBefore: served[r]! - 1))
+                                                                path: ReplayURL.pathAndQuery(x.url).path, servedBefore: served[r] - 1))
         return PlannedRReq(url: url, body: rewrite(json, lf, &rng).bytes, after: after, recordedExchangeID: x.id)
     }
 
@@ -422,7 +422,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             if let i = pick {
                 plainCursor[key] = n + 1
                 let x = catalog.exchanges[i]
-                var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i] ?? 0))
+                var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
                 let json = (try? JSON.parse(x.responseBody)).flatMap { $0.isObject ? $0 : nil }
                 let body = json.map { ReplayEngine.regenerateMasked($0, &rng).bytes } ?? x.responseBody
                 return answer(i, body: body, type: x.messages.first { $0.direction == "response" }?.type, nil,
@@ -476,7 +476,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     func answer(_ i: Int, body: [UInt8], type: String?, _ lf: LiveFlow?, matchedBy: String,
                 headers: [(String, String)] = [("Content-Type", "application/json")], status: Int? = nil) -> ReplayAnswer {
         let x = catalog.exchanges[i]
-        let before = served[i, default: 0]
+        let before = served[i]
         served[i] = before + 1
         var occurrence = 1
         if let lf, let type {
