@@ -39,7 +39,7 @@ let package = Package(
         // Network I/O: epoll event loop, timers, non-blocking TCP connections with optional TLS, listeners.
         .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto"], swiftSettings: strict),
         // A small HTTP server on the event loop and a blocking HTTP client (proxy, TLS, timeouts).
-        .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto"], swiftSettings: strict),
+        .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto", "TapCore"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
         // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.

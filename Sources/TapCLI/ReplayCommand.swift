@@ -30,6 +30,8 @@ struct ReplayCommand: Command {
         .option("ignore-field", "NAME", repeatable: true, help: "a JSON field ignored when matching non-3DS bodies"),
         .option("sign", "PS256|ES256", help: "acsSignedContent algorithm for fresh app-channel keys (default PS256)"),
         .option("session", "OUT", help: "the replay's own session file (default sessions/replay-<time>.3dstape)"),
+        .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
+        .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
         .flag("quiet", help: "print only the summary"),
         .flag("json-lines", help: "print each exchange as one JSON line"),
     ]
@@ -61,7 +63,11 @@ struct ReplayCommand: Command {
         let replayer = Replayer(loop: loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
         let tls = args.has("tls")
         var bound: [HostPort] = []
-        for l in listens { bound.append(try replayer.start(on: l, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http")) }
+        let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
+        for l in listens {
+            bound.append(try replayer.start(on: l, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
+                                            headerTimeout: headerTimeout, idleTimeout: idleTimeout))
+        }
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")
         io.err("replay session: \(out)   Ctrl-C to stop")

@@ -40,6 +40,8 @@ struct SandboxCommand: Command {
         .option("proxy", "URL", help: "send the RReq to the 3DS Server through this forward proxy"),
         .option("out", "DIR", help: "with 'certs': where to write ds-root.pem, ds-root.der, ds-cert.pem, ds.json"),
         .flag("bad-signature", help: "fault: send acsSignedContent with a corrupted signature (SDK negative tests)"),
+        .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
+        .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
         .flag("quiet", help: "do not log each message"),
     ]
 
@@ -64,6 +66,8 @@ struct SandboxCommand: Command {
             guard let v = Double(d), v >= 0 else { throw CommandFailure("--ares-delay \(d): expected seconds") }
             o.aresDelay = v
         }
+        if let t = try args.seconds("header-timeout") { o.headerTimeout = t }
+        if let t = try args.seconds("idle-timeout") { o.idleTimeout = t }
         o.keylog = args.value("keylog")
         o.badSignature = args.has("bad-signature")
         o.outgoingProxy = try args.forwardProxy()

@@ -1,4 +1,5 @@
 import Glibc
+import TapCore
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -54,6 +55,15 @@ public final class HTTPServer: @unchecked Sendable {
     /// Called on the loop when a client closes its connection while its request is still unanswered
     /// (a client that gave up), with the peer address.
     public var onClientAbort: ((_ peer: String) -> Void)?
+    /// A request begun and not complete within this many seconds is answered 408 and the connection closed
+    /// (slow-loris clients: headers or bodies trickled a byte at a time).
+    public var headerTimeout: Double = 30
+    /// An idle keep-alive connection is closed after this many seconds.
+    public var idleTimeout: Double = 120
+    /// Parsing limits (head size, body size).
+    public var limits = HTTPLimits()
+    /// Connections open now.
+    public var connectionCount: Int { connections.count }
 
     public init(loop: EventLoop, tls: TLSContext? = nil, intercepting: TLSContext? = nil, handler: @escaping HTTPHandler) {
         self.loop = loop
@@ -92,7 +102,11 @@ public final class HTTPServer: @unchecked Sendable {
             return
         }
         connections[ObjectIdentifier(sc)] = sc
+        sc.arm(.idle)
     }
+
+    /// A JSON error body (the message may quote the client's bytes, so it is escaped, never interpolated).
+    static func errorBody(_ message: String) -> [UInt8] { JSON.object([("error", .string(message))]).bytes }
 
     fileprivate func ended(_ sc: ServerConnection) { connections.removeValue(forKey: ObjectIdentifier(sc)) }
 }
@@ -101,24 +115,70 @@ private final class ServerConnection: ConnectionDelegate {
     weak var server: HTTPServer?
     let peer: String
     var connection: Connection?
-    var parser = HTTPParser(mode: .request)
+    var parser: HTTPParser
     var busy = false
     /// The CONNECT target once the connection is an intercepted tunnel.
     var tunnel: HostPort?
+    /// Reading stopped because a client kept sending while its request was being answered.
+    var pausedWhileBusy = false
+    /// The one timer of the connection: idle between requests, or the deadline of a request being received.
+    var timer: TimerHandle?
+    var timerKind: Wait = .idle
+
+    enum Wait { case idle, request }
+
+    /// Bytes read ahead (pipelined requests) while a request is being answered, before reading pauses.
+    static let readAheadAllowance = 256 * 1024
 
     init(server: HTTPServer, peer: String) {
         self.server = server
         self.peer = peer
+        parser = HTTPParser(mode: .request, limits: server.limits)
+    }
+
+    func arm(_ kind: Wait) {
+        guard let server else { return }
+        if let timer { server.loop.cancel(timer) }
+        timerKind = kind
+        timer = server.loop.schedule(after: kind == .idle ? server.idleTimeout : server.headerTimeout) { [weak self] in
+            self?.deadlinePassed()
+        }
+    }
+
+    func disarm() {
+        if let timer { server?.loop.cancel(timer) }
+        timer = nil
+    }
+
+    func deadlinePassed() {
+        timer = nil
+        guard let connection, !busy else { return }
+        switch timerKind {
+        case .idle:
+            connection.close()
+        case .request:
+            let timeout = Int(server?.headerTimeout ?? 0)
+            connection.write(HTTPReply.json(HTTPServer.errorBody("request not received within \(timeout) s"), status: 408).bytes(keepAlive: false))
+            connection.close(afterFlush: true)
+        }
     }
 
     func connectionReady(_ connection: Connection) {}
 
     func connection(_ connection: Connection, received bytes: [UInt8]) {
         parser.append(bytes)
+        if busy {
+            if parser.bufferedCount > ServerConnection.readAheadAllowance, !connection.readingPaused {
+                connection.pauseReading()
+                pausedWhileBusy = true
+            }
+            return
+        }
         next()
     }
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
+        disarm()
         self.connection = nil
         if busy { server?.onClientAbort?(peer) }
         server?.ended(self)
@@ -126,19 +186,28 @@ private final class ServerConnection: ConnectionDelegate {
 
     func next() {
         guard !busy, let connection, let server else { return }
+        if pausedWhileBusy {
+            pausedWhileBusy = false
+            connection.resumeReading()
+        }
         var request: HTTPRequest
         do {
-            guard let r = try parser.nextRequest() else { return }
+            guard let r = try parser.nextRequest() else {
+                if parser.isIdle { if timerKind != .idle || timer == nil { arm(.idle) } } else if timerKind != .request || timer == nil { arm(.request) }
+                return
+            }
             request = r
         } catch {
-            connection.write(HTTPReply.json(Array("{\"error\":\"\(error.message)\"}".utf8), status: error.status == 502 ? 400 : error.status)
+            disarm()
+            connection.write(HTTPReply.json(HTTPServer.errorBody(error.message), status: error.status == 502 ? 400 : error.status)
                 .bytes(keepAlive: false))
             connection.close(afterFlush: true)
             return
         }
+        disarm()
         if request.head.method == "CONNECT" {
             guard let ctx = server.intercepting, tunnel == nil, let hp = HostPort(request.head.target) else {
-                connection.write(HTTPReply.json(Array("{\"error\":\"CONNECT needs host:port, once per connection\"}".utf8), status: 400)
+                connection.write(HTTPReply.json(HTTPServer.errorBody("CONNECT needs host:port, once per connection"), status: 400)
                     .bytes(keepAlive: false))
                 connection.close(afterFlush: true)
                 return

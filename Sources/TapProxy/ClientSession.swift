@@ -102,8 +102,20 @@ final class ClientSession: ConnectionDelegate {
     func connection(_ connection: Connection, received bytes: [UInt8]) {
         if parser.isIdle, requestStartedAt == nil { requestStartedAt = wallNow() }
         parser.append(bytes)
-        if inFlight == nil { processNext() }
+        if inFlight == nil {
+            processNext()
+        } else if parser.bufferedCount > ClientSession.pipelineAllowance, !client.readingPaused {
+            // A request is with the upstream: hold at most a little of what follows (pipelined requests), then stop
+            // reading until its response is written (hardening: 1.5 GiB sent behind one unanswered GET was buffered).
+            client.pauseReading()
+            pausedWhileInFlight = true
+        }
     }
+
+    /// Bytes read ahead from a client while its previous request is with the upstream.
+    static let pipelineAllowance = 256 * 1024
+    /// Reading was paused because too much arrived while a request was in flight.
+    var pausedWhileInFlight = false
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         guard !closed else { return }
@@ -131,6 +143,10 @@ final class ClientSession: ConnectionDelegate {
 
     func processNext() {
         guard !closed, inFlight == nil, !isDeferred else { return }
+        if pausedWhileInFlight {
+            pausedWhileInFlight = false
+            client.resumeReading()
+        }
         if server.writerIsBehind, !parser.isIdle {
             isDeferred = true
             client.pauseReading()

@@ -93,7 +93,11 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     /// True while the session writer is behind: new requests wait, so memory stays bounded.
-    var writerIsBehind: Bool { (writer?.backlog ?? 0) > writerBacklogLimit }
+    var writerIsBehind: Bool { (writer?.backlog ?? 0) > writerBacklogLimit || (writer?.backlogBytes ?? 0) > writerBacklogByteLimit }
+
+    /// Body bytes waiting for the writer beyond which new requests wait too (hardening: 60 uploads of 15 MiB once
+    /// held 1 GB while the event count stayed low).
+    let writerBacklogByteLimit = 32 << 20
 
     /// Parks a session until the writer's backlog falls below 7/8 of the limit (a small step, so that
     /// each pause is short: about 256 exchanges of writer time).
@@ -105,7 +109,8 @@ public final class ProxyServer: @unchecked Sendable {
     private func scheduleDeferredCheck() {
         loop.schedule(after: 0.001) { [weak self] in
             guard let self else { return }
-            if (self.writer?.backlog ?? 0) > self.writerBacklogLimit - self.writerBacklogLimit / 8 {
+            if (self.writer?.backlog ?? 0) > self.writerBacklogLimit - self.writerBacklogLimit / 8
+                || (self.writer?.backlogBytes ?? 0) > self.writerBacklogByteLimit - self.writerBacklogByteLimit / 8 {
                 self.scheduleDeferredCheck()
                 return
             }

@@ -36,7 +36,7 @@ public final class Replayer: @unchecked Sendable {
     let writer: SessionWriter?
     let outgoingTLS: TLSContext
     let report: @Sendable (ReplayLine) -> Void
-    private var server: HTTPServer?
+    private var servers: [HTTPServer] = []
     private var selfURL = ""
     private var connectionIDs: [String: Int64] = [:]
     private var nextConnectionID: Int64 = 2
@@ -66,23 +66,28 @@ public final class Replayer: @unchecked Sendable {
 
     /// Binds and starts serving; returns the bound address. Call before the loop runs or on its thread.
     @discardableResult
-    public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String) throws -> HostPort {
+    public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String,
+                      headerTimeout: Double = 30, idleTimeout: Double = 120) throws -> HostPort {
         let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting) { [weak self] req, peer, respond in
             self?.handle(req, peer, respond)
         }
+        s.headerTimeout = headerTimeout
+        s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
         let bound = try s.start(on: address)
-        server = s
-        selfURL = "\(scheme)://\(bound)"
-        writer?.submit(.connectionOpened(ConnectionRecord(id: Replayer.rreqConnection, clientAddress: "replayer (RReq to the 3DS Server)",
-                                                          acceptedAt: Date().timeIntervalSince1970, mode: "replay", upstream: nil)))
+        if servers.isEmpty {
+            selfURL = "\(scheme)://\(bound)" // the first listener is the address written for direct clients
+            writer?.submit(.connectionOpened(ConnectionRecord(id: Replayer.rreqConnection, clientAddress: "replayer (RReq to the 3DS Server)",
+                                                              acceptedAt: Date().timeIntervalSince1970, mode: "replay", upstream: nil)))
+        }
+        servers.append(s)
         return bound
     }
 
     /// Stops serving (on the loop's thread).
     public func stop() {
-        server?.stop()
-        server = nil
+        servers.forEach { $0.stop() }
+        servers.removeAll()
     }
 
     func connectionID(_ peer: String, at: Double) -> Int64 {

@@ -27,6 +27,10 @@ public struct SandboxOptions: Sendable {
     public var outgoingRoots: [Certificate]?
     /// A fault for SDK testing: acsSignedContent is sent with a corrupted signature.
     public var badSignature = false
+    /// A request begun and not complete in this many seconds gets 408 (slow clients).
+    public var headerTimeout: Double = 30
+    /// Idle keep-alive connections are closed after this many seconds.
+    public var idleTimeout: Double = 120
 
     public init() {}
 }
@@ -85,6 +89,8 @@ public final class Sandbox: @unchecked Sendable {
     public func start(on address: HostPort, tls: Bool) throws -> HostPort {
         let ctx = tls ? try TLSContext(serverCertificate: keys.tls.cert, key: keys.tls.key) : nil
         let s = HTTPServer(loop: loop, tls: ctx) { [weak self] req, peer, respond in self?.handle(req, respond) }
+        s.headerTimeout = options.headerTimeout
+        s.idleTimeout = options.idleTimeout
         let bound = try s.start(on: address)
         server = s
         let host = bound.host == "0.0.0.0" ? "127.0.0.1" : bound.host

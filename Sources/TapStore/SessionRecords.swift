@@ -11,6 +11,14 @@ public enum SessionEvent: Sendable {
     case note(at: Double, kind: String, detail: String)
 }
 
+extension SessionEvent {
+    /// The body bytes an event holds in memory until it is written.
+    public var bodyBytes: Int {
+        if case let .exchange(x) = self { return x.request.body.count + (x.response?.body.count ?? 0) }
+        return 0
+    }
+}
+
 /// A client connection to the proxy.
 public struct ConnectionRecord: Sendable {
     public var id: Int64

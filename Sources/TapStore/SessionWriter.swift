@@ -17,6 +17,7 @@ public final class SessionWriter: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let written = Atomic<Int>(0)
     private let queued = Atomic<Int>(0)
+    private let queuedBytes = Atomic<Int>(0)
     private let failure = Mutex<String?>(nil)
     /// Bodies larger than this are stored zlib-compressed (flag column `*_body_compressed`).
     public static let compressAbove = 8 * 1024
@@ -65,6 +66,7 @@ public final class SessionWriter: Sendable {
     /// wake-up per exchange.
     public func submit(_ event: SessionEvent) {
         queued.add(1, ordering: .relaxed)
+        queuedBytes.add(event.bodyBytes, ordering: .relaxed)
         let n = queue.withLock { q -> Int in
             q.append(event)
             return q.count
@@ -80,6 +82,9 @@ public final class SessionWriter: Sendable {
     /// Events submitted and not yet committed. The proxy stops taking new requests while this is high,
     /// so that a disk slower than the network bounds memory instead of growing a queue.
     public var backlog: Int { queued.load(ordering: .relaxed) }
+
+    /// Body bytes held by the events in `backlog`: a few large uploads weigh more than many small exchanges.
+    public var backlogBytes: Int { queuedBytes.load(ordering: .relaxed) }
 
     /// Exchanges committed to the file so far.
     public var exchangesWritten: Int { written.load(ordering: .relaxed) }
@@ -112,6 +117,7 @@ public final class SessionWriter: Sendable {
                     let n = batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
                     written.add(n, ordering: .relaxed)
                     queued.subtract(batch.count, ordering: .relaxed)
+                    queuedBytes.subtract(batch.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
                 } catch {
                     failure.withLock { $0 = "\(error)" }
                 }

@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+
+/// Hostile clients against the real processes (tools/testing/hostile.py): slow-loris sockets and a client that keeps
+/// sending behind an unanswered request. Each was a defect: the sandbox kept 50 slow sockets open past 20 s, and the
+/// recorder buffered 1.5 GiB sent behind one GET to a slow upstream.
+@Suite(.serialized) struct HardeningEndToEndTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+    var hostile: String { Self.root.appendingPathComponent("tools/testing/hostile.py").path }
+
+    func withHome(_ body: (URL, [String: String]) throws -> Void) throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try body(dir, ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path])
+    }
+
+    func fields(_ line: String) -> [String: String] {
+        let words = line.split(separator: " ").map(String.init)
+        var out: [String: String] = [:]
+        var i = 0
+        while i + 1 < words.count { out[words[i]] = words[i + 1]; i += 2 }
+        return out
+    }
+
+    @Test func slowLorisSocketsGet408FromTheSandboxAndTheReplayer() throws {
+        try withHome { dir, env in
+            let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--header-timeout", "1", "--quiet"], environment: env)
+            defer { sandbox.stop() }
+            let port = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
+            let r = try sh(["python3", hostile, "slowloris", String(port), "50", "4"])
+            #expect(r.out.hasPrefix("answered 50 closed 0 open 0"), "the sandbox answers 408 to every slow socket: \(r.out) \(r.err)")
+
+            let copy = dir.appendingPathComponent("sample.3dstape").path
+            try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/sample-reverse.3dstape").path, toPath: copy)
+            let replay = try Spawned(CLIRunner.binary.path, ["replay", copy, "--listen", "127.0.0.1:0", "--header-timeout", "1", "--quiet",
+                                                             "--session", dir.appendingPathComponent("r.3dstape").path], environment: env)
+            defer { replay.stop() }
+            let rport = try replay.port(after: "on http://127.0.0.1:")
+            let rr = try sh(["python3", hostile, "slowloris", String(rport), "50", "4"])
+            #expect(rr.out.hasPrefix("answered 50 closed 0 open 0"), "\(rr.out) \(rr.err)")
+        }
+    }
+
+    @Test func bytesSentBehindAnUnansweredRequestAreNotBuffered() throws {
+        try withHome { dir, env in
+            let up = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])
+            defer { up.stop() }
+            let upPort = try up.port(after: "listening ")
+            let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--reverse", "http://127.0.0.1:\(upPort)", "--quiet",
+                                                          "--session", dir.appendingPathComponent("s.3dstape").path], environment: env)
+            defer { rec.stop() }
+            let port = try rec.port(after: "recording on http://127.0.0.1:")
+            let r = fields(try sh(["python3", hostile, "flood", String(port), "/slow?ms=2500", "400", "3",
+                                   String(rec.process.processIdentifier)]).out)
+            let sent = Double(r["sent_mb"] ?? "") ?? .infinity, rss = Double(r["peak_rss_mb"] ?? "") ?? .infinity
+            #expect(sent < 64 && rss < 150, "the recorder stops reading behind a request with the upstream: sent \(sent) MB, RSS \(rss) MB")
+            #expect(r["first_line"] == "HTTP/1.1", "the slow answer still arrives: \(r)")
+
+            // The replayer (and the sandbox, same server) behind an answer it is holding back on purpose.
+            let copy = dir.appendingPathComponent("sample.3dstape").path
+            try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/sample-reverse.3dstape").path, toPath: copy)
+            let replay = try Spawned(CLIRunner.binary.path, ["replay", copy, "--listen", "127.0.0.1:0", "--timing", "fixed:2500ms", "--quiet",
+                                                             "--session", dir.appendingPathComponent("r.3dstape").path], environment: env)
+            defer { replay.stop() }
+            let rport = try replay.port(after: "on http://127.0.0.1:")
+            let rr = fields(try sh(["python3", hostile, "flood", String(rport), "/chunked", "400", "3",
+                                    String(replay.process.processIdentifier)]).out)
+            let rsent = Double(rr["sent_mb"] ?? "") ?? .infinity, rrss = Double(rr["peak_rss_mb"] ?? "") ?? .infinity
+            #expect(rsent < 64 && rrss < 150, "the replayer stops reading while it holds an answer: sent \(rsent) MB, RSS \(rrss) MB")
+            #expect(rr["first_line"] == "HTTP/1.1", "\(rr)")
+        }
+    }
+}

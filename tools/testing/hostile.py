@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Hostile clients for 3dstape's hardening tests (loopback only; bounded in count and time).
+
+  hostile.py slowloris PORT COUNT SECONDS
+      COUNT sockets each send a request head one byte every 0.2 s; prints "answered N closed M open K" after SECONDS
+      (answered: got an HTTP status line; closed: the server closed without one; open: still open).
+  hostile.py flood PORT PATH MEGABYTES SECONDS PID
+      sends "GET PATH" and then MEGABYTES of junk on the same socket, for at most SECONDS, while sampling the RSS of
+      process PID; prints "sent_mb X peak_rss_mb Y first_line Z".
+"""
+import select, socket, sys, time
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def slowloris(port, count, seconds):
+    head = b"POST /ds/areq HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 200
+    socks = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setblocking(False)
+        socks.append([s, 0, None])  # socket, bytes sent, outcome
+    end = time.time() + seconds
+    while time.time() < end and any(o is None for _, _, o in socks):
+        for entry in socks:
+            s, sent, outcome = entry
+            if outcome is not None:
+                continue
+            try:
+                if sent < len(head):
+                    s.send(head[sent:sent + 1])
+                    entry[1] += 1
+            except OSError:
+                entry[2] = "closed"
+                continue
+            r, _, _ = select.select([s], [], [], 0)
+            if r:
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                entry[2] = "answered" if data.startswith(b"HTTP/1.1 ") else "closed"
+        time.sleep(0.2)
+    answered = sum(1 for _, _, o in socks if o == "answered")
+    closed = sum(1 for _, _, o in socks if o == "closed")
+    print(f"answered {answered} closed {closed} open {count - answered - closed}")
+
+
+def flood(port, path, megabytes, seconds, pid):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+    s.settimeout(0.5)
+    junk = b"x" * (1 << 20)
+    sent, peak = 0, rss_mb(pid)
+    end = time.time() + seconds
+    while sent < megabytes << 20 and time.time() < end:
+        try:
+            sent += s.send(junk)
+        except socket.timeout:
+            pass  # the server stopped reading: what we are checking
+        except OSError:
+            break
+        peak = max(peak, rss_mb(pid))
+    s.settimeout(10)
+    try:
+        first = s.recv(4096).split(b"\r\n")[0].decode(errors="replace")
+    except OSError:
+        first = "(none)"
+    print(f"sent_mb {sent / (1 << 20):.1f} peak_rss_mb {peak:.1f} first_line {first}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "slowloris":
+        slowloris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+    else:
+        flood(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))
