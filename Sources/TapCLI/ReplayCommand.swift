@@ -161,16 +161,9 @@ struct ReplayView: Sendable {
         case .lines:
             let matched = x.miss.map { "MISS: \($0)" } ?? "#\(x.recordedExchangeID.map(String.init) ?? "-") \(x.matchedBy ?? "")"
             let actual = x.actualMs.map { String(format: "%.1f", $0) } ?? "-"
-            line = "\(x.method) \(Sanitized.text(x.target))  → \(x.status.map(String.init) ?? "---")  \(matched)  "
+            line = "\(x.method) \(ThreeDSContent.printable(x.target))  → \(x.status.map(String.init) ?? "---")  \(matched)  "
                 + "delay \(String(format: "%.1f", x.scheduledMs)) ms scheduled, \(actual) ms actual  \(x.outcome)"
         }
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
-    }
-}
-
-/// Text from the network made safe to print: control characters (terminal escapes) shown as `?`.
-enum Sanitized {
-    static func text(_ s: String) -> String {
-        String(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
     }
 }

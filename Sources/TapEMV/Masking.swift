@@ -2,11 +2,28 @@ import TapCore
 
 /// Masks card and secret data in 3DS JSON before it is stored or shown (emv3ds.md §4, "Sensitive data").
 public enum Masking {
-    /// Fields replaced entirely (OTPs, passwords, CAVV).
+    /// Fields replaced entirely: OTP entries, CAVV, and the names card forms and payment APIs use for security
+    /// codes, PINs and passwords (in the spellings seen in the wild).
     static let secretFields: Set<String> = [
         "challengeDataEntry", "challengeDataEntryTwo", "challengeHTMLDataEntry", "authenticationValue",
-        "cardSecurityCode",
+        "cardSecurityCode", "cvv", "CVV", "cvv2", "CVV2", "cvc", "CVC", "cvc2", "CVC2", "cvn", "CVN", "csc", "CSC",
+        "securityCode", "SecurityCode", "security_code", "card_cvv", "cardCvv", "cardCVV", "cvd",
+        "password", "Password", "passwd", "passcode", "otp", "OTP", "pin", "PIN",
     ]
+
+    /// Header fields whose value is a credential: stored as `***` (an `Authorization` keeps its scheme).
+    static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"]
+
+    /// Headers as stored: credentials redacted, card numbers (Luhn-valid 13–19 digit runs) masked in every value.
+    public static func maskHeaders(_ headers: [(String, String)]) -> [(String, String)] {
+        headers.map { name, value in
+            if credentialHeaders.contains(name.lowercased()) {
+                let scheme = name.lowercased().hasSuffix("authorization") ? value.split(separator: " ").first.map { "\($0) " } ?? "" : ""
+                return (name, scheme + "***")
+            }
+            return (name, ThreeDSContent.maskLuhnRuns(value))
+        }
+    }
 
     /// Masks `acctNumber` to its first 6 and last 4 digits and replaces secret entries with `"***"`,
     /// at any depth. Returns the value unchanged where nothing matches.

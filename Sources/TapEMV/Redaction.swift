@@ -97,6 +97,21 @@ public enum ThreeDSContent {
     }
 
     /// Replaces each run of 13–19 ASCII digits that passes the Luhn check with first 6, `*`s, last 4.
+    /// `maskLuhnRuns` for text (URLs, header values, log lines).
+    public static func maskLuhnRuns(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        let masked = maskLuhnRuns(bytes)
+        return masked == bytes ? text : String(decoding: masked, as: UTF8.self)
+    }
+
+    /// Text from the network made safe to print on a terminal or in a log: card numbers masked and control
+    /// characters (terminal escape sequences included) shown as `?`.
+    public static func printable(_ text: String) -> String {
+        let masked = maskLuhnRuns(text)
+        guard masked.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) }) else { return masked }
+        return String(String.UnicodeScalarView(masked.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) ? "?" : $0 }))
+    }
+
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
         // Find the runs to mask without copying; copy only when there is one (most bodies have none).
         var runs: [Range<Int>] = []

@@ -164,10 +164,8 @@ public final class KeySubstitution: ChannelKeySource, @unchecked Sendable {
         do {
             message = try c.sdkLeg.openRequest(compact)
         } catch {
-            let erro = JSON.object([("acsTransID", .string(kid)), ("errorCode", .string(error.code.rawValue)), ("errorComponent", .string("A")),
-                                    ("errorDescription", .string("Data decryption failure")), ("errorDetail", .string(error.message)),
-                                    ("errorMessageType", .string("CReq")), ("messageType", .string("Erro")),
-                                    ("messageVersion", .string("2.2.0"))])
+            let erro = Erro.make(error.code, component: "A", description: "Data decryption failure", detail: error.message,
+                                 about: .object([("acsTransID", .string(kid))]), messageType: "CReq", version: "2.2.0")
             return (.answer(status: 200, body: erro.bytes, note: "substitution: the SDK's CReq does not open on the SDK leg (\(error.message)); "
                             + "answered Erro \(error.code.rawValue) as an ACS would"), nil)
         }
@@ -196,36 +194,28 @@ public final class KeySubstitution: ChannelKeySource, @unchecked Sendable {
               let signed = ares["acsSignedContent"]?.stringValue, let acsTransID = ares["acsTransID"]?.stringValue else {
             return .unchanged(note: nil) // frictionless, or an Erro: nothing to substitute
         }
-        let jws: JWS
+        let content: ACSSignedContent
         let verified: String
         do {
-            jws = try JWS(compact: signed)
-            let leaf = try jws.verifyWithX5C(roots: upstream.roots)
+            let (c, leaf) = try ACSSignedContent.verify(signed, roots: upstream.roots)
+            content = c
             verified = "acsSignedContent verified against the upstream DS root (signer \(leaf.subject))"
         } catch {
             return .unchanged(note: "substitution: acsSignedContent does not verify against the upstream DS root (\(error)); "
                               + "passed unchanged, so the SDK fails as it would against this ACS")
         }
-        guard let content = jws.payloadJSON, let acsKeyJSON = content["acsEphemPubKey"], let acsURL = content["acsURL"] else {
-            return .unchanged(note: "substitution: acsSignedContent lacks acsEphemPubKey or acsURL; passed unchanged")
-        }
         do {
-            let acsKey = try JWK(json: acsKeyJSON).publicKey()
-            let sdkKey = try JWK(json: p.sdkKey).publicKey()
-            let towardSDK = try PrivateKey.generateP256()
+            let acsKey = try JWK(json: content.acsEphemPubKey).publicKey()
             let acsLeg = try AppChannelCipher(role: .sdk, privateKey: p.towardACS, peerPublicKey: acsKey,
                                               sdkReferenceNumber: p.sdkReferenceNumber, acsTransID: acsTransID, enc: .a128cbcHS256)
-            let sdkLeg = try AppChannelCipher(role: .acs, privateKey: towardSDK, peerPublicKey: sdkKey,
-                                              sdkReferenceNumber: p.sdkReferenceNumber, acsTransID: acsTransID, enc: .a128cbcHS256)
+            let (sdkLeg, towardSDK) = try ACSChannel.open(sdkEphemPubKey: p.sdkKey, sdkReferenceNumber: p.sdkReferenceNumber, acsTransID: acsTransID)
             channels[acsTransID] = Channel(sdkLeg: sdkLeg, acsLeg: acsLeg)
             lock.lock()
             sdkLegKeys[acsTransID.lowercased()] = sdkLeg.cek
             lock.unlock()
-            let payload = JSON.object([("acsEphemPubKey", JWK(publicKey: towardSDK.publicKey).json()), ("sdkEphemPubKey", p.sdkKey),
-                                       ("acsURL", acsURL)])
-            let resigned = try JWS.sign(payload: payload.bytes, algorithm: identity.signing, key: identity.acsKey,
-                                        extraHeader: [("x5c", JWS.x5cHeader([identity.acsCertificate]))])
-            let out = ares.setting("acsSignedContent", to: .string(resigned.compact))
+            let resigned = try ACSSignedContent(acsEphemPubKey: towardSDK, sdkEphemPubKey: p.sdkKey, acsURL: content.acsURL)
+                .sign(key: identity.acsKey, certificate: identity.acsCertificate, algorithm: identity.signing)
+            let out = ares.setting("acsSignedContent", to: .string(resigned))
             return .replaced(out.bytes, note: "substitution: \(verified); re-signed with 3dstape's ACS certificate; "
                              + "channel keys (fingerprints only, no key material is stored): sdk-leg \(KeySubstitution.fingerprint(sdkLeg.cek)) "
                              + "acs-leg \(KeySubstitution.fingerprint(acsLeg.cek))")

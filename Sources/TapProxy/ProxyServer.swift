@@ -134,7 +134,8 @@ public final class ProxyServer: @unchecked Sendable {
         }
     }
 
-    func log(_ line: String) { onLog?(line) }
+    /// A log line; what it quotes from the network is masked and stripped of control characters first.
+    func log(_ line: String) { onLog?(ThreeDSContent.printable(line)) }
 
     /// Records an event in the session (and the log).
     func note(_ kind: String, _ detail: String) {

@@ -271,22 +271,14 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// A new acsSignedContent for the live SDK: the recorded acsURL (rewritten), a fresh acsEphemPubKey, the live
     /// sdkEphemPubKey, signed by 3dstape's ACS certificate; and the ACS side of the channel.
     func freshChannel(_ recorded: String, areq: JSON, acsTransID: String, _ lf: LiveFlow) throws -> (String, AppChannelCipher) {
-        let jws = try JWS(compact: recorded)
-        guard let payload = jws.payloadJSON, let acsURL = payload["acsURL"]?.stringValue else {
-            throw ReplayError("the recorded acsSignedContent has no acsURL")
-        }
+        let acsURL = try ACSSignedContent(unverified: recorded).acsURL
         guard let sdkKeyJSON = areq["sdkEphemPubKey"], let sdkRef = areq["sdkReferenceNumber"]?.stringValue else {
             throw ReplayError("the live AReq has no sdkEphemPubKey or sdkReferenceNumber")
         }
-        let sdkKey = try JWK(json: sdkKeyJSON).publicKey()
-        let eph = try PrivateKey.generateP256()
-        let content = JSON.object([("acsEphemPubKey", JWK(publicKey: eph.publicKey).json()), ("sdkEphemPubKey", sdkKeyJSON),
-                                   ("acsURL", .string(replaceAll(acsURL, lf)))])
-        let signed = try JWS.sign(payload: content.bytes, algorithm: identity.signing, key: identity.key,
-                                  extraHeader: [("x5c", JWS.x5cHeader([identity.certificate]))])
-        let cipher = try AppChannelCipher(role: .acs, privateKey: eph, peerPublicKey: sdkKey, sdkReferenceNumber: sdkRef,
-                                          acsTransID: acsTransID, enc: .a128cbcHS256)
-        return (signed.compact, cipher)
+        let (cipher, acsEphemPubKey) = try ACSChannel.open(sdkEphemPubKey: sdkKeyJSON, sdkReferenceNumber: sdkRef, acsTransID: acsTransID)
+        let signed = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: sdkKeyJSON, acsURL: lf.value(acsURL))
+            .sign(key: identity.key, certificate: identity.certificate, algorithm: identity.signing)
+        return (signed, cipher)
     }
 
     // MARK: the rest of a transaction
@@ -300,8 +292,10 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             creq = try cipher.openRequest(compact)
             lf.cipher = cipher
         } catch {
-            let erro = ReplayEngine.erro(code: error.code.rawValue, component: "A", description: "Data decryption failure",
-                                         detail: error.message, about: "CReq", ids: lf.map.map(\.1), version: catalog.flows[lf.flow].messageVersion)
+            let ids = JSON.object([("threeDSServerTransID", .string(lf.value(catalog.flows[lf.flow].ids["threeDSServerTransID"] ?? ""))),
+                                   ("acsTransID", .string(cipher.acsTransID))])
+            let erro = Erro.make(error.code, component: "A", description: "Data decryption failure", detail: error.message, about: ids,
+                                 messageType: "CReq", version: catalog.flows[lf.flow].messageVersion)
             return ReplayAnswer(status: 200, headers: [("Content-Type", "application/json")], body: erro.bytes, matchedBy: "CReq refused",
                                 miss: "CReq does not open: \(error.message)", delay: 0)
         }
@@ -498,26 +492,14 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             return ReplayAnswer(status: 0, headers: [], body: [], miss: d, delay: 0,
                                 forwardTo: base.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path + (query.isEmpty ? "" : "?" + query))
         case .erro where erroCode != nil:
-            let ids = ["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { message?[$0]?.stringValue }
-            let erro = ReplayEngine.erro(code: erroCode!, component: type == "AReq" ? "D" : "A",
-                                         description: erroCode == "305" ? "Transaction data not valid" : "Transaction ID not recognised",
-                                         detail: d, about: type, ids: ids, version: message?["messageVersion"]?.stringValue ?? "2.2.0", idJSON: message)
+            let erro = Erro.make(code: erroCode!, component: type == "AReq" ? "D" : "A",
+                                 description: erroCode == "305" ? "Transaction data not valid" : "Transaction ID not recognised",
+                                 detail: d, about: message, messageType: type, version: message?["messageVersion"]?.stringValue ?? "2.2.0")
             return ReplayAnswer(status: 200, headers: [("Content-Type", "application/json")], body: erro.bytes, miss: d, delay: 0)
         default:
             let body = JSON.object([("error", .string("no recorded exchange matches this request")), ("detail", .string(d))])
             return ReplayAnswer(status: 404, headers: [("Content-Type", "application/json")], body: body.bytes, miss: d, delay: 0)
         }
-    }
-
-    static func erro(code: String, component: String, description: String, detail: String, about type: String?, ids: [String],
-                     version: String, idJSON: JSON? = nil) -> JSON {
-        var m: [(String, JSON)] = []
-        for key in ["threeDSServerTransID", "acsTransID", "sdkTransID"] { if let v = idJSON?[key] { m.append((key, v)) } }
-        m += [("errorCode", .string(code)), ("errorComponent", .string(component)), ("errorDescription", .string(description)),
-              ("errorDetail", .string(String(detail.prefix(2048))))]
-        if let type { m.append(("errorMessageType", .string(type))) }
-        m += [("messageType", .string("Erro")), ("messageVersion", .string(version))]
-        return .object(m)
     }
 
     /// Recorded response headers worth sending again (framing and dates are the replayer's own).

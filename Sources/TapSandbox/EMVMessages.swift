@@ -15,20 +15,6 @@ enum EMV {
         return true
     }
 
-    /// An Erro message (SPEC B.12).
-    static func erro(code: EMVErrorCode, component: String, description: String, detail: String, about message: JSON?,
-                     messageType: String?, version: String?) -> JSON {
-        var m: [(String, JSON)] = []
-        for id in ["threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID"] {
-            if let v = message?[id]?.stringValue { m.append((id, .string(v))) }
-        }
-        m += [("errorCode", .string(code.rawValue)), ("errorComponent", .string(component)),
-              ("errorDescription", .string(description)), ("errorDetail", .string(detail))]
-        if let messageType { m.append(("errorMessageType", .string(messageType))) }
-        m += [("messageType", .string("Erro")), ("messageVersion", .string(version ?? "2.2.0"))]
-        return .object(m)
-    }
-
     /// The names in `required` that `message` lacks (or has empty).
     static func missing(_ required: [String], in message: JSON) -> [String] {
         required.filter { name in

@@ -281,21 +281,17 @@ public final class SDKClient {
     func appChallenge(_ ares: JSON, sdkKey: PrivateKey, sdkRef: String, _ result: inout ClientResult) throws {
         let o = options
         guard let signed = ares["acsSignedContent"]?.stringValue else { throw ClientFailure("challenge ARes without acsSignedContent") }
-        let jws: JWS
+        let content: ACSSignedContent
         do {
-            jws = try JWS(compact: signed)
-            try jws.verifyWithX5C(roots: dsRoot)
+            content = try ACSSignedContent.verify(signed, roots: dsRoot).content
         } catch {
             throw ClientFailure("acsSignedContent rejected: \(error.message)")
         }
-        guard let content = jws.payloadJSON, let acsKeyJSON = content["acsEphemPubKey"], let sdkKeyJSON = content["sdkEphemPubKey"],
-              let acsURLText = content["acsURL"]?.stringValue, let acsURL = HTTPURL(acsURLText) else {
-            throw ClientFailure("acsSignedContent lacks acsEphemPubKey, sdkEphemPubKey or a usable acsURL")
-        }
-        guard let theirs = try? JWK(json: sdkKeyJSON), theirs.material == JWK(publicKey: sdkKey.publicKey).material else {
+        guard let acsURL = HTTPURL(content.acsURL) else { throw ClientFailure("acsSignedContent: acsURL \(content.acsURL) is not usable") }
+        guard let theirs = try? JWK(json: content.sdkEphemPubKey), theirs.material == JWK(publicKey: sdkKey.publicKey).material else {
             throw ClientFailure("acsSignedContent: sdkEphemPubKey is not this SDK's key")
         }
-        let acsKey = try JWK(json: acsKeyJSON).publicKey()
+        let acsKey = try JWK(json: content.acsEphemPubKey).publicKey()
         guard let acsTransID = ares["acsTransID"]?.stringValue else { throw ClientFailure("ARes without acsTransID") }
         var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: acsKey, sdkReferenceNumber: sdkRef,
                                           acsTransID: acsTransID, enc: o.enc)

@@ -120,8 +120,8 @@ public final class Sandbox: @unchecked Sendable {
     func erroReply(_ code: EMVErrorCode, _ component: String, _ description: String, _ detail: String, about message: JSON?,
                    type: String?) -> HTTPReply {
         log("Erro \(code.rawValue) \(description): \(detail)")
-        return .json(EMV.erro(code: code, component: component, description: description, detail: detail, about: message,
-                              messageType: type, version: message?["messageVersion"]?.stringValue).bytes)
+        return .json(Erro.make(code, component: component, description: description, detail: detail, about: message,
+                               messageType: type, version: message?["messageVersion"]?.stringValue).bytes)
     }
 
     // MARK: DS: AReq
@@ -232,14 +232,12 @@ public final class Sandbox: @unchecked Sendable {
             m.append(("acsChallengeMandated", .string("Y")))
             let acsURL = baseURL + "/acs/challenge"
             if app {
-                let eph = try PrivateKey.generateP256()
-                let sdkKey = try JWK(json: areq["sdkEphemPubKey"]!).publicKey()
-                let signed = JSON.object([("acsEphemPubKey", JWK(publicKey: eph.publicKey).json()), ("sdkEphemPubKey", areq["sdkEphemPubKey"]!),
-                                          ("acsURL", .string(acsURL))])
+                let (cipher, acsEphemPubKey) = try ACSChannel.open(sdkEphemPubKey: areq["sdkEphemPubKey"]!,
+                                                                    sdkReferenceNumber: areq["sdkReferenceNumber"]!.stringValue ?? "",
+                                                                    acsTransID: acsTransID)
                 let (key, cert) = options.signing == .es256 ? keys.acsEC : keys.acsRSA
-                let jws = try JWS.sign(payload: signed.bytes, algorithm: options.signing, key: key,
-                                       extraHeader: [("x5c", JWS.x5cHeader([cert]))])
-                var compact = jws.compact
+                var compact = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: areq["sdkEphemPubKey"]!, acsURL: acsURL)
+                    .sign(key: key, certificate: cert, algorithm: options.signing)
                 if options.badSignature {
                     // Flip one bit of the signature: the chain still validates, the signature does not.
                     var parts = compact.split(separator: ".").map(String.init)
@@ -253,9 +251,6 @@ public final class Sandbox: @unchecked Sendable {
                     m.append(("acsRenderingType", .object([("acsInterface", .string(uiType == "05" || uiType == "06" ? "02" : "01")),
                                                              ("acsUiTemplate", .string(uiType))])))
                 }
-                let cipher = try AppChannelCipher(role: .acs, privateKey: eph, peerPublicKey: sdkKey,
-                                                  sdkReferenceNumber: areq["sdkReferenceNumber"]!.stringValue ?? "",
-                                                  acsTransID: acsTransID, enc: .a128cbcHS256)
                 tx.cipher = cipher
                 writeKeylog("CEK \(acsTransID) \(Hex.encode(cipher.cek))")
             } else {

@@ -58,7 +58,8 @@ public struct StoredMessage: Sendable {
         if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
             messages = [ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)]
         }
-        self.init(headers: captured.headers, body: stored, contentEncoding: encodingNote, wireSize: captured.wireSize, messages: messages)
+        self.init(headers: mask ? Masking.maskHeaders(captured.headers) : captured.headers, body: stored, contentEncoding: encodingNote,
+                  wireSize: captured.wireSize, messages: messages)
     }
 
     public var headers: [(String, String)]

@@ -187,7 +187,8 @@ private final class Statements {
         case let .connectionClosed(id, at):
             try exec(connectionClosed, [.real(at), .integer(id)])
         case let .note(at, kind, detail):
-            try exec(note, [.real(at), .text(kind), .text(detail)])
+            // Notes quote what clients sent (a rejected target with a card number in it): masked like URLs, always.
+            try exec(note, [.real(at), .text(kind), .text(ThreeDSContent.printable(detail))])
         case let .exchange(captured):
             return try writeExchange(captured)
         }

@@ -216,6 +216,35 @@ import TapCrypto
         }
     }
 
+    /// Hardening defect 4b: credentials and card numbers in headers, security codes in bodies and card numbers in
+    /// rejected targets are masked in the session file and in the log.
+    @Test func headersBodiesAndRejectedTargetsAreStoredMasked() throws {
+        try withFixture { f in
+            let (up, upPort) = try upstream()
+            defer { up.stop() }
+            let (rec, port) = try recorder(f, ["--reverse", "http://127.0.0.1:\(upPort)"])
+            let r = try sh(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Authorization: Bearer sekret-token",
+                            "-H", "Cookie: sid=sekret-cookie", "-H", "X-Card: 4000000000001091", "-H", "Content-Type: application/json",
+                            "--data-binary", #"{"pan":"4000000000001091","cvv":"123","password":"hunter2"}"#, "http://127.0.0.1:\(port)/pay"])
+            #expect(r.out == "200")
+            try stopRecorder(rec)
+            let (fwd, fport) = try recorder(Fixture(dir: f.dir.appendingPathComponent("fwd")), [])
+            let bad = try sh(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(fport)/pay?pan=4000000000001091"])
+            #expect(bad.out == "400")
+            try stopRecorder(fwd)
+            let fwdSession = f.dir.appendingPathComponent("fwd/s.3dstape").path
+            for file in [f.session, fwdSession] {
+                let dump = try sh(["sqlite3", file, ".dump"]).out
+                for secret in ["4000000000001091", "sekret-token", "sekret-cookie", "hunter2", "\"123\""] {
+                    #expect(!dump.contains(secret), "\(secret) is not in \((file as NSString).lastPathComponent)")
+                }
+            }
+            #expect(try sqlite(fwdSession, "SELECT detail FROM events WHERE kind = 'rejected'").contains("400000******1091"))
+            #expect(!fwd.stderr.contains("4000000000001091") && fwd.stderr.contains("400000******1091"), "\(fwd.stderr)")
+            #expect(try sqlite(f.session, "SELECT request_headers FROM exchanges").contains("Bearer ***"))
+        }
+    }
+
     @Test func timeoutsAnswer504And408() throws {
         try withFixture { f in
             let (up, upPort) = try upstream()

@@ -172,3 +172,26 @@ import TapJOSE
         #expect(ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: nil, mask: true).decryption == "encrypted: no key log")
     }
 }
+
+/// Hardening defect 4b: what is stored or printed keeps card numbers, credentials and security codes masked.
+@Suite struct StoredTextMaskingTests {
+    @Test func credentialHeadersAreRedactedAndCardNumbersMaskedInEveryHeader() {
+        let masked = Masking.maskHeaders([("Authorization", "Bearer abc.def"), ("Proxy-Authorization", "Basic dXNlcjpwYXNz"),
+                                          ("Cookie", "sid=42"), ("X-Card", "pan 4000000000001091 here"), ("Accept", "*/*")])
+        #expect(masked.map(\.1) == ["Bearer ***", "Basic ***", "***", "pan 400000******1091 here", "*/*"])
+    }
+
+    @Test func securityCodesAndPasswordsAreMaskedAtAnyDepth() throws {
+        let json = try JSON.parse(#"{"card":{"number":"4000000000001091","cvv":"123","CVC":"999","securityCode":"456"},"password":"hunter2","otp":"1234","note":"ok"}"#)
+        let m = Masking.mask(json)
+        #expect(m["card"]?["cvv"]?.stringValue == "***" && m["card"]?["CVC"]?.stringValue == "***" && m["card"]?["securityCode"]?.stringValue == "***")
+        #expect(m["password"]?.stringValue == "***" && m["otp"]?.stringValue == "***" && m["note"]?.stringValue == "ok")
+        let (stored, _) = ThreeDSContent.prepare(json.bytes, mask: true)
+        #expect(!String(decoding: stored, as: UTF8.self).contains("4000000000001091"), "the Luhn scan catches the number field")
+    }
+
+    @Test func printableTextHasNoCardNumbersOrTerminalEscapes() {
+        #expect(ThreeDSContent.printable("GET /pay?pan=4000000000001091 \u{1B}[31mred") == "GET /pay?pan=400000******1091 ?[31mred")
+        #expect(ThreeDSContent.printable("plain") == "plain")
+    }
+}
