@@ -32,6 +32,21 @@ struct DemoCommand: Command {
         var oob = false
         var enc: ContentEncryption = .a128cbcHS256
         let expect: String
+
+        /// Runs the flow with the SDK-like client through `proxy`; returns the outcome as the demo prints it.
+        func run(ds: String, certs: String, proxy: HostPort) throws -> (String, ClientResult) {
+            var o = ClientOptions(dsURL: HTTPURL(ds)!, card: card, certsDirectory: certs)
+            o.browser = browser
+            o.messageVersion = version
+            o.answer = answer
+            o.select = select
+            o.oob = oob
+            o.enc = enc
+            o.proxy = proxy
+            o.timeout = 10
+            let r = try SDKClient(options: o).run()
+            return (r.error.map { "Erro \($0["errorCode"]?.stringValue ?? "?")" } ?? (r.transStatus ?? "-"), r)
+        }
     }
 
     static let flows: [Flow] = [
@@ -95,17 +110,7 @@ struct DemoCommand: Command {
         var failures = 0
         var outcomes: [String] = []
         for flow in flows {
-            var o = ClientOptions(dsURL: HTTPURL(sandbox.baseURL)!, card: flow.card, certsDirectory: certs)
-            o.browser = flow.browser
-            o.messageVersion = flow.version
-            o.answer = flow.answer
-            o.select = flow.select
-            o.oob = flow.oob
-            o.enc = flow.enc
-            o.proxy = proxyAddress
-            o.timeout = 10
-            let r = try SDKClient(options: o).run()
-            let got = r.error.map { "Erro \($0["errorCode"]?.stringValue ?? "?")" } ?? (r.transStatus ?? "-")
+            let (got, r) = try flow.run(ds: sandbox.baseURL, certs: certs, proxy: proxyAddress)
             let ok = got == flow.expect
             if !ok { failures += 1 }
             outcomes.append(got)
@@ -157,17 +162,7 @@ struct DemoCommand: Command {
         io.out("\nreplaying the session with the sandbox stopped (3dstape replay \(session) --listen \(address)), same flows through it:")
         var failures = 0
         for (flow, want) in zip(flows, recorded) {
-            var o = ClientOptions(dsURL: HTTPURL(sandboxURL)!, card: flow.card, certsDirectory: certs)
-            o.browser = flow.browser
-            o.messageVersion = flow.version
-            o.answer = flow.answer
-            o.select = flow.select
-            o.oob = flow.oob
-            o.enc = flow.enc
-            o.proxy = address
-            o.timeout = 10
-            let r = try SDKClient(options: o).run()
-            let got = r.error.map { "Erro \($0["errorCode"]?.stringValue ?? "?")" } ?? (r.transStatus ?? "-")
+            let (got, r) = try flow.run(ds: sandboxURL, certs: certs, proxy: address)
             let ok = got == want
             if !ok { failures += 1 }
             func pad(_ t: String, _ n: Int) -> String { t.count >= n ? t : t + String(repeating: " ", count: n - t.count) }

@@ -69,18 +69,7 @@ check=$(curl -s -X POST -d '{}' "http://127.0.0.1:$TAPE/ds/areq" | head -c 40)
 
 run() { # name port threads conns -> "rps p50ms p99ms requests"
   wrk -t"$3" -c"$4" -d"${secs}s" -s "$work/post.lua" --latency "http://127.0.0.1:$2/ds/areq" > "$work/wrk-$1-$4.txt"
-  python3 - "$work/wrk-$1-$4.txt" <<'PY'
-import re, sys
-t = open(sys.argv[1]).read()
-def ms(v):
-    n, u = re.match(r"([\d.]+)(us|ms|s)", v).groups()
-    return float(n) * {"us": 0.001, "ms": 1, "s": 1000}[u]
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-p50 = ms(re.search(r"^\s+50%\s+(\S+)", t, re.M).group(1)); p99 = ms(re.search(r"^\s+99%\s+(\S+)", t, re.M).group(1))
-req = int(re.search(r"(\d+) requests in", t).group(1))
-errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
-print(f"{rps:.0f} {p50:.3f} {p99:.3f} {req} {errs.group(1) if errs else 0}")
-PY
+  python3 "$here/wrk_summary.py" "$work/wrk-$1-$4.txt"
 }
 
 declare -A R

@@ -99,17 +99,7 @@ pids+=($rep)
 wait_port $NGX; wait_port $REP
 wrkrun() {
   wrk -t2 -c16 -d"${secs}s" -s "$work/areq.lua" --latency "http://127.0.0.1:$1/ds/areq" > "$work/wrk-$2.txt"
-  python3 - "$work/wrk-$2.txt" <<'PY'
-import re, sys
-t = open(sys.argv[1]).read()
-def ms(v):
-    n, u = re.match(r"([\d.]+)(us|ms|s)", v).groups()
-    return float(n) * {"us": 0.001, "ms": 1, "s": 1000}[u]
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-p50 = ms(re.search(r"^\s+50%\s+(\S+)", t, re.M).group(1)); p99 = ms(re.search(r"^\s+99%\s+(\S+)", t, re.M).group(1))
-errs = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
-print(f"{rps:.0f} {p50:.3f} {p99:.3f} {errs.group(1) if errs else 0}")
-PY
+  python3 "$here/wrk_summary.py" "$work/wrk-$2.txt"
 }
 # Alternated three times (this machine is shared and noisy); the median of each, and the median of the three ratios.
 ngx_runs=(); rep_runs=(); ratios=()
@@ -154,7 +144,7 @@ echo "-- 1. timing accuracy: $n requests sent within 0.2 s, delays 10 ms - 1 s (
 printf '   p50 %+.3f ms   p99 %+.3f ms   max %+.3f ms   (min %+.3f ms)   target p99 <= 1 ms: %s\n' "$p50" "$p99" "$max" "$min" \
   "$(python3 -c "print('met' if $p99 <= 1 else 'NOT met')")"
 printf '   (the replayer'"'"'s own view, arrival to first byte written: p50 %+.3f ms, p99 %+.3f ms, max %+.3f ms)\n' "$s50" "$s99" "$smax"
-read -r nrps np50 np99 nbad <<<"$ngx_line"; read -r rrps rp50 rp99 rbad <<<"$rep_line"
+read -r nrps np50 np99 _ nbad <<<"$ngx_line"; read -r rrps rp50 rp99 _ rbad <<<"$rep_line"
 echo "-- 2. frictionless AReq -> ARes, --timing none, wrk -t2 -c16 ${secs}s x 3 rounds each (transaction IDs vary per request), medians"
 printf '   %-22s %9s %8s %8s %7s\n' target req/s p50_ms p99_ms non2xx
 printf '   %-22s %9s %8s %8s %7s\n' "nginx (static ARes)" "$nrps" "$np50" "$np99" "$nbad"
