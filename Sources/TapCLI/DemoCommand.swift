@@ -86,7 +86,8 @@ struct DemoCommand: Command {
                                            upstream: UpstreamDS(encryptionCertificate: keys.dsKeys[.rsa]!.cert,
                                                                 directoryServerID: keys.directoryServerID, roots: [keys.root.certificate]))
 
-        let loop = try EventLoop()
+        let background = try LoopThread(name: "3dstape-demo")
+        let loop = background.loop
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
                                                         ("label", "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
                                                         ("tool_version", version)], keys: substitution)
@@ -100,8 +101,7 @@ struct DemoCommand: Command {
         options.decoupledDelay = 0.2
         let sandbox = Sandbox(keys: keys, options: options, loop: loop)
         try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
-        let thread = Thread { loop.run() }
-        thread.start()
+        background.start()
         io.err("sandbox \(sandbox.baseURL), recorder http://\(proxyAddress), session \(out)")
 
         let channel = args.value("channel") ?? "all"
@@ -120,9 +120,7 @@ struct DemoCommand: Command {
                    + "\(pad(card, 44)) → \(got)\(r.rreqReceived ? "  (RReq)" : "")")
         }
         usleep(300_000) // the last RReqs are sent just after their final CRes
-        loop.execute { proxy.shutdown() } // on the loop's own thread, before it stops
-        loop.stop()
-        while thread.isExecuting { usleep(5_000) }
+        background.stop { proxy.shutdown() }
         writer.close()
         io.out("")
         if !args.has("quiet") {
@@ -154,11 +152,10 @@ struct DemoCommand: Command {
         let writer = try SessionWriter(path: replayPath, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
                                                                ("label", "replay of \(session)"), ("replayed_session", session), ("masked", "yes")],
                                        keys: engine)
-        let loop = try EventLoop()
-        let replayer = Replayer(loop: loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        let background = try LoopThread(name: "3dstape-demo-replay")
+        let replayer = Replayer(loop: background.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
         let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: nil, scheme: "http")
-        let thread = Thread { loop.run() }
-        thread.start()
+        background.start()
         io.out("\nreplaying the session with the sandbox stopped (3dstape replay \(session) --listen \(address)), same flows through it:")
         var failures = 0
         for (flow, want) in zip(flows, recorded) {
@@ -170,9 +167,7 @@ struct DemoCommand: Command {
                    + "\(pad(TestCard.find(flow.card)?.summary ?? flow.card, 44)) → \(got) (recorded \(want))\(r.rreqReceived ? "  (RReq)" : "")")
         }
         usleep(300_000)
-        loop.execute { replayer.stop() }
-        loop.stop()
-        while thread.isExecuting { usleep(5_000) }
+        background.stop { replayer.stop() }
         writer.close()
         let c = replayer.counts
         io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "

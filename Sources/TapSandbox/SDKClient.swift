@@ -76,10 +76,9 @@ public final class SDKClient {
     let dsCert: Certificate
     let dsID: String
     let keyID: String
-    let listenerLoop: EventLoop
+    let listenerThread: LoopThread
     let received = ReceivedMessages()
     var listener: HTTPServer?
-    var listenerThread: Thread?
     var listenerURL = ""
 
     public init(options: ClientOptions) throws {
@@ -101,7 +100,7 @@ public final class SDKClient {
         dsRoot = try Certificate.parseAll(try file("ds-root.pem"))
         let ctx = try TLSContext(clientRoots: options.extraRoots.isEmpty ? nil : options.extraRoots)
         http = BlockingHTTPClient(tls: ctx, proxy: options.proxy, timeout: min(options.timeout, 30))
-        listenerLoop = try EventLoop()
+        listenerThread = try LoopThread(name: "3dstape-client-listener")
     }
 
     /// Runs the whole authentication and returns its outcome (errors are in the result, not thrown,
@@ -134,7 +133,7 @@ public final class SDKClient {
     // MARK: the RReq / notification listener (the 3DS Server and the merchant page)
 
     func startListener() throws {
-        let loop = listenerLoop
+        let loop = listenerThread.loop
         let box = received
         let server = HTTPServer(loop: loop) { req, _, respond in
             let path = req.head.target
@@ -158,19 +157,14 @@ public final class SDKClient {
         let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
         listener = server
         listenerURL = "http://\(address)"
-        let t = Thread { loop.run() }
-        t.name = "3dstape-client-listener"
-        t.start()
-        listenerThread = t
+        listenerThread.start()
     }
 
     /// Closes the listener on its own thread and waits for that thread to end, so that nothing it
     /// owns is used after the client is gone (a late RReq is refused by the closed socket).
     func stopListener() {
         let server = listener
-        listenerLoop.execute { server?.stop() }
-        listenerLoop.stop()
-        while listenerThread?.isExecuting == true { usleep(1_000) }
+        listenerThread.stop { server?.stop() }
         listener = nil
     }
 

@@ -17,7 +17,7 @@ final class SandboxHarness {
 
     let loop: EventLoop
     let sandbox: Sandbox
-    let thread: Thread
+    let background: LoopThread
     let certs: String
     let dir: URL
     var proxyAddress: HostPort?
@@ -35,7 +35,8 @@ final class SandboxHarness {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         certs = dir.appendingPathComponent("certs").path
         try (substitute ? SandboxHarness.identity : keys).writeClientCertificates(to: certs, dsKeyType: dsKey)
-        loop = try EventLoop()
+        background = try LoopThread(name: "3dstape-test-harness")
+        loop = background.loop
         var options = SandboxOptions()
         options.dsKeyType = dsKey
         options.signing = signing
@@ -64,9 +65,7 @@ final class SandboxHarness {
         configure(&options)
         sandbox = Sandbox(keys: keys, options: options, loop: loop)
         try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: tls)
-        let l = loop
-        thread = Thread { l.run() }
-        thread.start()
+        background.start()
     }
 
     var sessionPath: String { dir.appendingPathComponent("s.3dstape").path }
@@ -96,9 +95,7 @@ final class SandboxHarness {
     /// Stops the loop (closing the proxy on its thread) and the writer; removes the files unless told not to.
     func stop(keepFiles: Bool = false) {
         let p = proxy
-        loop.execute { p?.shutdown() }
-        loop.stop()
-        while thread.isExecuting { usleep(2_000) }
+        background.stop { p?.shutdown() }
         writer?.close()
         if !keepFiles { try? FileManager.default.removeItem(at: dir) }
     }
