@@ -7,6 +7,8 @@ import TapStore
 /// in order, the RReq) and every other exchange.
 public struct ReplayCatalog: Sendable {
     public let path: String
+    /// Whether the session was stored masked (the default): live requests are then compared masked too.
+    public let masked: Bool
     public let exchanges: [StoredExchange]
     public let flows: [RecordedFlow]
     /// Indices into `exchanges` of those tied to no 3DS transaction.
@@ -76,11 +78,12 @@ public struct ReplayCatalog: Sendable {
         let reader = try SessionReader(path: path)
         let exchanges = try reader.exchanges()
         guard !exchanges.isEmpty else { throw SessionFileError("\(path) holds no exchanges; there is nothing to replay") }
-        return ReplayCatalog(path: path, exchanges: exchanges)
+        return ReplayCatalog(path: path, exchanges: exchanges, masked: reader.meta["masked"] != "no")
     }
 
-    public init(path: String, exchanges: [StoredExchange]) {
+    public init(path: String, exchanges: [StoredExchange], masked: Bool = true) {
         self.path = path
+        self.masked = masked
         self.exchanges = exchanges
         var flows: [RecordedFlow] = []
         var flowByID: [String: Int] = [:]

@@ -232,3 +232,36 @@ import TapJOSE
         #expect(problems.allSatisfy { $0.contains("--decrypt substitute") && $0.contains("decrypt s.3dstape --keylog") })
     }
 }
+
+/// Non-3DS and pre-AReq exchanges (the 3DS Method): matched with the fresh fields ignored, the live values echoed back.
+@Suite struct ReplayEchoTests {
+    func exchange(id: Int64, method: String, url: String, body: String, response: String) -> StoredExchange {
+        StoredExchange(id: id, connectionID: 1, method: method, url: url, status: 200, requestHeaders: [], requestBody: Array(body.utf8),
+                       requestContentEncoding: nil, responseHeaders: [("Content-Type", "text/html")], responseBody: Array(response.utf8),
+                       responseContentEncoding: nil, upstream: nil, requestStart: 1, upstreamConnect: nil, tlsDone: nil, requestSent: 1,
+                       firstByte: 1.01, done: 1.02, error: nil, clientAbortAt: nil, messages: [])
+    }
+
+    @Test func threeDSMethodMatchesWithFreshIDsAndEchoesThem() throws {
+        func methodData(_ id: String, _ url: String) -> String {
+            Base64URL.encode(JSON.object([("threeDSServerTransID", .string(id)), ("threeDSMethodNotificationURL", .string(url))]).bytes)
+        }
+        let recorded = methodData("11111111-1111-4111-8111-111111111111", "http://merchant.old/3ds/method-done")
+        let page = "<form method=\"post\" action=\"http://merchant.old/3ds/method-done\"><input type=\"hidden\" name=\"threeDSMethodData\" value=\"\(recorded)\"></form>"
+        let catalog = ReplayCatalog(path: "s", exchanges: [exchange(id: 1, method: "POST", url: "http://acs.old/acs/method",
+                                                                    body: "threeDSMethodData=\(recorded)", response: page)])
+        let trust = try ReplayEngineTests.Trust()
+        let engine = ReplayEngine(catalog: catalog, options: ReplayOptions(), identity: trust.identity)
+        let live = methodData("22222222-2222-4222-8222-222222222222", "http://127.0.0.1:7000/3ds/method-done")
+        let r = engine.handle(LiveRequest(method: "POST", target: "/acs/method", body: Array("threeDSMethodData=\(live)".utf8)), selfURL: "")
+        #expect(r.miss == nil && r.recordedExchangeID == 1, "\(r.miss ?? "")")
+        let html = String(decoding: r.body, as: UTF8.self)
+        #expect(html.contains("action=\"http://127.0.0.1:7000/3ds/method-done\""), "\(html)")
+        #expect(html.contains(live), "the echoed threeDSMethodData carries the live ID and URL")
+        // Another field that differs is still a miss, named.
+        let other = Base64URL.encode(JSON.object([("threeDSServerTransID", .string("x")), ("threeDSMethodNotificationURL", .string("y")),
+                                                  ("extra", .string("z"))]).bytes)
+        let miss = engine.handle(LiveRequest(method: "POST", target: "/acs/method", body: Array("threeDSMethodData=\(other)".utf8)), selfURL: "")
+        #expect(miss.miss?.contains("body.threeDSMethodData.extra: not recorded") == true, "\(miss.miss ?? "")")
+    }
+}
