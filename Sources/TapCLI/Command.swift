@@ -20,6 +20,14 @@ struct CommandFailure: Error, CustomStringConvertible {
     var description: String { message }
 }
 
+/// Arguments that parse but cannot be used (an unknown fault action, a rule that can never apply): one line,
+/// exit status 2, before anything starts.
+struct InvalidArguments: Error, CustomStringConvertible {
+    let message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
+}
+
 /// Standard output and error, with colour only on a terminal and never under NO_COLOR.
 struct Terminal: Sendable {
     let colour: Bool

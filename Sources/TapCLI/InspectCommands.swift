@@ -93,7 +93,8 @@ struct ShowCommand: Command {
     static func describe(_ r: ReplayAnnotation) -> String {
         var s = r.miss != nil ? "[miss]" : "[replayed #\(r.recordedExchangeID.map(String.init) ?? "-")"
         if r.miss == nil {
-            s += String(format: ", delay %.1f/%.1f ms]", r.scheduledDelayMs ?? 0, r.actualDelayMs ?? -1)
+            s += String(format: ", delay %.1f/%.1f ms", r.scheduledDelayMs ?? 0, r.actualDelayMs ?? -1)
+            s += (r.faults.map { ", fault \($0)" } ?? "") + "]"
         }
         return s
     }
@@ -116,7 +117,8 @@ struct ShowCommand: Command {
         if let r = x.replay {
             io.out("replay: " + (r.miss.map { "missed: \($0)" } ?? "matched recorded exchange #\(r.recordedExchangeID.map(String.init) ?? "-") by \(r.matchedBy ?? "-")")
                    + String(format: "; delay scheduled %.3f ms, actual %@", r.scheduledDelayMs ?? 0,
-                            r.actualDelayMs.map { String(format: "%.3f ms", $0) } ?? "none (the client gave up)"))
+                            r.actualDelayMs.map { String(format: "%.3f ms", $0) } ?? "none (the client gave up)")
+                   + (r.faults.map { "; faults injected: \($0)" } ?? ""))
         }
         let t0 = x.requestStart
         func ms(_ t: Double?) -> String { t.map { String(format: "+%.3f ms", ($0 - t0) * 1000) } ?? "-" }
@@ -168,7 +170,8 @@ enum ExchangeJSON {
         .object([("recorded_exchange", r.recordedExchangeID.map { .number(String($0)) } ?? .null),
                  ("matched_by", r.matchedBy.map(JSON.string) ?? .null), ("miss", r.miss.map(JSON.string) ?? .null),
                  ("scheduled_delay_ms", r.scheduledDelayMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
-                 ("actual_delay_ms", r.actualDelayMs.map { .number(String(format: "%.3f", $0)) } ?? .null)])
+                 ("actual_delay_ms", r.actualDelayMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
+                 ("faults", r.faults.map(JSON.string) ?? .null)])
     }
 
     static func full(_ x: StoredExchange) -> JSON {

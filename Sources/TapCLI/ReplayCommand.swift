@@ -15,7 +15,7 @@ struct ReplayCommand: Command {
     let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
     let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
         + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--repeat last|cycle|miss] [--ignore-field NAME]... "
-        + "[--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
+        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
         .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients"),
@@ -29,6 +29,10 @@ struct ReplayCommand: Command {
         .option("repeat", "last|cycle|miss", help: "when identical requests outnumber their recordings (default last)"),
         .option("ignore-field", "NAME", repeatable: true, help: "a JSON field ignored when matching non-3DS bodies"),
         .option("sign", "PS256|ES256", help: "acsSignedContent algorithm for fresh app-channel keys (default PS256)"),
+        .option("fault", "MATCH=ACTION[@P]", repeatable: true, help: "inject a fault: MATCH as for --delay; ACTION hang, reset, close, dribble:D, delay:D, "
+                + "status:CODE, truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
+                + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D, acs-timeout; P a probability drawn from --seed"),
+        .option("faults", "FILE", help: "fault rules as JSON: [{\"match\": \"CRes#1\", \"action\": \"bad-counter\", \"probability\": 1, \"description\": \"…\"}]"),
         .option("session", "OUT", help: "the replay's own session file (default sessions/replay-<time>.3dstape)"),
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
@@ -41,6 +45,8 @@ struct ReplayCommand: Command {
         let options = try ReplayCommand.options(args)
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
+        let faultProblems = ReplayFaults.problems(options.faults, catalog: catalog)
+        if let first = faultProblems.first { throw InvalidArguments(first) }
         let problems = catalog.undecryptedProblems()
         if !problems.isEmpty {
             for p in problems { io.err("3dstape: replay: \(p)") }
@@ -122,6 +128,12 @@ struct ReplayCommand: Command {
             o.repeatMode = m
         }
         o.ignoreFields = Set(args.all("ignore-field"))
+        do {
+            o.faults = try args.all("fault").map { (text) throws(ReplayError) in try FaultRule.parse(text) }
+            if let file = args.value("faults") { o.faults += try FaultRule.parseFile(try readInput(file), name: file) }
+        } catch let e as ReplayError {
+            throw InvalidArguments(e.description)
+        }
         if let u = args.value("public-url") {
             guard HTTPURL(u) != nil else { throw CommandFailure("--public-url \(u): expected http(s)://host[:port]") }
             o.publicURL = u.hasSuffix("/") ? String(u.dropLast()) : u
@@ -156,10 +168,12 @@ struct ReplayView: Sendable {
                 ("recorded_exchange", x.recordedExchangeID.map { .number(String($0)) } ?? .null),
                 ("matched_by", x.matchedBy.map(JSON.string) ?? .null), ("miss", x.miss.map(JSON.string) ?? .null),
                 ("scheduled_ms", .number(String(format: "%.3f", x.scheduledMs))),
-                ("actual_ms", x.actualMs.map { .number(String(format: "%.3f", $0)) } ?? .null), ("outcome", .string(x.outcome)),
+                ("actual_ms", x.actualMs.map { .number(String(format: "%.3f", $0)) } ?? .null), ("faults", x.faults.map(JSON.string) ?? .null),
+                ("outcome", .string(x.outcome)),
             ]).compact
         case .lines:
-            let matched = x.miss.map { "MISS: \($0)" } ?? "#\(x.recordedExchangeID.map(String.init) ?? "-") \(x.matchedBy ?? "")"
+            var matched = x.miss.map { "MISS: \($0)" } ?? "#\(x.recordedExchangeID.map(String.init) ?? "-") \(x.matchedBy ?? "")"
+            if let f = x.faults { matched += "  FAULT \(f)" }
             let actual = x.actualMs.map { String(format: "%.1f", $0) } ?? "-"
             line = "\(x.method) \(ThreeDSContent.printable(x.target))  → \(x.status.map(String.init) ?? "---")  \(matched)  "
                 + "delay \(String(format: "%.1f", x.scheduledMs)) ms scheduled, \(actual) ms actual  \(x.outcome)"

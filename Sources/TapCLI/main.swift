@@ -40,6 +40,9 @@ func runMain() -> Int32 {
     } catch let e as UsageError {
         io.err("3dstape \(command.name): \(e.message)\nusage: \(command.usage)")
         return 2
+    } catch let e as InvalidArguments {
+        io.err("3dstape: \(command.name): \(e.message)")
+        return 2
     } catch let e as CommandFailure {
         io.err("3dstape: \(command.name): \(e.message)")
         return 1

@@ -75,10 +75,11 @@ public struct AppChannelCipher: Sendable {
     }
 
     /// Sets this side's counter in `message`, encrypts it as a compact JWE, and advances the counter.
-    public mutating func seal(_ message: JSON) throws(ChannelError) -> String {
+    /// `counterOffset` writes a counter that far from the right one (a fault the replayer injects; 0 otherwise).
+    public mutating func seal(_ message: JSON, counterOffset: Int = 0) throws(ChannelError) -> String {
         guard message.isObject else { throw ChannelError(.messageInvalid, "a CReq/CRes must be a JSON object") }
         guard sendCounter <= 255 else { throw ChannelError(.decryptionFailure, "the \(sendCounterField) counter would wrap past 255") }
-        let counted = message.setting(sendCounterField, to: .string(Self.counterText(sendCounter)))
+        let counted = message.setting(sendCounterField, to: .string(Self.counterText((sendCounter + counterOffset) & 0xFF)))
         let header = JSON.object([("alg", .string("dir")), ("enc", .string(enc.rawValue)), ("kid", .string(acsTransID))])
         let sdkToACS = role == .sdk
         let jwe: JWE

@@ -4,16 +4,31 @@ import TapCrypto
 import TapHTTP
 import TapNet
 
-/// A response to send: status, headers and body. Content-Length is added when sent.
+/// A response to send: status, headers and body. Content-Length is added when sent. A `transport` fault, for
+/// replaying failures, changes how (or whether) it reaches the client.
 public struct HTTPReply: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
+    public var transport: TransportFault?
 
-    public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = []) {
+    /// A failure at the TCP or HTTP layer instead of (or while) sending the reply.
+    public enum TransportFault: Sendable, Equatable {
+        /// Close the connection without answering.
+        case close
+        /// Close with a TCP reset.
+        case reset
+        /// Send these bytes instead of the reply (a truncated or malformed answer), then close.
+        case raw([UInt8])
+        /// Send the reply's bytes spread over this many seconds, in small pieces.
+        case dribble(Double)
+    }
+
+    public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = [], transport: TransportFault? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.transport = transport
     }
 
     /// A JSON reply.
@@ -26,7 +41,7 @@ public struct HTTPReply: Sendable {
         HTTPReply(status: status, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(text.utf8))
     }
 
-    func bytes(keepAlive: Bool) -> [UInt8] {
+    public func bytes(keepAlive: Bool) -> [UInt8] {
         var h = HTTPHeaders(headers)
         h.replaceOrAdd("Content-Length", String(body.count))
         if !keepAlive { h.replaceOrAdd("Connection", "close") }
@@ -165,6 +180,22 @@ private final class ServerConnection: ConnectionDelegate {
 
     func connectionReady(_ connection: Connection) {}
 
+    /// Writes `bytes` in about 20 pieces spread evenly over `seconds`, then closes (WireMock's chunkedDribbleDelay).
+    func dribble(_ bytes: [UInt8], over seconds: Double) {
+        guard let server else { return }
+        let pieces = max(1, min(20, bytes.count))
+        let size = (bytes.count + pieces - 1) / pieces
+        for i in 0..<pieces {
+            let chunk = Array(bytes[min(bytes.count, i * size)..<min(bytes.count, (i + 1) * size)])
+            let last = i == pieces - 1
+            server.loop.schedule(after: seconds * Double(i) / Double(max(1, pieces - 1))) { [weak self] in
+                guard let c = self?.connection else { return }
+                c.write(chunk)
+                if last { c.close(afterFlush: true) }
+            }
+        }
+    }
+
     func connection(_ connection: Connection, received bytes: [UInt8]) {
         parser.append(bytes)
         if busy {
@@ -229,9 +260,21 @@ private final class ServerConnection: ConnectionDelegate {
         let keepAlive = request.head.keepAlive
         server.handler(request, peer) { [weak self] reply in
             guard let self, let c = self.connection else { return }
-            c.write(reply.bytes(keepAlive: keepAlive))
-            self.busy = false
-            if keepAlive { self.next() } else { c.close(afterFlush: true) }
+            self.busy = false // answered (even by a fault): a close from here on is not the client giving up
+            switch reply.transport {
+            case nil:
+                c.write(reply.bytes(keepAlive: keepAlive))
+                if keepAlive { self.next() } else { c.close(afterFlush: true) }
+            case .close?:
+                c.close()
+            case .reset?:
+                c.reset()
+            case let .raw(bytes)?:
+                c.write(bytes)
+                c.close(afterFlush: true)
+            case let .dribble(seconds)?:
+                self.dribble(reply.bytes(keepAlive: false), over: seconds)
+            }
         }
     }
 }

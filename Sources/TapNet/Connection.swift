@@ -150,6 +150,14 @@ public final class Connection: EventHandler {
         finish(error: nil, notify: true)
     }
 
+    /// Closes with a TCP reset (SO_LINGER 0): the peer sees "connection reset by peer", not an orderly close.
+    public func reset() {
+        guard !isClosed else { return }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        finish(error: nil, notify: true)
+    }
+
     private func sendRaw(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         if outboxOffset == outbox.count, !connecting {

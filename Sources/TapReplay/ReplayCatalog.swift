@@ -70,6 +70,11 @@ public struct ReplayCatalog: Sendable {
         }
     }
 
+    /// The message types of every recorded answer (ARes, CRes, RReq …), for checking rules before a replay.
+    public var answerTypes: Set<String> {
+        Set(exchanges.flatMap { x in x.messages.filter { $0.direction == "response" || $0.type == "RReq" }.compactMap(\.type) })
+    }
+
     /// Flows by their match key, in recorded order.
     public let flowsByKey: [AReqKey: [Int]]
 

@@ -3,6 +3,8 @@ import Synchronization
 import TapCore
 import TapCrypto
 import TapEMV
+import TapHTTP
+import TapHTTPService
 import TapJOSE
 import TapStore
 
@@ -35,6 +37,8 @@ public struct ReplayOptions: Sendable {
     public var ignoreFields: Set<String> = []
     /// The replayer's address as written into acsURL and similar fields for clients pointed at it directly.
     public var publicURL: String?
+    /// Faults injected into matching answers (`--fault`, `--faults`, `--scenario`).
+    public var faults: [FaultRule] = []
     public init() {}
 }
 
@@ -93,6 +97,12 @@ public struct ReplayAnswer: Sendable {
     /// The live request and the answer as JSON when the engine parsed or built them (handed to the session writer).
     public var requestJSON: JSON? = nil
     public var responseJSON: JSON? = nil
+    /// The faults applied to this answer (and to the RReq it triggers), as written on the command line.
+    public var faults: [String] = []
+    /// A TCP or HTTP fault the server applies when sending.
+    public var transport: HTTPReply.TransportFault? = nil
+    /// Never answer (the connection stays open until the client gives up).
+    public var hang = false
 }
 
 /// The replay decisions, free of I/O: a live request in, the answer, its delay and any RReq out. It matches AReqs
@@ -241,9 +251,23 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             return miss(req, detail: "recorded exchange #\(x.id) has no ARes to replay", erroCode: "305", about: "AReq", message: areq)
         }
         var note = "AReq: version, channel, category, card, order"
+        let faults = faultsFor(flow.areq, type: ares["messageType"]?.stringValue ?? "ARes", lf)
+        if let code = faults.compactMap({ if case let .erro(c) = $0 { return c }; return nil }).first {
+            // The DS answers the AReq with an Erro instead: the transaction ends there.
+            let erro = Erro.make(code: code, component: "D", description: ReplayEngine.erroDescription(code),
+                                 detail: "fault injected by 3dstape replay (erro:\(code))", about: areq, messageType: "AReq",
+                                 version: areq["messageVersion"]?.stringValue)
+            var a = answer(flow.areq, body: erro.bytes, type: "ARes", lf, matchedBy: note + "; fault erro:\(code)")
+            a.requestJSON = areq
+            a.responseJSON = erro
+            return applyTransport(faults, to: a)
+        }
+        for case let .transStatus(status) in faults { ares = ares.setting("transStatus", to: .string(status)) }
         if let signed = ares["acsSignedContent"]?.stringValue {
             do {
-                let (content, cipher) = try freshChannel(signed, areq: areq, acsTransID: ares["acsTransID"]?.stringValue ?? "", lf)
+                var (content, cipher) = try freshChannel(signed, areq: areq, acsTransID: ares["acsTransID"]?.stringValue ?? "", lf,
+                                                         faults: faults)
+                if faults.contains(.badSignature) { content = ReplayEngine.flipSignatureBit(content) }
                 ares = ares.setting("acsSignedContent", to: .string(content))
                 lf.cipher = cipher
                 channelKeys.withLock { $0[cipher.acsTransID.lowercased()] = cipher.cek }
@@ -264,21 +288,44 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         var answer = answer(flow.areq, body: ares.bytes, type: ares["messageType"]?.stringValue ?? "ARes", lf, matchedBy: note)
         answer.requestJSON = areq
         answer.responseJSON = ares
-        if flow.followUps.isEmpty { answer.rreq = planRReq(lf, after: flow.areq) }
-        return answer
+        if flow.followUps.isEmpty { plan(&answer, rreqOf: lf, after: flow.areq) }
+        return applyTransport(faults, to: answer)
     }
 
     /// A new acsSignedContent for the live SDK: the recorded acsURL (rewritten), a fresh acsEphemPubKey, the live
     /// sdkEphemPubKey, signed by 3dstape's ACS certificate; and the ACS side of the channel.
-    func freshChannel(_ recorded: String, areq: JSON, acsTransID: String, _ lf: LiveFlow) throws -> (String, AppChannelCipher) {
+    func freshChannel(_ recorded: String, areq: JSON, acsTransID: String, _ lf: LiveFlow, faults: [FaultAction] = []) throws -> (String, AppChannelCipher) {
         let acsURL = try ACSSignedContent(unverified: recorded).acsURL
         guard let sdkKeyJSON = areq["sdkEphemPubKey"], let sdkRef = areq["sdkReferenceNumber"]?.stringValue else {
             throw ReplayError("the live AReq has no sdkEphemPubKey or sdkReferenceNumber")
         }
         let (cipher, acsEphemPubKey) = try ACSChannel.open(sdkEphemPubKey: sdkKeyJSON, sdkReferenceNumber: sdkRef, acsTransID: acsTransID)
-        let signed = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: sdkKeyJSON, acsURL: lf.value(acsURL))
-            .sign(key: identity.key, certificate: identity.certificate, algorithm: identity.signing)
+        // Faults: a foreign sdkEphemPubKey in the signed content, or a signer outside the DS root.
+        let echoedKey = faults.contains(.wrongEphemeralKey) ? JWK(publicKey: try PrivateKey.generateP256().publicKey).json() : sdkKeyJSON
+        let signer = faults.contains(.untrustedSigner) ? try untrustedIdentity() : identity
+        let signed = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: echoedKey, acsURL: lf.value(acsURL))
+            .sign(key: signer.key, certificate: signer.certificate, algorithm: signer.signing)
         return (signed, cipher)
+    }
+
+    /// A self-signed ACS certificate that no DS root vouches for (the `untrusted-signer` fault), made once.
+    private var untrusted: ReplayACSIdentity?
+    func untrustedIdentity() throws -> ReplayACSIdentity {
+        if let untrusted { return untrusted }
+        let key = try PrivateKey.generateP256()
+        let ca = try CertificateAuthority.selfSigned(commonName: "3dstape untrusted ACS (fault)", key: key)
+        let id = ReplayACSIdentity(key: key, certificate: ca.certificate, signing: .es256)
+        untrusted = id
+        return id
+    }
+
+    /// The compact JWS with one bit of its signature flipped: the chain still validates, the signature does not.
+    static func flipSignatureBit(_ compact: String) -> String {
+        var parts = compact.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, var sig = Base64URL.decode(parts[2]), !sig.isEmpty else { return compact }
+        sig[sig.count / 2] ^= 0x01
+        parts[2] = Base64URL.encode(sig)
+        return parts.joined(separator: ".")
     }
 
     // MARK: the rest of a transaction
@@ -324,19 +371,53 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
         var body: [UInt8]
-        var type: String? = x.messages.first { $0.direction == "response" }?.type
+        let cres = x.messages.first(where: { $0.direction == "response" && $0.location == "jwe" })
+        let type: String? = cres != nil ? "CRes" : x.messages.first { $0.direction == "response" }?.type
         var headers = ReplayEngine.replayableHeaders(x.responseHeaders)
-        if let cres = x.messages.first(where: { $0.direction == "response" && $0.location == "jwe" }) {
-            guard let plaintext = cres.json, cres.isDecrypted, var cipher = lf.cipher else {
+        let faults = faultsFor(i, type: type ?? path, lf)
+        var rreqOverride: JSON?
+        if let code = faults.compactMap({ if case let .erro(c) = $0 { return c }; return nil }).first {
+            // The ACS answers with an Erro in clear, as ACSs do, and the challenge ends there.
+            let about = JSON.object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in
+                flow.ids[k].map { (k, JSON.string(lf.value($0))) } })
+            let erro = Erro.make(code: code, component: "A", description: ReplayEngine.erroDescription(code),
+                                 detail: "fault injected by 3dstape replay (erro:\(code))", about: about, messageType: creq == nil ? nil : "CReq",
+                                 version: flow.messageVersion)
+            lf.next = flow.followUps.count
+            finish(lf)
+            var a = answer(i, body: erro.bytes, type: type ?? path, lf, matchedBy: "transaction: fault erro:\(code)")
+            a.responseJSON = erro
+            return applyTransport(faults, to: a)
+        }
+        if let cres, var cipher = lf.cipher {
+            guard var plaintext = cres.json.map({ rewrite($0, lf, &rng) }), cres.isDecrypted else {
                 return miss(req, detail: "recorded CRes #\(x.id) was not decrypted", erroCode: "301", about: "CReq")
             }
+            if faults.contains(.acsTimeout) {
+                // The ACS ends the challenge itself: a final CRes N, and an RReq N / 14 / challengeCancel 04.
+                plaintext = .object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in plaintext[k].map { (k, $0) } }
+                                    + [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")),
+                                       ("messageVersion", .string(flow.messageVersion)), ("transStatus", .string("N"))])
+                lf.next = flow.followUps.count
+                rreqOverride = .object([("transStatus", .string("N")), ("transStatusReason", .string("14")), ("challengeCancel", .string("04"))])
+            }
+            for case let .transStatus(st) in faults where plaintext["challengeCompletionInd"]?.stringValue == "Y" {
+                plaintext = plaintext.setting("transStatus", to: .string(st))
+            }
             do {
-                body = Array(try cipher.seal(rewrite(plaintext, lf, &rng)).utf8)
+                if faults.contains(.wrongKey) {
+                    var stranger = AppChannelCipher(role: .acs, cek: Digest.randomBytes(32), acsTransID: cipher.acsTransID, enc: cipher.enc)
+                    body = Array(try stranger.seal(plaintext).utf8)
+                    _ = try cipher.seal(plaintext) // the real channel moves on as if the CRes had been sent
+                } else {
+                    body = Array(try cipher.seal(plaintext, counterOffset: faults.contains(.badCounter) ? 1 : 0).utf8)
+                }
                 lf.cipher = cipher
-                type = "CRes"
             } catch {
                 return miss(req, detail: "cannot encrypt the CRes: \(error.message)", erroCode: "301", about: "CReq")
             }
+        } else if cres != nil {
+            return miss(req, detail: "a CReq for a transaction without an app channel", erroCode: "301", about: "CReq")
         } else if let json = try? JSON.parse(x.responseBody), json.isObject {
             body = rewrite(json, lf, &rng).bytes
         } else {
@@ -346,10 +427,109 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         var a = answer(i, body: body, type: type ?? path, lf, matchedBy: "", headers: headers)
         a.matchedBy = "transaction: \(type ?? x.method + " " + path) #\(lf.typeCounts[type ?? path] ?? 1)"
         if lf.next >= flow.followUps.count {
-            a.rreq = planRReq(lf, after: i)
+            plan(&a, rreqOf: lf, after: i, override: rreqOverride)
             if flow.rreq == nil { finish(lf) }
         }
+        return applyTransport(faults, to: a)
+    }
+
+    // MARK: faults
+
+    /// The fault rules that hit this answer, their probabilities drawn from the seed (per rule, recorded exchange and
+    /// occurrence, so that the same seed hits the same answers whatever the order of arrival).
+    func faultsFor(_ i: Int, type: String?, _ lf: LiveFlow?) -> [FaultAction] {
+        guard !options.faults.isEmpty else { return [] }
+        let x = catalog.exchanges[i]
+        let occurrence = type.map { t in (lf?.typeCounts[t] ?? 0) + 1 } ?? 1
+        let a = ScheduledAnswer(recordedExchangeID: x.id, recordedWait: 0, messageType: type, occurrence: occurrence,
+                                path: ReplayURL.pathAndQuery(x.url).path, servedBefore: served[i])
+        return options.faults.enumerated().filter { n, rule in
+            guard rule.match.applies(to: a) else { return false }
+            guard rule.probability < 1 else { return true }
+            var rng = SeededRandom(seed: options.schedule.seed ^ 0xFA17, stream: UInt64(bitPattern: x.id) &+ UInt64(n) &* 0x9E37, index: UInt64(served[i]))
+            return rng.nextUnit() < rule.probability
+        }.map(\.1.action)
+    }
+
+    /// Applies the transport and HTTP faults to an answer and lists every fault applied.
+    func applyTransport(_ faults: [FaultAction], to answer: ReplayAnswer) -> ReplayAnswer {
+        var a = answer
+        a.faults = faults.map(\.description) + a.faults
+        for f in faults {
+            switch f {
+            case .hang: a.hang = true
+            case .reset: a.transport = .reset
+            case .close: a.transport = .close
+            case let .dribble(d): a.transport = .dribble(d)
+            case let .delay(d): a.delay = d
+            case let .status(code):
+                a.status = code
+                a.headers = [("Content-Type", "application/json")]
+                a.body = JSON.object([("error", .string(HTTPResponseHead.reasonPhrase(code))),
+                                      ("detail", .string("fault injected by 3dstape replay (status:\(code))"))]).bytes
+                a.responseJSON = nil
+            case let .truncate(n):
+                a.transport = .raw(Array(HTTPReply(status: a.status, headers: a.headers, body: a.body).bytes(keepAlive: false).prefix(n)))
+            case .malformed:
+                a.transport = .raw(Array("HTTP/1.1 2OO 0K\r\nContent-Length: x\r\n\r\n".utf8) + a.body.prefix(16))
+            default: break // 3DS faults are applied where the message is built
+            }
+        }
         return a
+    }
+
+    /// The errorDescription an EMV component writes for a code (SPEC Table A.4).
+    static func erroDescription(_ code: String) -> String {
+        switch code {
+        case "101": return "Message received invalid"
+        case "102": return "Message version number not supported"
+        case "103": return "Sent messages limit exceeded"
+        case "201": return "Required data element missing"
+        case "202": return "Critical message extension not recognised"
+        case "203": return "Format of one or more data elements is invalid"
+        case "204": return "Duplicate data element"
+        case "301": return "Transaction ID not recognised"
+        case "302": return "Data decryption failure"
+        case "303": return "Access denied, invalid endpoint"
+        case "304": return "ISO code invalid"
+        case "305": return "Transaction data not valid"
+        case "306": return "Merchant category code (MCC) not valid for payment system"
+        case "307": return "Serial number not valid"
+        case "402": return "Transaction timed out"
+        case "403": return "Transient system failure"
+        case "404": return "Permanent system failure"
+        case "405": return "System connection failure"
+        default: return "Error"
+        }
+    }
+
+    /// Plans the transaction's RReq on the answer that triggers it, with its faults (`drop-rreq`, `rreq-delay`,
+    /// `trans-status`, `challenge-cancel`) and any fields an earlier fault decided (`acs-timeout`).
+    func plan(_ answer: inout ReplayAnswer, rreqOf lf: LiveFlow, after trigger: Int, override: JSON? = nil) {
+        guard let r = catalog.flows[lf.flow].rreq else { return }
+        let faults = faultsFor(r, type: "RReq", nil)
+        answer.faults += faults.map(\.description)
+        guard var planned = planRReq(lf, after: trigger) else { return }
+        if faults.contains(.dropRReq) {
+            finish(lf)
+            return
+        }
+        if var json = try? JSON.parse(planned.body) {
+            for (k, v) in override?.objectMembers ?? [] { json = json.setting(k, to: v) }
+            if override?["transStatus"]?.stringValue == "N" {
+                json = json.removing("authenticationValue").setting("eci", to: .string("07")) // a failed authentication carries no CAVV
+            }
+            for f in faults {
+                switch f {
+                case let .transStatus(st): json = json.setting("transStatus", to: .string(st))
+                case let .challengeCancel(c): json = json.setting("challengeCancel", to: .string(c))
+                case let .rreqDelay(d): planned.after = d
+                default: break
+                }
+            }
+            planned.body = json.bytes
+        }
+        answer.rreq = planned
     }
 
     /// The recorded RReq, rewritten for the live transaction, sent to its threeDSServerURL at the recorded offset.

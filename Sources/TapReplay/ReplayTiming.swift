@@ -103,24 +103,11 @@ public struct DelayRule: Sendable, Equatable {
     public static func parse(_ text: String) -> DelayRule? {
         guard let eq = text.lastIndex(of: "=") else { return nil }
         let lhs = String(text[..<eq]), rhs = String(text[text.index(after: eq)...])
-        guard !lhs.isEmpty, let d = ReplayDuration.parse(rhs) else { return nil }
-        if lhs.hasPrefix("exchange:") { return Int64(lhs.dropFirst(9)).map { DelayRule(match: .exchange($0), seconds: d) } }
-        if lhs.hasPrefix("path:") { return DelayRule(match: .path(String(lhs.dropFirst(5))), seconds: d) }
-        if let hash = lhs.firstIndex(of: "#") {
-            guard let n = Int(lhs[lhs.index(after: hash)...]), n >= 1 else { return nil }
-            return DelayRule(match: .occurrence(String(lhs[..<hash]), n), seconds: d)
-        }
-        return DelayRule(match: .messageType(lhs), seconds: d)
+        guard let d = ReplayDuration.parse(rhs), let match = Match.parse(lhs) else { return nil }
+        return DelayRule(match: match, seconds: d)
     }
 
-    func applies(to answer: ScheduledAnswer) -> Bool {
-        switch match {
-        case let .messageType(t): return answer.messageType == t
-        case let .occurrence(t, n): return answer.messageType == t && answer.occurrence == n
-        case let .exchange(id): return answer.recordedExchangeID == id
-        case let .path(p): return answer.path == p
-        }
-    }
+    func applies(to answer: ScheduledAnswer) -> Bool { match.applies(to: answer) }
 }
 
 /// What the scheduler needs to know about one answer.

@@ -19,6 +19,8 @@ public struct ReplayLine: Sendable {
     public var miss: String?
     public var scheduledMs: Double
     public var actualMs: Double?
+    /// Faults injected into this answer.
+    public var faults: String?
     /// `answered`, `client gave up`, `forwarded`, `RReq sent`, or a failure.
     public var outcome: String
 }
@@ -117,7 +119,8 @@ public final class Replayer: @unchecked Sendable {
                                     requestStart: started)
         record.requestSent = started
         let annotation = ReplayAnnotation(recordedExchangeID: answer.recordedExchangeID, matchedBy: answer.matchedBy, miss: answer.miss,
-                                          scheduledDelayMs: answer.delay * 1000, actualDelayMs: nil)
+                                          scheduledDelayMs: answer.delay * 1000, actualDelayMs: nil,
+                                          faults: answer.faults.isEmpty ? nil : answer.faults.joined(separator: ", "))
         if let url = answer.forwardTo {
             forward(req, to: url, record: record, annotation: annotation, startedNanos: startedNanos, respond)
             return
@@ -126,15 +129,26 @@ public final class Replayer: @unchecked Sendable {
             guard let self else { return }
             self.pending[peer] = nil
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
-            respond(HTTPReply(status: answer.status, headers: answer.headers, body: answer.body))
-            self.finishRecord(record, annotation, status: answer.status, headers: answer.headers, body: answer.body, actualMs: actual,
-                              parsed: answer.responseJSON)
+            respond(HTTPReply(status: answer.status, headers: answer.headers, body: answer.body, transport: answer.transport))
+            let sent: (status: Int?, outcome: String) = {
+                switch answer.transport {
+                case nil: return (answer.status, "answered")
+                case .close?: return (nil, "closed without answering (fault)")
+                case .reset?: return (nil, "connection reset (fault)")
+                case .raw?: return (answer.status, "truncated or malformed answer sent (fault)")
+                case .dribble?: return (answer.status, "answer dribbled (fault)")
+                }
+            }()
+            self.finishRecord(record, annotation, status: sent.status, headers: answer.headers, body: answer.body, actualMs: actual,
+                              outcome: sent.outcome, parsed: answer.responseJSON)
             if answer.miss != nil { self.counts.missed += 1 } else { self.counts.answered += 1 }
             if let r = answer.rreq {
                 self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
             }
         }
         pending[peer] = Pending(timer: nil, record: record, annotation: annotation, startedNanos: startedNanos)
+        // A hang answers nothing: the connection stays open until the client gives up, which is recorded.
+        if answer.hang { return }
         // The delay counts from the request's arrival: the engine's own work (matching, ECDH, signing) is part of it.
         let remaining = answer.delay - Double(EventLoop.nowNanos() - startedNanos) / 1e9
         if remaining <= 0 {
@@ -159,7 +173,8 @@ public final class Replayer: @unchecked Sendable {
         record.replay = annotation
         writer?.submit(.exchange(record))
         report(ReplayLine(at: r.requestStart, method: r.method, target: r.url, status: status, recordedExchangeID: a.recordedExchangeID,
-                          matchedBy: a.matchedBy, miss: a.miss, scheduledMs: a.scheduledDelayMs ?? 0, actualMs: actualMs, outcome: outcome))
+                          matchedBy: a.matchedBy, miss: a.miss, scheduledMs: a.scheduledDelayMs ?? 0, actualMs: actualMs, faults: a.faults,
+                          outcome: outcome))
     }
 
     /// The client closed its connection before its answer was due: the time it gave up is what a timeout test measures.

@@ -135,9 +135,10 @@ public final class SessionReader {
         }
         var replays: [Int64: ReplayAnnotation] = [:]
         if try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='replay_matches'").isEmpty == false {
-            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms FROM replay_matches") {
+            let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
+            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) FROM replay_matches") {
                 replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
-                                                              scheduledDelayMs: m[4].real, actualDelayMs: m[5].real)
+                                                              scheduledDelayMs: m[4].real, actualDelayMs: m[5].real, faults: m[6].text)
             }
         }
         return rows.map { r -> StoredExchange in

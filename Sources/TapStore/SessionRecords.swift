@@ -156,12 +156,16 @@ public struct ReplayAnnotation: Sendable {
     public var miss: String?
     public var scheduledDelayMs: Double?
     public var actualDelayMs: Double?
+    /// The faults injected into this answer, as the rules name them (`bad-counter`, `erro:402`, `hang` …).
+    public var faults: String?
 
-    public init(recordedExchangeID: Int64?, matchedBy: String?, miss: String?, scheduledDelayMs: Double?, actualDelayMs: Double?) {
+    public init(recordedExchangeID: Int64?, matchedBy: String?, miss: String?, scheduledDelayMs: Double?, actualDelayMs: Double?,
+                faults: String? = nil) {
         self.recordedExchangeID = recordedExchangeID
         self.matchedBy = matchedBy
         self.miss = miss
         self.scheduledDelayMs = scheduledDelayMs
         self.actualDelayMs = actualDelayMs
+        self.faults = faults
     }
 }

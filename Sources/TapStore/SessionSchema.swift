@@ -16,7 +16,8 @@ public enum SessionSchema {
         matched_by TEXT,
         miss TEXT,
         scheduled_delay_ms REAL,
-        actual_delay_ms REAL
+        actual_delay_ms REAL,
+        faults TEXT
     );
     """
 

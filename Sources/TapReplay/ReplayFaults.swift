@@ -1,0 +1,237 @@
+import Foundation
+import TapCore
+import TapStore
+
+/// What a fault rule does to the answer it matches: at the TCP, HTTP or 3DS layer.
+public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
+    // transport
+    case hang, reset, close
+    case dribble(Double), delay(Double)
+    // HTTP
+    case status(Int), truncate(Int), malformed
+    // 3DS
+    case erro(String), transStatus(String), challengeCancel(String)
+    case badSignature, untrustedSigner, wrongEphemeralKey, badCounter, wrongKey
+    case dropRReq, rreqDelay(Double), acsTimeout
+
+    /// Parses `hang`, `status:503`, `erro:402`, `dribble:2s` …; nil for anything unknown or malformed.
+    public static func parse(_ text: String) -> FaultAction? {
+        let (name, arg): (String, String?) = {
+            guard let c = text.firstIndex(of: ":") else { return (text, nil) }
+            return (String(text[..<c]), String(text[text.index(after: c)...]))
+        }()
+        func duration() -> Double? { arg.flatMap(ReplayDuration.parse) }
+        switch (name, arg) {
+        case ("hang", nil): return .hang
+        case ("reset", nil): return .reset
+        case ("close", nil): return .close
+        case ("dribble", _?): return duration().map { .dribble($0) }
+        case ("delay", _?): return duration().map { .delay($0) }
+        case ("status", let a?): return Int(a).flatMap { (100...599).contains($0) ? .status($0) : nil }
+        case ("truncate", let a?): return Int(a).flatMap { $0 >= 0 ? .truncate($0) : nil }
+        case ("malformed", nil): return .malformed
+        case ("erro", let a?):
+            guard a.count == 3, let n = Int(a), (101...405).contains(n) else { return nil }
+            return .erro(a)
+        case ("trans-status", let a?): return ["Y", "N", "U", "A", "C", "D", "R", "I"].contains(a) ? .transStatus(a) : nil
+        case ("challenge-cancel", let a?): return ["01", "02", "03", "04", "05", "06", "07", "08"].contains(a) ? .challengeCancel(a) : nil
+        case ("bad-signature", nil): return .badSignature
+        case ("untrusted-signer", nil): return .untrustedSigner
+        case ("wrong-ephemeral-key", nil): return .wrongEphemeralKey
+        case ("bad-counter", nil): return .badCounter
+        case ("wrong-key", nil): return .wrongKey
+        case ("drop-rreq", nil): return .dropRReq
+        case ("rreq-delay", _?): return duration().map { .rreqDelay($0) }
+        case ("acs-timeout", nil): return .acsTimeout
+        default: return nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .hang: return "hang"
+        case .reset: return "reset"
+        case .close: return "close"
+        case let .dribble(d): return "dribble:\(ReplayFaults.text(d))"
+        case let .delay(d): return "delay:\(ReplayFaults.text(d))"
+        case let .status(c): return "status:\(c)"
+        case let .truncate(n): return "truncate:\(n)"
+        case .malformed: return "malformed"
+        case let .erro(c): return "erro:\(c)"
+        case let .transStatus(s): return "trans-status:\(s)"
+        case let .challengeCancel(c): return "challenge-cancel:\(c)"
+        case .badSignature: return "bad-signature"
+        case .untrustedSigner: return "untrusted-signer"
+        case .wrongEphemeralKey: return "wrong-ephemeral-key"
+        case .badCounter: return "bad-counter"
+        case .wrongKey: return "wrong-key"
+        case .dropRReq: return "drop-rreq"
+        case let .rreqDelay(d): return "rreq-delay:\(ReplayFaults.text(d))"
+        case .acsTimeout: return "acs-timeout"
+        }
+    }
+
+    /// The message types an action can change, for checking rules against a session before the replay starts
+    /// (nil: any answer).
+    var appliesTo: Set<String>? {
+        switch self {
+        case .hang, .reset, .close, .dribble, .delay, .status, .truncate, .malformed, .erro: return nil
+        case .transStatus: return ["ARes", "CRes", "RReq"]
+        case .challengeCancel, .dropRReq, .rreqDelay: return ["RReq"]
+        case .badSignature, .untrustedSigner, .wrongEphemeralKey: return ["ARes"]
+        case .badCounter, .wrongKey, .acsTimeout: return ["CRes"]
+        }
+    }
+}
+
+/// One `--fault MATCH=ACTION[@P]` rule: which answers (as for `--delay`), what happens to them, and how often.
+public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
+    public var match: DelayRule.Match
+    public var action: FaultAction
+    /// The probability that a matching answer is hit, drawn from `--seed` (1 = always).
+    public var probability: Double
+    public var note: String?
+
+    public init(match: DelayRule.Match, action: FaultAction, probability: Double = 1, note: String? = nil) {
+        self.match = match
+        self.action = action
+        self.probability = probability
+        self.note = note
+    }
+
+    public var description: String {
+        "\(match)=\(action)" + (probability < 1 ? "@\(probability)" : "")
+    }
+
+    /// Parses `MATCH=ACTION[@P]`, e.g. `CRes#2=bad-counter`, `ARes=erro:402@0.5`, `path:/acs/challenge=hang`.
+    public static func parse(_ text: String) throws(ReplayError) -> FaultRule {
+        guard let eq = text.firstIndex(of: "=") else {
+            throw ReplayError("--fault \(text): expected MATCH=ACTION[@P], e.g. CRes#2=bad-counter or ARes=erro:402@0.5")
+        }
+        let lhs = String(text[..<eq])
+        var rhs = String(text[text.index(after: eq)...])
+        var p = 1.0
+        if let at = rhs.lastIndex(of: "@") {
+            guard let v = Double(rhs[rhs.index(after: at)...]), v >= 0, v <= 1 else {
+                throw ReplayError("--fault \(text): the probability after @ must be a number from 0 to 1")
+            }
+            p = v
+            rhs = String(rhs[..<at])
+        }
+        guard let match = DelayRule.Match.parse(lhs) else {
+            throw ReplayError("--fault \(text): MATCH '\(lhs)' is not a message type (ARes), an occurrence (CRes#2), exchange:N or path:/p")
+        }
+        guard let action = FaultAction.parse(rhs) else {
+            throw ReplayError("--fault \(text): unknown action '\(rhs)'; expected hang, reset, close, dribble:D, delay:D, status:CODE, "
+                              + "truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
+                              + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D or acs-timeout")
+        }
+        return FaultRule(match: match, action: action, probability: p)
+    }
+
+    /// Rules from a JSON file: an array of `{"match", "action", "probability"?, "description"?}`; lines starting
+    /// with `//` are comments.
+    public static func parseFile(_ bytes: [UInt8], name: String) throws(ReplayError) -> [FaultRule] {
+        let text = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }.joined(separator: "\n")
+        let json: JSON
+        do { json = try JSON.parse(text) } catch { throw ReplayError("\(name): \(error)") }
+        guard case let .array(items) = json else { throw ReplayError("\(name): expected a JSON array of rules") }
+        var rules: [FaultRule] = []
+        for (n, item) in items.enumerated() {
+            guard let m = item["match"]?.stringValue, let a = item["action"]?.stringValue else {
+                throw ReplayError("\(name): rule \(n + 1) needs \"match\" and \"action\"")
+            }
+            var rule = try FaultRule.parse("\(m)=\(a)")
+            if let p = item["probability"] {
+                guard case let .number(t) = p, let v = Double(t), v >= 0, v <= 1 else {
+                    throw ReplayError("\(name): rule \(n + 1): probability must be a number from 0 to 1")
+                }
+                rule.probability = v
+            }
+            rule.note = item["description"]?.stringValue
+            rules.append(rule)
+        }
+        return rules
+    }
+}
+
+/// Checks and picks fault rules.
+public enum ReplayFaults {
+    static func text(_ seconds: Double) -> String {
+        seconds < 1 ? "\(Int((seconds * 1000).rounded()))ms" : (seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s")
+    }
+
+    /// Problems that make a set of rules unusable on this session: two rules for the same messages and layer, or a
+    /// rule that can never apply (a CRes rule on a session without challenges). One line each.
+    public static func problems(_ rules: [FaultRule], catalog: ReplayCatalog) -> [String] {
+        var out: [String] = []
+        for (i, a) in rules.enumerated() {
+            for b in rules[(i + 1)...] where a.match == b.match && a.action.layer == b.action.layer {
+                out.append("--fault \(a) and \(b) overlap: both change the \(a.action.layer) of the same answers; keep one")
+            }
+            let types = catalog.answerTypes
+            switch a.match {
+            case let .messageType(t), let .occurrence(t, _):
+                if !types.contains(t) {
+                    out.append("--fault \(a) can never apply: the session has no \(t) (it has \(types.sorted().joined(separator: ", ")))")
+                } else if let allowed = a.action.appliesTo, !allowed.contains(t) {
+                    out.append("--fault \(a): \(a.action) changes only \(allowed.sorted().joined(separator: " or ")), not \(t)")
+                }
+            case let .exchange(id):
+                if !catalog.exchanges.contains(where: { $0.id == id }) { out.append("--fault \(a) can never apply: the session has no exchange \(id)") }
+            case let .path(p):
+                if !catalog.exchanges.contains(where: { ReplayURL.pathAndQuery($0.url).path == p }) {
+                    out.append("--fault \(a) can never apply: no recorded request has the path \(p)")
+                }
+            }
+        }
+        return out
+    }
+}
+
+extension FaultAction {
+    /// Rules on the same answers conflict when they act on the same layer.
+    var layer: String {
+        switch self {
+        case .hang, .reset, .close, .dribble, .delay, .status, .truncate, .malformed: return "transport"
+        case .erro, .transStatus, .acsTimeout: return "3DS outcome"
+        case .badSignature, .untrustedSigner, .wrongEphemeralKey: return "acsSignedContent"
+        case .badCounter, .wrongKey: return "app-channel encryption"
+        case .challengeCancel: return "RReq challengeCancel"
+        case .dropRReq, .rreqDelay: return "RReq delivery"
+        }
+    }
+}
+
+extension DelayRule.Match: CustomStringConvertible {
+    /// `ARes`, `CRes#2`, `exchange:7`, `path:/acs/challenge`.
+    public static func parse(_ text: String) -> DelayRule.Match? {
+        guard !text.isEmpty else { return nil }
+        if text.hasPrefix("exchange:") { return Int64(text.dropFirst(9)).map { .exchange($0) } }
+        if text.hasPrefix("path:") { return text.count > 5 ? .path(String(text.dropFirst(5))) : nil }
+        if let hash = text.firstIndex(of: "#") {
+            guard let n = Int(text[text.index(after: hash)...]), n >= 1 else { return nil }
+            return .occurrence(String(text[..<hash]), n)
+        }
+        return .messageType(text)
+    }
+
+    public var description: String {
+        switch self {
+        case let .messageType(t): return t
+        case let .occurrence(t, n): return "\(t)#\(n)"
+        case let .exchange(id): return "exchange:\(id)"
+        case let .path(p): return "path:\(p)"
+        }
+    }
+
+    func applies(to answer: ScheduledAnswer) -> Bool {
+        switch self {
+        case let .messageType(t): return answer.messageType == t
+        case let .occurrence(t, n): return answer.messageType == t && answer.occurrence == n
+        case let .exchange(id): return answer.recordedExchangeID == id
+        case let .path(p): return answer.path == p
+        }
+    }
+}
