@@ -15,7 +15,7 @@ struct ReplayCommand: Command {
     let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
     let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
         + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--repeat last|cycle|miss] [--ignore-field NAME]... "
-        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
+        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
         .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients"),
@@ -32,6 +32,7 @@ struct ReplayCommand: Command {
         .option("fault", "MATCH=ACTION[@P]", repeatable: true, help: "inject a fault: MATCH as for --delay; ACTION hang, reset, close, dribble:D, delay:D, "
                 + "status:CODE, truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
                 + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D, acs-timeout; P a probability drawn from --seed"),
+        .option("scenario", "NAME", help: "apply a named failure scenario ('3dstape scenarios' lists them)"),
         .option("faults", "FILE", help: "fault rules as JSON: [{\"match\": \"CRes#1\", \"action\": \"bad-counter\", \"probability\": 1, \"description\": \"…\"}]"),
         .option("session", "OUT", help: "the replay's own session file (default sessions/replay-<time>.3dstape)"),
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
@@ -131,6 +132,12 @@ struct ReplayCommand: Command {
         do {
             o.faults = try args.all("fault").map { (text) throws(ReplayError) in try FaultRule.parse(text) }
             if let file = args.value("faults") { o.faults += try FaultRule.parseFile(try readInput(file), name: file) }
+            if let name = args.value("scenario") {
+                guard let scenario = ReplayScenario.named(name) else {
+                    throw InvalidArguments("--scenario \(name): no such scenario; '3dstape scenarios' lists them")
+                }
+                o.faults += try scenario.faultRules()
+            }
         } catch let e as ReplayError {
             throw InvalidArguments(e.description)
         }
@@ -179,5 +186,31 @@ struct ReplayView: Sendable {
                 + "delay \(String(format: "%.1f", x.scheduledMs)) ms scheduled, \(actual) ms actual  \(x.outcome)"
         }
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
+
+/// `3dstape scenarios`: the named failure scenarios `replay --scenario` applies.
+struct ScenariosCommand: Command {
+    let name = "scenarios"
+    let abstract = "List the named 3DS failure scenarios for 'replay --scenario' (rules, expected behaviour, what SDKs show)"
+    let usage = "3dstape scenarios [--json]"
+    let maxPositionals = 0
+    let options: [OptionSpec] = [.flag("json", help: "print a JSON array")]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        if args.has("json") {
+            io.out(JSON.array(ReplayScenario.all.map { s in
+                .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
+                         ("expected", .string(s.expected)), ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake))])
+            }).pretty)
+            return 0
+        }
+        for s in ReplayScenario.all {
+            io.out(io.bold(s.name) + "  " + s.rules.map { "--fault \($0)" }.joined(separator: " "))
+            io.out("    \(s.summary)")
+            io.out("    expected: \(s.expected)")
+            io.out("    PXP Checkout: \(s.pxp); Cake3DS2: \(s.cake)")
+        }
+        return 0
     }
 }

@@ -179,6 +179,22 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         let first = req.body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D && $0 != 0x0A }
         if first == UInt8(ascii: "{"), let json = try? JSON.parse(req.body), json.isObject {
             if json["messageType"]?.stringValue == "AReq" { return aReq(json, req, selfURL: selfURL) }
+            if json["messageType"]?.stringValue == "Erro", let lf = ["acsTransID", "threeDSServerTransID"].lazy
+                .compactMap({ json[$0]?.stringValue }).compactMap({ self.live[$0] }).first {
+                // The SDK's own Erro, posted in clear to the acsURL: acknowledged as an ACS does, and the challenge is over.
+                // The ACS's RReq then says why: challengeCancel 08 when the SDK timed out (Erro 402), 06 otherwise.
+                let code = json["errorCode"]?.stringValue ?? "?"
+                var a = ReplayAnswer(status: 200, headers: [], body: [], matchedBy: "SDK Erro \(code) acknowledged; the transaction ends", delay: 0)
+                a.requestJSON = json
+                let flow = catalog.flows[lf.flow]
+                if flow.rreq != nil, lf.next < flow.followUps.count || !flow.followUps.isEmpty {
+                    lf.next = flow.followUps.count
+                    plan(&a, rreqOf: lf, after: flow.followUps.last ?? flow.areq,
+                         override: .object([("transStatus", .string("N")), ("challengeCancel", .string(code == "402" ? "08" : "06"))]))
+                }
+                finish(lf)
+                return a
+            }
             for key in ["acsTransID", "threeDSServerTransID"] {
                 if let v = json[key]?.stringValue, let lf = live[v] { return followUp(lf, req, creq: nil) }
             }
@@ -346,7 +362,42 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             return ReplayAnswer(status: 200, headers: [("Content-Type", "application/json")], body: erro.bytes, matchedBy: "CReq refused",
                                 miss: "CReq does not open: \(error.message)", delay: 0)
         }
+        if let cancel = creq["challengeCancel"]?.stringValue, !recordedNextCancels(lf) {
+            return cancelled(lf, creq: creq, cancel: cancel, req: req)
+        }
         return followUp(lf, req, creq: creq)
+    }
+
+    /// Whether the recording's next CReq cancelled too (then the recording is followed as it is).
+    func recordedNextCancels(_ lf: LiveFlow) -> Bool {
+        let flow = catalog.flows[lf.flow]
+        guard lf.next < flow.followUps.count else { return false }
+        return catalog.exchanges[flow.followUps[lf.next]].messages.contains { $0.direction == "request" && $0.json?["challengeCancel"] != nil }
+    }
+
+    /// A live CReq that cancels where the recording did not: the ACS ends the challenge as the protocol says, with a
+    /// final CRes N and an RReq N carrying the SDK's challengeCancel (01 cardholder, 08 SDK timeout …).
+    func cancelled(_ lf: LiveFlow, creq: JSON, cancel: String, req: LiveRequest) -> ReplayAnswer {
+        let flow = catalog.flows[lf.flow]
+        guard var cipher = lf.cipher, let last = flow.followUps.last else {
+            return miss(req, detail: "a cancelling CReq for a transaction without an app channel", erroCode: "301", about: "CReq")
+        }
+        let final = JSON.object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in creq[k].map { (k, $0) } }
+                                + [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")),
+                                   ("messageVersion", .string(flow.messageVersion)), ("transStatus", .string("N"))])
+        let body: [UInt8]
+        do { body = Array(try cipher.seal(final).utf8) } catch {
+            return miss(req, detail: "cannot encrypt the CRes: \(error.message)", erroCode: "301", about: "CReq")
+        }
+        lf.cipher = cipher
+        lf.next = flow.followUps.count
+        var a = answer(last, body: body, type: "CRes", lf, matchedBy: "transaction: challengeCancel \(cancel) from the SDK; final CRes N",
+                       headers: [("Content-Type", "application/jose; charset=UTF-8")])
+        // transStatusReason 01 (card authentication failed) when the cardholder cancelled; none claimed for other causes.
+        plan(&a, rreqOf: lf, after: last, override: .object([("transStatus", .string("N")), ("challengeCancel", .string(cancel))]
+                                                             + (cancel == "01" ? [("transStatusReason", .string("01"))] : [])))
+        if flow.rreq == nil { finish(lf) }
+        return a
     }
 
     func followUp(_ lf: LiveFlow, _ req: LiveRequest, creq: JSON?, sessionData: String? = nil) -> ReplayAnswer {
@@ -516,9 +567,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         if var json = try? JSON.parse(planned.body) {
             for (k, v) in override?.objectMembers ?? [] { json = json.setting(k, to: v) }
-            if override?["transStatus"]?.stringValue == "N" {
-                json = json.removing("authenticationValue").setting("eci", to: .string("07")) // a failed authentication carries no CAVV
-            }
+
             for f in faults {
                 switch f {
                 case let .transStatus(st): json = json.setting("transStatus", to: .string(st))
@@ -526,6 +575,9 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 case let .rreqDelay(d): planned.after = d
                 default: break
                 }
+            }
+            if let st = json["transStatus"]?.stringValue, st != "Y", st != "A" {
+                json = json.removing("authenticationValue").setting("eci", to: .string("07")) // a failed authentication carries no CAVV
             }
             planned.body = json.bytes
         }

@@ -237,8 +237,8 @@ public final class SDKClient {
             throw ClientFailure("no ARes: \(e.message)")
         }
         result.timings.append(("ares_ms", Date().timeIntervalSince(t0) * 1000))
-        guard let ares = try? JSON.parse(aresResponse.body), ares.isObject else {
-            throw ClientFailure("the DS answered HTTP \(aresResponse.head.status) without a JSON message")
+        guard aresResponse.head.status == 200, let ares = try? JSON.parse(aresResponse.body), ares.isObject else {
+            throw ClientFailure("the DS answered HTTP \(aresResponse.head.status) without an ARes or Erro")
         }
         if ares["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: ares) }
         guard ares["messageType"]?.stringValue == "ARes" else { throw ClientFailure("expected an ARes, got \(ares["messageType"]?.compact ?? "nothing")") }
@@ -253,23 +253,30 @@ public final class SDKClient {
             if o.browser { try browserChallenge(ares, &result) } else { try appChallenge(ares, sdkKey: sdkKey, sdkRef: sdkRef, &result) }
             result.timings.append(("challenge_ms", Date().timeIntervalSince(t1) * 1000))
         case "D":
-            if let rreq = waitFor("rreq:" + serverTransID, seconds: 10) {
-                result.transStatus = rreq["transStatus"]?.stringValue
-                result.eci = rreq["eci"]?.stringValue
-                result.authenticationValue = rreq["authenticationValue"]?.stringValue
-                result.rreqReceived = true
-                result.notes.append("decoupled: result from the RReq")
+            guard let rreq = waitFor("rreq:" + serverTransID, seconds: 10) else {
+                throw ClientFailure("decoupled authentication: no RReq from the ACS within 10 s, so the 3DS Server has no result")
             }
+            result.transStatus = rreq["transStatus"]?.stringValue
+            result.eci = rreq["eci"]?.stringValue
+            result.authenticationValue = rreq["authenticationValue"]?.stringValue
+            result.rreqReceived = true
+            result.notes.append("decoupled: result from the RReq")
             return
         default:
             return
         }
-        if result.error == nil, result.transStatus != nil, let rreq = waitFor("rreq:" + serverTransID, seconds: 5) {
-            result.rreqReceived = true
-            if let eci = rreq["eci"]?.stringValue { result.eci = eci }
-            result.authenticationValue = rreq["authenticationValue"]?.stringValue
-            result.transStatusReason = rreq["transStatusReason"]?.stringValue
+        guard result.error == nil, result.transStatus != nil else { return }
+        // The 3DS Server takes the challenge's result from the RReq, not from the SDK: without one it has none to
+        // give the merchant (the final CRes only tells the SDK that the challenge ended).
+        guard let rreq = waitFor("rreq:" + serverTransID, seconds: 5) else {
+            throw ClientFailure("the challenge ended (CRes transStatus \(result.transStatus ?? "-")) but no RReq came from the ACS within 5 s, "
+                                + "so the 3DS Server has no authentication result")
         }
+        result.rreqReceived = true
+        if let st = rreq["transStatus"]?.stringValue { result.transStatus = st }
+        result.eci = rreq["eci"]?.stringValue
+        result.authenticationValue = rreq["authenticationValue"]?.stringValue
+        result.transStatusReason = rreq["transStatusReason"]?.stringValue
     }
 
     func appChallenge(_ ares: JSON, sdkKey: PrivateKey, sdkRef: String, _ result: inout ClientResult) throws {
@@ -303,13 +310,15 @@ public final class SDKClient {
                 guard remaining > 0 else { throw TimeoutFailure(message: "challenge timed out") }
                 response = try post(acsURL, Array(sealed.utf8), contentType: "application/jose; charset=UTF-8", timeout: remaining)
             } catch let e as TimeoutFailure {
-                // The SDK's challenge timeout: tell the ACS (challengeCancel 08), best effort.
+                // The SDK's challenge timeout: it tells the ACS with an Erro 402 (component C) and a CReq with
+                // challengeCancel 08, both best effort (SDKs fire and forget them).
+                sendErro(.timedOut, "Transaction timed out", "the SDK's challenge timeout (\(Int(o.timeout)) s) expired", to: acsURL, ares: ares)
                 let cancel = JSON.object(base + [("challengeCancel", .string("08"))])
                 if let c = try? cipher.seal(cancel) {
                     _ = try? post(acsURL, Array(c.utf8), contentType: "application/jose; charset=UTF-8", timeout: 2)
                 }
                 result.transStatus = nil
-                throw ClientFailure("challenge timed out after \(Int(o.timeout)) s (\(e.message)); sent challengeCancel 08")
+                throw ClientFailure("challenge timed out after \(Int(o.timeout)) s (\(e.message)); sent Erro 402 and challengeCancel 08")
             }
             let body = String(decoding: response.body, as: UTF8.self)
             if (response.head.headers["Content-Type"] ?? "").lowercased().hasPrefix("application/json") || body.hasPrefix("{") {
@@ -318,7 +327,10 @@ public final class SDKClient {
             }
             let cres: JSON
             do { cres = try cipher.open(body) } catch {
-                throw ClientFailure("CRes rejected (\(error.code.rawValue)): \(error.message)")
+                // As an SDK must: the ACS is told with an Erro (302 for a counter or decryption failure), then the challenge ends.
+                sendErro(error.code, error.code == .decryptionFailure ? "Data decryption failure" : "Message invalid", error.message,
+                         to: acsURL, ares: ares)
+                throw ClientFailure("CRes rejected (\(error.code.rawValue)): \(error.message); sent Erro \(error.code.rawValue) to the ACS")
             }
             guard cres["messageType"]?.stringValue == "CRes" else { throw ClientFailure("expected a CRes") }
             if cres["challengeCompletionInd"]?.stringValue == "Y" {
@@ -336,6 +348,13 @@ public final class SDKClient {
             extra = nextEntry(ui: ui, round: round)
         }
         throw ClientFailure("no final CRes after 6 rounds")
+    }
+
+    /// Posts the SDK's own Erro (errorComponent C) to the ACS in clear, fire and forget, as SDKs do.
+    func sendErro(_ code: EMVErrorCode, _ description: String, _ detail: String, to acsURL: HTTPURL, ares: JSON) {
+        let erro = Erro.make(code, component: "C", description: description, detail: detail, about: ares, messageType: "CRes",
+                             version: options.messageVersion)
+        _ = try? post(acsURL, erro.bytes, contentType: "application/json; charset=utf-8", timeout: 2)
     }
 
     /// The CReq fields that answer a challenge screen, from the scripted answers.

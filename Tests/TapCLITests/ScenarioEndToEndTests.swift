@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+import TapCore
+
+/// Every named failure scenario, replayed from the checked-in demo session to `3dstape client` processes: what the
+/// client does is what the protocol asks of an SDK and its 3DS Server (issue: faults and scenarios).
+@Suite(.serialized) struct ScenarioEndToEndTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+
+    /// What the client must do under each scenario: its exit status and a phrase of its output.
+    static let expected: [(scenario: String, status: Int32, says: String)] = [
+        ("ds-timeout", 1, "no ARes"),
+        ("ds-unavailable", 1, "the DS answered HTTP 503"),
+        ("acs-signature-invalid", 1, "acsSignedContent rejected: JWS PS256 signature does not verify"),
+        ("acs-untrusted-signer", 1, "acsSignedContent rejected: certificate chain"),
+        ("acs-ephemeral-key-mismatch", 1, "sdkEphemPubKey is not this SDK's key"),
+        ("challenge-timeout", 1, "sent Erro 402 and challengeCancel 08"),
+        ("cres-counter-mismatch", 1, "Counters are not equal: acsCounterAtoS is 001, expected 000; sent Erro 302 to the ACS"),
+        ("cres-undecryptable", 1, "CRes rejected (302)"),
+        ("challenge-rejected", 0, "\"transStatus\": \"N\""),
+        ("acs-timeout", 0, "\"transStatusReason\": \"14\""),
+        ("rreq-missing", 1, "no RReq came from the ACS within 5 s"),
+        ("rreq-late", 1, "no RReq came from the ACS within 5 s"),
+        ("slow-acs", 0, "\"transStatus\": \"Y\""),
+    ] + ["101", "102", "201", "203", "303", "305", "402", "403", "404", "405"].map { ("ds-erro-\($0)", 1, "Erro \($0) from D") }
+
+    @Test func everyScenarioIsTestedAndTheClientReactsAsTheProtocolSays() throws {
+        let listed = try JSON.parse(try CLIRunner.run(["scenarios", "--json"]).stdout)
+        guard case let .array(items) = listed else { Issue.record("scenarios --json is not an array"); return }
+        #expect(Set(items.compactMap { $0["name"]?.stringValue }) == Set(Self.expected.map(\.scenario)), "a test per scenario")
+
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let certs = dir.appendingPathComponent("certs").path
+        #expect(try CLIRunner.run(["ca", "export", "--ds", certs], environment: env).status == 0)
+        let session = dir.appendingPathComponent("demo-app.3dstape").path
+        try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/demo-app.3dstape").path, toPath: session)
+        for (scenario, status, says) in Self.expected {
+            let out = dir.appendingPathComponent("\(scenario).3dstape").path
+            let replay = try Spawned(CLIRunner.binary.path, ["replay", session, "--listen", "127.0.0.1:0", "--scenario", scenario, "--quiet",
+                                                             "--session", out], environment: env)
+            let port = try replay.port(after: "on http://127.0.0.1:")
+            let timeout = scenario == "slow-acs" ? "20" : "2"
+            let r = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001067", "--answer", "1234",
+                                       "--certs", certs, "--timeout", timeout, "--json"], environment: env)
+            if scenario == "challenge-timeout" { usleep(600_000) } // the ACS's RReq follows the SDK's Erro at its recorded offset
+            replay.interrupt()
+            #expect(try replay.wait() == 0, "\(scenario): replayer exit; \(replay.stderr.suffix(300))")
+            #expect(r.status == status && (r.stdout + r.stderr).contains(says), "\(scenario): exit \(r.status), \(r.stdout) \(r.stderr)")
+            let faults = try sh(["sqlite3", out, "SELECT group_concat(faults, ' | ') FROM replay_matches WHERE faults IS NOT NULL"]).out
+            #expect(!faults.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(scenario): the applied fault is in the replay session")
+            if scenario == "cres-counter-mismatch" || scenario == "challenge-timeout" {
+                let erro = try sh(["sqlite3", out, "SELECT count(*) FROM messages WHERE message_type = 'Erro' AND direction = 'request'"]).out
+                #expect(erro.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(scenario): the SDK's Erro reached the ACS")
+            }
+            if scenario == "challenge-timeout" {
+                let cancel = try sh(["sqlite3", out, "SELECT json FROM v_messages WHERE message_type = 'RReq'"]).out
+                #expect(cancel.contains("\"challengeCancel\":\"08\""), "the RReq after an SDK timeout carries challengeCancel 08: \(cancel)")
+            }
+        }
+    }
+
+    @Test func unusableFaultRulesAreOneLineAndExitStatus2() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let session = dir.appendingPathComponent("b.3dstape").path
+        try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/demo-browser.3dstape").path, toPath: session)
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        for (args, says) in [(["--fault", "CRes=explode"], "unknown action 'explode'"),
+                             (["--fault", "ARes=hang@1.5"], "probability after @ must be a number from 0 to 1"),
+                             (["--fault", "CRes#1=bad-counter"], "can never apply: the session has no CRes"),
+                             (["--fault", "ARes=hang", "--fault", "ARes=reset"], "overlap"),
+                             (["--scenario", "nope"], "no such scenario")] {
+            let r = try CLIRunner.run(["replay", session, "--listen", "127.0.0.1:0"] + args, environment: env)
+            #expect(r.status == 2 && r.stderr.contains(says) && r.stderr.split(separator: "\n").count == 1, "\(args): \(r.status) \(r.stderr)")
+        }
+        try #"""
+        // faults for a browser session
+        [{"match": "ARes", "action": "delay:10ms", "description": "a slightly slow DS"},
+         {"match": "RReq", "action": "rreq-delay:1s", "probability": 0.5}]
+        """#.write(toFile: dir.appendingPathComponent("f.json").path, atomically: true, encoding: .utf8)
+        let ok = try Spawned(CLIRunner.binary.path, ["replay", session, "--listen", "127.0.0.1:0", "--faults", dir.appendingPathComponent("f.json").path,
+                                                     "--session", dir.appendingPathComponent("r.3dstape").path], environment: env)
+        _ = try ok.port(after: "on http://127.0.0.1:")
+        ok.interrupt()
+        #expect(try ok.wait() == 0, "a rules file with comments and descriptions is accepted: \(ok.stderr)")
+    }
+}
