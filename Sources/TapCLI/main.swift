@@ -2,7 +2,7 @@ import Foundation
 import TapArguments
 
 /// The subcommands, in the order `3dstape --help` lists them.
-let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), LsCommand(), ShowCommand(), DecryptCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
+let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
 
 let version = "0.1.0"
 
@@ -33,7 +33,8 @@ func runMain() -> Int32 {
         return 2
     }
     argv.removeFirst()
-    if argv.contains("--help") || argv.contains("-h") { io.out(commandHelp(command)); return 0 }
+    let ownArguments = argv.prefix { $0 != "--" } // what follows `--` belongs to a command 3dstape runs (timeouts)
+    if ownArguments.contains("--help") || ownArguments.contains("-h") { io.out(commandHelp(command)); return 0 }
     do {
         let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
         return try command.run(parsed, io)

@@ -158,6 +158,9 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
 
 /// Checks and picks fault rules.
 public enum ReplayFaults {
+    /// A duration as the options take it: `250ms`, `2s`, `2.5s`.
+    public static func describe(_ seconds: Double) -> String { text(seconds) }
+
     static func text(_ seconds: Double) -> String {
         seconds < 1 ? "\(Int((seconds * 1000).rounded()))ms" : (seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s")
     }

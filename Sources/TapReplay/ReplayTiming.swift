@@ -100,6 +100,11 @@ public struct DelayRule: Sendable, Equatable {
     public var match: Match
     public var seconds: Double
 
+    public init(match: Match, seconds: Double) {
+        self.match = match
+        self.seconds = seconds
+    }
+
     public static func parse(_ text: String) -> DelayRule? {
         guard let eq = text.lastIndex(of: "=") else { return nil }
         let lhs = String(text[..<eq]), rhs = String(text[text.index(after: eq)...])

@@ -87,3 +87,35 @@ import TapCore
         #expect(try ok.wait() == 0, "a rules file with comments and descriptions is accepted: \(ok.stderr)")
     }
 }
+
+/// `3dstape timeouts`: a bisection of the first CRes's delay finds `3dstape client --timeout 2`'s challenge timeout.
+@Suite(.serialized) struct TimeoutSweepEndToEndTests {
+    @Test func bisectionFindsTheClientsChallengeTimeout() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let certs = dir.appendingPathComponent("certs").path
+        #expect(try CLIRunner.run(["ca", "export", "--ds", certs], environment: env).status == 0)
+        let session = dir.appendingPathComponent("demo-app.3dstape").path
+        try FileManager.default.copyItem(atPath: ScenarioEndToEndTests.root.appendingPathComponent("sessions/demo-app.3dstape").path, toPath: session)
+        let report = dir.appendingPathComponent("report").path
+        let r = try CLIRunner.run(["timeouts", session, "--message", "CRes#1", "--from", "1s", "--to", "3s", "--bisect", "--report", report, "--json",
+                                   "--", CLIRunner.binary.path, "client", "--ds", "{url}", "--card", "4000000000001067", "--answer", "1234",
+                                   "--certs", certs, "--timeout", "2"], environment: env)
+        #expect(r.status == 0, "\(r.stderr)")
+        let j = try JSON.parse(r.stdout)
+        let waited = Int(j["waitedOutMs"]?.compact ?? "") ?? 0, gaveUp = Int(j["gaveUpAtMs"]?.compact ?? "") ?? 0
+        #expect(waited >= 1800 && waited < 2000 && gaveUp >= 2000 && gaveUp <= 2100 && gaveUp - waited <= 100, "threshold \(waited)–\(gaveUp) ms")
+        guard case let .array(runs)? = j["runs"] else { Issue.record("no runs"); return }
+        let gaveUpRuns = runs.filter { $0["outcome"]?.stringValue == "gave up" }
+        #expect(!gaveUpRuns.isEmpty && gaveUpRuns.allSatisfy { $0["erroSent"] == .array([.string("402")]) && $0["exitCode"]?.compact == "1" },
+                "the client sent Erro 402 when it gave up: \(gaveUpRuns)")
+        let afterMs = gaveUpRuns.compactMap { Double($0["timeToOutcomeMs"]?.compact ?? "") }
+        #expect(afterMs.allSatisfy { $0 >= 1950 && $0 < 2300 }, "it gave up after about 2 s: \(afterMs)")
+        let html = try String(contentsOfFile: (report as NSString).appendingPathComponent("index.html"), encoding: .utf8)
+        #expect(html.contains("<svg") && html.contains("<circle") && html.contains("gave up"))
+        #expect(r.stderr.contains("timeouts: CRes#1 delayed 1s, run 1 of 1"), "a progress line per run")
+        let bad = try CLIRunner.run(["timeouts", session, "--message", "PRes", "--", "true"], environment: env)
+        #expect(bad.status == 2 && bad.stderr.contains("the session has no PRes"), "\(bad.stderr)")
+    }
+}

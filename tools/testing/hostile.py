@@ -32,13 +32,8 @@ def slowloris(port, count, seconds):
             s, sent, outcome = entry
             if outcome is not None:
                 continue
-            try:
-                if sent < len(head):
-                    s.send(head[sent:sent + 1])
-                    entry[1] += 1
-            except OSError:
-                entry[2] = "closed"
-                continue
+            # Read what the server said before sending more: a byte sent after its 408 and close draws a reset,
+            # which would discard the 408 still unread.
             r, _, _ = select.select([s], [], [], 0)
             if r:
                 try:
@@ -46,6 +41,13 @@ def slowloris(port, count, seconds):
                 except OSError:
                     data = b""
                 entry[2] = "answered" if data.startswith(b"HTTP/1.1 ") else "closed"
+                continue
+            try:
+                if sent < len(head):
+                    s.send(head[sent:sent + 1])
+                    entry[1] += 1
+            except OSError:
+                entry[2] = "closed"
         time.sleep(0.2)
     answered = sum(1 for _, _, o in socks if o == "answered")
     closed = sum(1 for _, _, o in socks if o == "closed")

@@ -1,0 +1,249 @@
+import Foundation
+import TapArguments
+import TapCore
+import TapCrypto
+import TapNet
+import TapProxy
+import TapReplay
+import TapStore
+
+/// `3dstape timeouts`: sweeps the delay of one message across replays and finds when the client gives up.
+struct TimeoutsCommand: Command {
+    let name = "timeouts"
+    let abstract = "Sweep the delay of one message over replays of a session and find when a client gives up"
+    let usage = "3dstape timeouts SESSION --message MATCH [--from DURATION] [--to DURATION] [--step DURATION | --bisect] [--runs N] "
+        + "[--report DIR] [--json] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
+    let maxPositionals = 256
+    let options: [OptionSpec] = [
+        .option("message", "MATCH", help: "the answer to delay, as for replay --delay: CRes, CRes#2, ARes, exchange:7, path:/acs/challenge"),
+        .option("from", "DURATION", help: "the first delay (default 0s)"),
+        .option("to", "DURATION", help: "the last delay (default 10s)"),
+        .option("step", "DURATION", help: "the step between delays (default (to - from) / 10)"),
+        .flag("bisect", help: "bisect between --from and --to to the threshold, to 100 ms"),
+        .option("runs", "N", help: "runs per delay (default 1); the outcome is the most frequent one"),
+        .option("report", "DIR", help: "write the replay sessions, report.json and index.html (an SVG chart) there"),
+        .option("seed", "N", help: "the replay seed (default 0)"),
+        .option("command-timeout", "SECONDS", help: "stop a run's command after this long (default: the delay + 60 s)"),
+        .flag("json", help: "print the result as JSON"),
+    ]
+
+    /// One run of the command against one replay.
+    struct Run {
+        var delay: Double
+        var exitCode: Int32?
+        /// `waited` (the client got the answer), `gave up`, `not reached` (it never asked for the delayed message).
+        var outcome: String
+        /// Milliseconds from the request to the answer or to the client giving up.
+        var timeToOutcomeMs: Double?
+        var erroSent: [String]
+        var challengeCancel: String?
+        var retried: Bool
+        var session: String
+    }
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let path = args.positionals.first else { throw CommandFailure("which session? usage: \(usage)") }
+        let command = Array(args.positionals.dropFirst())
+        guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
+        guard let matchText = args.value("message"), let match = DelayRule.Match.parse(matchText) else {
+            throw InvalidArguments("--message MATCH is required: CRes, CRes#2, ARes, exchange:7 or path:/p")
+        }
+        func duration(_ name: String, _ fallback: Double) throws -> Double {
+            guard let v = args.value(name) else { return fallback }
+            guard let d = ReplayDuration.parse(v) else { throw InvalidArguments("--\(name) \(v): expected a duration like 500ms, 2s") }
+            return d
+        }
+        let from = try duration("from", 0), to = try duration("to", 10)
+        guard to > from else { throw InvalidArguments("--to must be after --from") }
+        let step = try duration("step", (to - from) / 10)
+        guard step > 0 else { throw InvalidArguments("--step must be positive") }
+        let runs = Int(args.value("runs") ?? "1") ?? 0
+        guard runs >= 1, runs <= 100 else { throw InvalidArguments("--runs: expected 1 to 100") }
+        let catalog: ReplayCatalog
+        do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
+        if let problem = ReplayFaults.problems([FaultRule(match: match, action: .delay(1))], catalog: catalog).first {
+            throw InvalidArguments(problem.replacingOccurrences(of: "--fault \(match)=delay:1s", with: "--message \(matchText)"))
+        }
+        let report = args.value("report") ?? "sessions/timeouts-\(ReplayCommand.stamp())"
+        try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
+        let identity = try ReplayCommand.acsIdentity(nil)
+        let seed = UInt64(args.value("seed") ?? "0") ?? 0
+        let commandTimeout = try args.seconds("command-timeout")
+
+        var results: [Run] = []
+        func sweep(_ delay: Double) throws -> String {
+            var outcomes: [String] = []
+            for n in 1...runs {
+                io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", matchText, ReplayFaults.describe(delay), n, runs))
+                let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
+                                    session: (report as NSString).appendingPathComponent("delay-\(Int((delay * 1000).rounded()))ms-run\(n).3dstape"),
+                                    timeout: commandTimeout ?? delay + 60)
+                results.append(r)
+                outcomes.append(r.outcome)
+            }
+            return Dictionary(grouping: outcomes, by: { $0 }).max { $0.value.count < $1.value.count }!.key
+        }
+        if args.has("bisect") {
+            var lo = from, hi = to
+            let a = try sweep(lo), b = try sweep(hi)
+            if a == "waited", b == "gave up" {
+                while hi - lo > 0.1 {
+                    let mid = ((lo + hi) / 2 * 1000).rounded() / 1000
+                    if try sweep(mid) == "waited" { lo = mid } else { hi = mid }
+                }
+            }
+        } else {
+            var d = from
+            while d <= to + 1e-9 {
+                _ = try sweep(d)
+                d = ((d + step) * 1000).rounded() / 1000
+            }
+        }
+        let waited = results.filter { $0.outcome == "waited" }.map(\.delay).max()
+        let gaveUp = results.filter { $0.outcome == "gave up" }.map(\.delay).min()
+        let json = TimeoutsCommand.json(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp)
+        try Data(json.pretty.utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("report.json")))
+        try Data(TimeoutsCommand.html(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp).utf8)
+            .write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("index.html")))
+        if args.has("json") {
+            io.out(json.pretty)
+            return 0
+        }
+        var rows = [["DELAY", "OUTCOME", "AFTER MS", "EXIT", "ERRO SENT", "CANCEL", "RETRIED", "SESSION"]]
+        for r in results.sorted(by: { $0.delay < $1.delay }) {
+            rows.append([ReplayFaults.describe(r.delay), r.outcome, r.timeToOutcomeMs.map { String(format: "%.0f", $0) } ?? "-",
+                         r.exitCode.map(String.init) ?? "-", r.erroSent.isEmpty ? "-" : r.erroSent.joined(separator: ","),
+                         r.challengeCancel ?? "-", r.retried ? "yes" : "no", (r.session as NSString).lastPathComponent])
+        }
+        io.out(Table.render(rows))
+        io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
+               + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(matchText))")
+        io.out("report: \((report as NSString).appendingPathComponent("index.html")) (chart), report.json, and the replay sessions")
+        return 0
+    }
+
+    /// One replay in process with `match` delayed by `delay`, the command run against it, and what the session shows.
+    func runOnce(catalog: ReplayCatalog, identity: ReplayACSIdentity, match: DelayRule.Match, delay: Double, seed: UInt64,
+                 command: [String], session: String, timeout: Double) throws -> Run {
+        try? FileManager.default.removeItem(atPath: session)
+        var options = ReplayOptions()
+        options.schedule.seed = seed
+        options.schedule.rules = [DelayRule(match: match, seconds: delay)]
+        let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
+        let writer = try SessionWriter(path: session, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
+                                                            ("label", "timeouts: \(match) delayed \(ReplayFaults.describe(delay))"),
+                                                            ("replayed_session", catalog.path), ("masked", "yes")], keys: engine)
+        let background = try LoopThread(name: "3dstape-timeouts")
+        let replayer = Replayer(loop: background.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        let (ca, _) = try UserHome.resolve().interceptionCA()
+        let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
+        let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: intercept, scheme: "http")
+        background.start()
+        let url = "http://\(address)"
+        let args = command.dropFirst().map { $0.replacingOccurrences(of: "{url}", with: url).replacingOccurrences(of: "{proxy}", with: url) }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: command[0].contains("/") ? command[0] : "/usr/bin/env")
+        p.arguments = command[0].contains("/") ? Array(args) : [command[0]] + args
+        var env = ProcessInfo.processInfo.environment
+        env["THREEDSTAPE_REPLAY_URL"] = url
+        env["THREEDSTAPE_PROXY"] = url
+        p.environment = env
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        var exit: Int32?
+        do {
+            try p.run()
+            let deadline = Date().addingTimeInterval(timeout)
+            while p.isRunning, Date() < deadline { usleep(20_000) }
+            if p.isRunning { p.terminate(); p.waitUntilExit() } else { exit = p.terminationStatus }
+        } catch {
+            exit = nil
+        }
+        usleep(200_000) // an RReq or a last request in flight
+        background.stop { replayer.stop() }
+        writer.close()
+        return try TimeoutsCommand.outcome(session: session, delay: delay, exit: exit, started: exit != nil || !p.isRunning)
+    }
+
+    /// What the client did, read from the replay's session.
+    static func outcome(session: String, delay: Double, exit: Int32?, started: Bool) throws -> Run {
+        let xs = try SessionReader(path: session).exchanges()
+        let delayed = xs.filter { x in x.replay.map { abs(($0.scheduledDelayMs ?? -1) - delay * 1000) < 0.01 && $0.miss == nil } ?? false }
+        var run = Run(delay: delay, exitCode: exit, outcome: "not reached", timeToOutcomeMs: nil, erroSent: [], challengeCancel: nil,
+                      retried: false, session: session)
+        if let first = delayed.first {
+            if let abort = first.clientAbortAt {
+                run.outcome = "gave up"
+                run.timeToOutcomeMs = (abort - first.requestStart) * 1000
+            } else {
+                run.outcome = "waited"
+                run.timeToOutcomeMs = first.replay?.actualDelayMs
+            }
+        } else if exit == nil {
+            run.outcome = started ? "command did not finish" : "command did not start"
+        }
+        run.retried = Dictionary(grouping: xs.compactMap { $0.replay?.recordedExchangeID }, by: { $0 }).values.contains { $0.count > 1 }
+        for x in xs {
+            for m in x.messages where m.direction == "request" {
+                if m.type == "Erro", let code = m.json?["errorCode"]?.stringValue { run.erroSent.append(code) }
+                if let c = m.json?["challengeCancel"]?.stringValue, m.type == "CReq" { run.challengeCancel = c }
+            }
+        }
+        return run
+    }
+
+    static func json(_ results: [Run], match: String, command: [String], waited: Double?, gaveUp: Double?) -> JSON {
+        .object([
+            ("message", .string(match)), ("command", .array(command.map(JSON.string))),
+            ("waitedOutMs", waited.map { .number(String(Int(($0 * 1000).rounded()))) } ?? .null),
+            ("gaveUpAtMs", gaveUp.map { .number(String(Int(($0 * 1000).rounded()))) } ?? .null),
+            ("runs", .array(results.sorted { $0.delay < $1.delay }.map { r in
+                .object([("delayMs", .number(String(Int((r.delay * 1000).rounded())))), ("outcome", .string(r.outcome)),
+                         ("timeToOutcomeMs", r.timeToOutcomeMs.map { .number(String(format: "%.1f", $0)) } ?? .null),
+                         ("exitCode", r.exitCode.map { .number(String($0)) } ?? .null), ("erroSent", .array(r.erroSent.map(JSON.string))),
+                         ("challengeCancel", r.challengeCancel.map(JSON.string) ?? .null), ("retried", .bool(r.retried)),
+                         ("session", .string(r.session))])
+            })),
+        ])
+    }
+
+    /// A self-contained page: the table and an SVG chart of delay against time to outcome, coloured by outcome.
+    static func html(_ results: [Run], match: String, command: [String], waited: Double?, gaveUp: Double?) -> String {
+        func esc(_ s: String) -> String {
+            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        }
+        let w = 640.0, h = 360.0, pad = 50.0
+        let maxX = max(0.001, results.map(\.delay).max() ?? 1) * 1000
+        let maxY = max(1, results.compactMap(\.timeToOutcomeMs).max() ?? 1, maxX)
+        func x(_ v: Double) -> Double { pad + v / maxX * (w - 2 * pad) }
+        func y(_ v: Double) -> Double { h - pad - v / maxY * (h - 2 * pad) }
+        let colour = ["waited": "#2a9d43", "gave up": "#d1342f", "not reached": "#888888"]
+        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(w))\" height=\"\(Int(h))\" role=\"img\">"
+        svg += "<line x1=\"\(pad)\" y1=\"\(h - pad)\" x2=\"\(w - pad)\" y2=\"\(h - pad)\" stroke=\"#333\"/>"
+        svg += "<line x1=\"\(pad)\" y1=\"\(pad)\" x2=\"\(pad)\" y2=\"\(h - pad)\" stroke=\"#333\"/>"
+        svg += "<line x1=\"\(x(0))\" y1=\"\(y(0))\" x2=\"\(x(maxX))\" y2=\"\(y(maxX))\" stroke=\"#bbb\" stroke-dasharray=\"4 4\"/>"
+        svg += "<text x=\"\(w / 2)\" y=\"\(h - 12)\" text-anchor=\"middle\" font-size=\"12\">delay of \(esc(match)) (ms, up to \(Int(maxX)))</text>"
+        svg += "<text x=\"14\" y=\"\(h / 2)\" transform=\"rotate(-90 14 \(h / 2))\" text-anchor=\"middle\" font-size=\"12\">time to outcome (ms, up to \(Int(maxY)))</text>"
+        for r in results {
+            let cy = y(r.timeToOutcomeMs ?? 0)
+            svg += "<circle cx=\"\(x(r.delay * 1000))\" cy=\"\(cy)\" r=\"5\" fill=\"\(colour[r.outcome] ?? "#555")\"><title>\(Int(r.delay * 1000)) ms: \(esc(r.outcome))</title></circle>"
+        }
+        svg += "</svg>"
+        var rows = ""
+        for r in results.sorted(by: { $0.delay < $1.delay }) {
+            rows += "<tr><td>\(Int((r.delay * 1000).rounded()))</td><td style=\"color:\(colour[r.outcome] ?? "#555")\">\(esc(r.outcome))</td>"
+                + "<td>\(r.timeToOutcomeMs.map { String(format: "%.0f", $0) } ?? "-")</td><td>\(r.exitCode.map(String.init) ?? "-")</td>"
+                + "<td>\(esc(r.erroSent.joined(separator: ",")))</td><td>\(esc(r.challengeCancel ?? ""))</td><td>\(r.retried ? "yes" : "no")</td></tr>"
+        }
+        return """
+        <!DOCTYPE html><html><head><meta charset="utf-8"><title>3dstape timeouts: \(esc(match))</title>
+        <style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:left}</style></head><body>
+        <h1>Timeout sweep: \(esc(match))</h1><p>command: <code>\(esc(command.joined(separator: " ")))</code></p>
+        <p>the client waited out <b>\(waited.map { "\(Int($0 * 1000)) ms" } ?? "no delay tried")</b> and gave up at
+        <b>\(gaveUp.map { "\(Int($0 * 1000)) ms" } ?? "no delay tried")</b></p>
+        \(svg)
+        <table><tr><th>delay ms</th><th>outcome</th><th>after ms</th><th>exit</th><th>Erro sent</th><th>challengeCancel</th><th>retried</th></tr>\(rows)</table>
+        </body></html>
+        """
+    }
+}
