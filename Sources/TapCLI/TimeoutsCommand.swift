@@ -151,18 +151,19 @@ struct TimeoutsCommand: Command {
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         var exit: Int32?
+        var launched = true
         do {
             try p.run()
             let deadline = Date().addingTimeInterval(timeout)
             while p.isRunning, Date() < deadline { usleep(20_000) }
             if p.isRunning { p.terminate(); p.waitUntilExit() } else { exit = p.terminationStatus }
         } catch {
-            exit = nil
+            launched = false // reported for this run; the sweep goes on
         }
         usleep(200_000) // an RReq or a last request in flight
         background.stop { replayer.stop() }
         writer.close()
-        return try TimeoutsCommand.outcome(session: session, delay: delay, exit: exit, started: exit != nil || !p.isRunning)
+        return try TimeoutsCommand.outcome(session: session, delay: delay, exit: exit, started: launched)
     }
 
     /// What the client did, read from the replay's session.
