@@ -181,7 +181,11 @@ enum CertificateBuilder {
         let name = try unwrap(X509_get_subject_name(x), "subject name")
         let mbstringASC: Int32 = 0x1001 // MBSTRING_ASC, a nested macro that does not import
         try check(X509_NAME_add_entry_by_txt(name, "O", mbstringASC, "3dstape", -1, -1, 0), "subject O")
-        try check(X509_NAME_add_entry_by_txt(name, "CN", mbstringASC, commonName, -1, -1, 0), "subject CN")
+        // X.509 caps a CN at 64 characters (ub-common-name); a longer host name is carried by the SAN alone, as
+        // clients match names against the SAN anyway (a 65-character host once failed interception).
+        if commonName.utf8.count <= 64 {
+            try check(X509_NAME_add_entry_by_txt(name, "CN", mbstringASC, commonName, -1, -1, 0), "subject CN")
+        }
         let issuerCert = issuer?.handle.pointer ?? x
         try check(X509_set_issuer_name(x, X509_get_subject_name(issuerCert)), "X509_set_issuer_name")
 
@@ -191,15 +195,16 @@ enum CertificateBuilder {
             ext += [(NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign")]
         case let .tlsServer(names):
             let san = names.map { isIPAddress($0) ? "IP:\($0)" : "DNS:\($0)" }.joined(separator: ",")
+            // keyEncipherment only for RSA: RFC 5480 §3 forbids it for EC keys, which sign (ECDHE) and agree keys.
             ext += [(NID_basic_constraints, "critical,CA:FALSE"),
-                    (NID_key_usage, "critical,digitalSignature,keyEncipherment"),
+                    (NID_key_usage, subjectKey.type == .rsa ? "critical,digitalSignature,keyEncipherment" : "critical,digitalSignature"),
                     (NID_ext_key_usage, "serverAuth")]
             if !san.isEmpty { ext.append((NID_subject_alt_name, san)) }
         case .signing:
             ext += [(NID_basic_constraints, "critical,CA:FALSE"), (NID_key_usage, "critical,digitalSignature")]
         case .encryption:
             ext += [(NID_basic_constraints, "critical,CA:FALSE"),
-                    (NID_key_usage, "critical,keyEncipherment,keyAgreement,dataEncipherment")]
+                    (NID_key_usage, subjectKey.type == .rsa ? "critical,keyEncipherment,dataEncipherment" : "critical,keyAgreement")]
         }
         var v3 = X509V3_CTX()
         X509V3_set_ctx(&v3, issuerCert, x, nil, nil, 0)

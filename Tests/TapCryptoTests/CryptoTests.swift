@@ -188,4 +188,37 @@ private func b64u(_ s: String) -> [UInt8] { Base64URL.decode(s)! }
         p.waitUntilExit()
         #expect(p.terminationStatus == 0)
     }
+
+    /// Hardening defects 6 and 10: a 100-character host gets a leaf (no CN, the SAN carries it) that openssl accepts
+    /// for that name; EC leaves do not claim keyEncipherment (RFC 5480), RSA leaves still do.
+    @Test func longHostNamesAndECKeyUsage() throws {
+        let root = try CertificateAuthority.selfSigned(commonName: "Interop Root", key: try PrivateKey.generateP256())
+        let host = String(repeating: "a", count: 50) + "." + String(repeating: "b", count: 45) + ".test"
+        let cache = try LeafCertificateCache(authority: root)
+        let leaf = try cache.certificate(for: host)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-x509-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try root.certificate.pem.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+        try leaf.pem.write(to: dir.appendingPathComponent("leaf.pem"), atomically: true, encoding: .utf8)
+        func openssl(_ args: [String]) throws -> (Int32, String) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            p.arguments = args
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        #expect(try openssl(["verify", "-purpose", "sslserver", "-verify_hostname", host, "-CAfile", dir.appendingPathComponent("root.pem").path,
+                             dir.appendingPathComponent("leaf.pem").path]).0 == 0)
+        let text = try openssl(["x509", "-noout", "-text", "-in", dir.appendingPathComponent("leaf.pem").path]).1
+        #expect(text.contains("DNS:\(host)") && !text.contains("keyEncipherment") && !text.contains("Key Encipherment"), "\(text)")
+        let rsaLeaf = try root.issue(commonName: "rsa.test", subjectKey: try PrivateKey.generateRSA().publicKey, profile: .tlsServer(names: ["rsa.test"]))
+        try rsaLeaf.pem.write(to: dir.appendingPathComponent("rsa.pem"), atomically: true, encoding: .utf8)
+        #expect(try openssl(["x509", "-noout", "-text", "-in", dir.appendingPathComponent("rsa.pem").path]).1.contains("Key Encipherment"))
+    }
 }
