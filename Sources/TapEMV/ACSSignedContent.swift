@@ -25,8 +25,12 @@ public struct ACSSignedContent: Sendable {
     /// The compact JWS, signed by `key` with `certificate` (and any intermediates) in x5c.
     public func sign(key: PrivateKey, certificate: Certificate, intermediates: [Certificate] = [],
                      algorithm: SignatureAlgorithm) throws(JOSEError) -> String {
-        try JWS.sign(payload: json.bytes, algorithm: algorithm, key: key,
-                     extraHeader: [("x5c", JWS.x5cHeader([certificate] + intermediates))]).compact
+        try sign(key: key, x5c: JWS.x5cHeader([certificate] + intermediates), algorithm: algorithm)
+    }
+
+    /// The same with the x5c header made once in advance (a server signing for every challenge).
+    public func sign(key: PrivateKey, x5c: JSON, algorithm: SignatureAlgorithm) throws(JOSEError) -> String {
+        try JWS.signCompact(payload: json.bytes, algorithm: algorithm, key: key, extraHeader: [("x5c", x5c)])
     }
 
     /// The content of a compact acsSignedContent, unverified (for a recording already checked when it was made).

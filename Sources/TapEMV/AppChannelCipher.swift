@@ -94,7 +94,11 @@ public struct AppChannelCipher: Sendable {
     /// Decrypts a JWE from the peer, checks its counter, and advances the receive counter.
     /// A tag mismatch or counter mismatch is 302; a missing counter 201; a malformed one 203.
     public mutating func open(_ compact: String) throws(ChannelError) -> JSON {
-        let message = try decrypt(compact)
+        try checkCounter(try decrypt(compact))
+    }
+
+    /// Checks the received counter of a decrypted message and advances it.
+    mutating func checkCounter(_ message: JSON) throws(ChannelError) -> JSON {
         guard let value = message[receiveCounterField] else {
             throw ChannelError(.requiredElementMissing, "\(receiveCounterField) is missing")
         }
@@ -113,6 +117,11 @@ public struct AppChannelCipher: Sendable {
     public func decrypt(_ compact: String) throws(ChannelError) -> JSON {
         let jwe: JWE
         do { jwe = try JWE(compact: compact) } catch { throw ChannelError(.decryptionFailure, error.message) }
+        return try decrypt(jwe)
+    }
+
+    /// Decrypts an already parsed JWE without touching counters.
+    public func decrypt(_ jwe: JWE) throws(ChannelError) -> JSON {
         let received: ContentEncryption
         do { received = try jwe.contentEncryption } catch { throw ChannelError(.decryptionFailure, error.message) }
         let plaintext: [UInt8]
@@ -129,8 +138,15 @@ public struct AppChannelCipher: Sendable {
 
     /// Opens as the ACS and adopts the CReq's enc for the reply (the ACS answers in the CReq's enc).
     public mutating func openRequest(_ compact: String) throws(ChannelError) -> JSON {
-        let message = try open(compact)
-        if role == .acs, let e = try? JWE(compact: compact).contentEncryption { enc = e }
+        let jwe: JWE
+        do { jwe = try JWE(compact: compact) } catch { throw ChannelError(.decryptionFailure, error.message) }
+        return try openRequest(jwe)
+    }
+
+    /// The same for a CReq already parsed (a server that read its kid first).
+    public mutating func openRequest(_ jwe: JWE) throws(ChannelError) -> JSON {
+        let message = try checkCounter(try decrypt(jwe))
+        if role == .acs, let e = try? jwe.contentEncryption { enc = e }
         return message
     }
 

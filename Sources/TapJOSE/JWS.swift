@@ -45,11 +45,17 @@ public struct JWS: Sendable {
     /// Signs `payload` with an asymmetric key; `alg` is put first in the header, `extraHeader` members after it.
     public static func sign(payload: [UInt8], algorithm: SignatureAlgorithm, key: PrivateKey,
                             extraHeader: [(String, JSON)] = []) throws(JOSEError) -> JWS {
+        try JWS(compact: try signCompact(payload: payload, algorithm: algorithm, key: key, extraHeader: extraHeader))
+    }
+
+    /// Signs and returns the compact serialisation only, without parsing it back (for servers signing per request).
+    public static func signCompact(payload: [UInt8], algorithm: SignatureAlgorithm, key: PrivateKey,
+                                   extraHeader: [(String, JSON)] = []) throws(JOSEError) -> String {
         let header = JSON.object([("alg", .string(algorithm.rawValue))] + extraHeader)
         let input = Base64URL.encode(header.bytes) + "." + Base64URL.encode(payload)
         let sig: [UInt8]
         do { sig = try key.sign(Array(input.utf8), algorithm: algorithm) } catch { throw JOSEError.from(error, context: "signing") }
-        return try JWS(compact: input + "." + Base64URL.encode(sig))
+        return input + "." + Base64URL.encode(sig)
     }
 
     /// Signs with HMAC-SHA256 (HS256) under a shared secret.

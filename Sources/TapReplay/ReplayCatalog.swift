@@ -34,12 +34,15 @@ public struct ReplayCatalog: Sendable {
         public var maskedCard: String { matchKey.maskedCard }
         /// What a live AReq must share with this recording to replay it.
         public let matchKey: AReqKey
+        /// The acsURL of the recorded acsSignedContent (app challenges), read once.
+        public let acsURL: String?
 
         init(areq: Int, areqJSON: JSON, aresJSON: JSON?) {
             self.areq = areq
             self.areqJSON = areqJSON
             self.aresJSON = aresJSON
             matchKey = AReqKey(areqJSON)
+            acsURL = aresJSON?["acsSignedContent"]?.stringValue.flatMap { try? ACSSignedContent(unverified: $0).acsURL }
         }
     }
 

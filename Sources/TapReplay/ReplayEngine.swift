@@ -44,13 +44,16 @@ public struct ReplayOptions: Sendable {
 
 /// The certificate the replayer signs acsSignedContent with, as the ACS (chained to the test DS root the client trusts).
 public struct ReplayACSIdentity: Sendable {
-    public var key: PrivateKey
-    public var certificate: Certificate
-    public var signing: SignatureAlgorithm
+    public let key: PrivateKey
+    public let certificate: Certificate
+    public let signing: SignatureAlgorithm
+    /// The x5c header for the certificate, made once.
+    let x5c: JSON
     public init(key: PrivateKey, certificate: Certificate, signing: SignatureAlgorithm) {
         self.key = key
         self.certificate = certificate
         self.signing = signing
+        x5c = JWS.x5cHeader([certificate])
     }
 }
 
@@ -209,7 +212,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     func tiedByText(_ req: LiveRequest) -> ReplayAnswer? {
         let text = String(decoding: req.body.prefix(64 * 1024), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         if req.body.lazy.filter({ $0 == 0x2E }).count == 4, let jwe = try? JWE(compact: text) {
-            if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, text, req) }
+            if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, jwe, req) }
             return miss(req, detail: "app-channel CReq for acsTransID \(jwe.keyID ?? "(no kid)"), which is no live transaction of this replay",
                         erroCode: "301", about: "CReq")
         }
@@ -311,7 +314,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// A new acsSignedContent for the live SDK: the recorded acsURL (rewritten), a fresh acsEphemPubKey, the live
     /// sdkEphemPubKey, signed by 3dstape's ACS certificate; and the ACS side of the channel.
     func freshChannel(_ recorded: String, areq: JSON, acsTransID: String, _ lf: LiveFlow, faults: [FaultAction] = []) throws -> (String, AppChannelCipher) {
-        let acsURL = try ACSSignedContent(unverified: recorded).acsURL
+        let acsURL = try catalog.flows[lf.flow].acsURL ?? ACSSignedContent(unverified: recorded).acsURL
         guard let sdkKeyJSON = areq["sdkEphemPubKey"], let sdkRef = areq["sdkReferenceNumber"]?.stringValue else {
             throw ReplayError("the live AReq has no sdkEphemPubKey or sdkReferenceNumber")
         }
@@ -320,7 +323,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         let echoedKey = faults.contains(.wrongEphemeralKey) ? JWK(publicKey: try PrivateKey.generateP256().publicKey).json() : sdkKeyJSON
         let signer = faults.contains(.untrustedSigner) ? try untrustedIdentity() : identity
         let signed = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: echoedKey, acsURL: lf.value(acsURL))
-            .sign(key: signer.key, certificate: signer.certificate, algorithm: signer.signing)
+            .sign(key: signer.key, x5c: signer.x5c, algorithm: signer.signing)
         return (signed, cipher)
     }
 
@@ -346,7 +349,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
 
     // MARK: the rest of a transaction
 
-    func appCReq(_ lf: LiveFlow, _ compact: String, _ req: LiveRequest) -> ReplayAnswer {
+    func appCReq(_ lf: LiveFlow, _ compact: JWE, _ req: LiveRequest) -> ReplayAnswer {
         guard var cipher = lf.cipher else {
             return miss(req, detail: "a CReq JWE for a transaction without an app channel", erroCode: "301", about: "CReq")
         }

@@ -56,19 +56,24 @@ def timing(port, count, spread=0.2):
         socks[n].close()
 
 
+_local = __import__("threading").local()
+
+
 def post(port, path, body, ctype):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"POST %s HTTP/1.1\r\nHost: r\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-              % (path.encode(), ctype.encode(), len(body)) + body)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    head, _, payload = data.partition(b"\r\n\r\n")
-    return payload
+    """POST on this worker's keep-alive connection (as SDK HTTP clients such as OkHttp and URLSession reuse theirs)."""
+    import http.client
+    for attempt in (1, 2):
+        conn = getattr(_local, "conn", None)
+        if conn is None:
+            conn = _local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request("POST", path, body=body, headers={"Content-Type": ctype})
+            return conn.getresponse().read()
+        except (http.client.HTTPException, OSError):
+            conn.close()
+            _local.conn = None
+            if attempt == 2:
+                raise
 
 
 def flow(port, areq_template):
