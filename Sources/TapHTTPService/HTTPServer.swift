@@ -77,6 +77,8 @@ public final class HTTPServer: @unchecked Sendable {
     public var idleTimeout: Double = 120
     /// Parsing limits (head size, body size).
     public var limits = HTTPLimits()
+    /// Operational log lines (accepting paused for lack of file descriptors …).
+    public var onLog: ((String) -> Void)?
     /// Connections open now.
     public var connectionCount: Int { connections.count }
 
@@ -94,6 +96,7 @@ public final class HTTPServer: @unchecked Sendable {
             guard let self else { close(fd); return }
             self.accept(fd, peer)
         }
+        l.onBackoff = { [weak self] line in self?.onLog?(line) }
         try l.start()
         listener = l
         return l.address

@@ -303,6 +303,11 @@ public final class Listener: EventHandler {
     public let address: HostPort
     private var registration: Registration?
     private let onAccept: (Int32, String) -> Void
+    /// Told once each time accepting pauses for lack of file descriptors (the owner logs it).
+    public var onBackoff: ((String) -> Void)?
+    private var backingOff = false
+    /// How long accepting pauses when the process or system is out of file descriptors.
+    public static let backoffSeconds = 0.1
 
     /// Binds and listens (SO_REUSEADDR, backlog 1024). Call on the loop thread, or before `run`.
     public init(loop: EventLoop, address: HostPort, onAccept: @escaping (Int32, String) -> Void) throws(NetError) {
@@ -339,8 +344,23 @@ public final class Listener: EventHandler {
         registration = try loop.register(fd: fd, handler: self, readable: true, writable: false)
     }
 
+    private func pauseAccepting(reason: String) {
+        guard let r = registration else { return }
+        loop.deregister(r)
+        registration = nil
+        if !backingOff { onBackoff?("not accepting on \(address) for \(Int(Listener.backoffSeconds * 1000)) ms at a time: \(reason)") }
+        backingOff = true
+        loop.schedule(after: Listener.backoffSeconds) { [weak self] in
+            guard let self, self.registration == nil, !self.closed else { return }
+            self.registration = try? self.loop.register(fd: self.fd, handler: self, readable: true, writable: false)
+        }
+    }
+
+    private var closed = false
+
     /// Stops accepting and closes the socket.
     public func close() {
+        closed = true
         if let registration { loop.deregister(registration) }
         registration = nil
         Glibc.close(fd)
@@ -353,7 +373,20 @@ public final class Listener: EventHandler {
             let client = withUnsafeMutablePointer(to: &storage) { p in
                 p.withMemoryRebound(to: sockaddr.self, capacity: 1) { clinux_accept4_nonblocking(fd, $0, &len) }
             }
-            if client < 0 { return } // EAGAIN, or a transient error such as EMFILE: try again on the next event
+            if client < 0 {
+                let code = errno
+                if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
+                    // Out of descriptors: the pending connection stays in the backlog and the socket stays readable, so
+                    // level-triggered epoll would spin at 100% CPU. Stop watching it for a moment, say so once, retry.
+                    pauseAccepting(reason: code == EMFILE ? "the process is out of file descriptors (EMFILE)"
+                                   : code == ENFILE ? "the system is out of file descriptors (ENFILE)" : "out of memory for sockets")
+                }
+                return // EAGAIN: nothing more to accept
+            }
+            if backingOff {
+                backingOff = false
+                onBackoff?("accepting again on \(address)")
+            }
             let peer = withUnsafeMutablePointer(to: &storage) { Listener.describe($0) }
             onAccept(client, peer)
         }

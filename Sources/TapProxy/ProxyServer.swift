@@ -50,6 +50,7 @@ public final class ProxyServer: @unchecked Sendable {
             guard let self else { close(fd); return }
             self.accept(fd: fd, peer: peer)
         }
+        l.onBackoff = { [weak self] line in self?.log(line) }
         try l.start()
         listeners.append(l)
         if listeners.count == 1 { scheduleSweep() }

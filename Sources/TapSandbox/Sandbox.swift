@@ -91,6 +91,8 @@ public final class Sandbox: @unchecked Sendable {
         let s = HTTPServer(loop: loop, tls: ctx) { [weak self] req, peer, respond in self?.handle(req, respond) }
         s.headerTimeout = options.headerTimeout
         s.idleTimeout = options.idleTimeout
+        let log = self.log
+        s.onLog = { log($0) }
         let bound = try s.start(on: address)
         server = s
         let host = bound.host == "0.0.0.0" ? "127.0.0.1" : bound.host

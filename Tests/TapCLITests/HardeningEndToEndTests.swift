@@ -41,6 +41,23 @@ import Testing
         }
     }
 
+    /// Hardening defect 7: out of file descriptors, the loop spun at 100% CPU. Now accepting pauses (with a log line)
+    /// and resumes once descriptors are free.
+    @Test func outOfFileDescriptorsTheRecorderBacksOffInsteadOfSpinning() throws {
+        try withHome { dir, env in
+            let session = dir.appendingPathComponent("s.3dstape").path
+            let rec = try Spawned("/bin/sh", ["-c", "ulimit -n 64; exec \"$0\" record --listen 127.0.0.1:0 --session \"$1\" --quiet",
+                                              CLIRunner.binary.path, session], environment: env)
+            defer { rec.stop() }
+            let port = try rec.port(after: "recording on http://127.0.0.1:")
+            let r = fields(try sh(["python3", hostile, "hold", String(port), "120", "2", String(rec.process.processIdentifier)]).out
+                .replacingOccurrences(of: "\n", with: " "))
+            #expect((Double(r["cpu_percent"] ?? "") ?? 100) < 30, "CPU while out of descriptors: \(r)")
+            #expect(r["after"] == "400", "it accepts again once descriptors are free (a bare GET to a forward proxy is a 400): \(r)")
+            #expect(rec.stderr.contains("out of file descriptors (EMFILE)") && rec.stderr.contains("accepting again"), "\(rec.stderr)")
+        }
+    }
+
     @Test func bytesSentBehindAnUnansweredRequestAreNotBuffered() throws {
         try withHome { dir, env in
             let up = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])

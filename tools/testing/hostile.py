@@ -4,11 +4,14 @@
   hostile.py slowloris PORT COUNT SECONDS
       COUNT sockets each send a request head one byte every 0.2 s; prints "answered N closed M open K" after SECONDS
       (answered: got an HTTP status line; closed: the server closed without one; open: still open).
+  hostile.py hold PORT COUNT SECONDS PID
+      opens COUNT connections and holds them for SECONDS; prints "cpu_percent X" (process PID's CPU while they are held)
+      and then, once they are closed, "after 200|none" for a request on a fresh connection.
   hostile.py flood PORT PATH MEGABYTES SECONDS PID
       sends "GET PATH" and then MEGABYTES of junk on the same socket, for at most SECONDS, while sampling the RSS of
       process PID; prints "sent_mb X peak_rss_mb Y first_line Z".
 """
-import select, socket, sys, time
+import os, select, socket, sys, time
 
 
 def rss_mb(pid):
@@ -77,8 +80,42 @@ def flood(port, path, megabytes, seconds, pid):
     print(f"sent_mb {sent / (1 << 20):.1f} peak_rss_mb {peak:.1f} first_line {first}")
 
 
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def hold(port, count, seconds, pid):
+    socks = []
+    for _ in range(count):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        except OSError:
+            break
+    time.sleep(0.3)
+    t0, c0 = time.time(), cpu_ticks(pid)
+    time.sleep(seconds)
+    c1, t1 = cpu_ticks(pid), time.time()
+    hz = os.sysconf("SC_CLK_TCK")
+    print(f"cpu_percent {100 * (c1 - c0) / hz / (t1 - t0):.1f}")
+    for s in socks:
+        s.close()
+    time.sleep(0.5)
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=3)
+        s.sendall(b"GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+        s.settimeout(5)
+        line = s.recv(4096).split(b"\r\n")[0].decode()
+        print(f"after {line.split(' ')[1] if line.startswith('HTTP/1.1 ') else 'none'}")
+    except OSError as e:
+        print(f"after none ({e})")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "slowloris":
         slowloris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+    elif sys.argv[1] == "hold":
+        hold(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
     else:
         flood(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))
