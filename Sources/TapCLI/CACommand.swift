@@ -1,4 +1,5 @@
 import Foundation
+import TapCore
 import TapArguments
 import TapCrypto
 import TapProxy
@@ -15,6 +16,7 @@ struct CACommand: Command {
         .option("out", "FILE", help: "write the export to FILE instead of standard output"),
         .option("ds", "DIR", help: "export 3dstape's test DS identity for key substitution (ds-root.pem/.der, ds-cert.pem, ds.json)"),
         .option("ds-key", "rsa|ec", help: "with --ds: the DS key type the client encrypts deviceData to (default rsa)"),
+        .flag("force", help: "replace files that exist (a symlink is replaced, never followed)"),
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
@@ -32,7 +34,7 @@ struct CACommand: Command {
         case "export" where args.value("ds") != nil:
             let dir = args.value("ds")!
             guard let type = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
-            try substitutionKeys().writeClientCertificates(to: dir, dsKeyType: type)
+            try substitutionKeys().writeClientCertificates(to: dir, dsKeyType: type, replace: args.has("force"))
             io.out("wrote 3dstape's test DS identity (\(type.rawValue)) to \(dir): give it to the client as its DS certificate and root, "
                    + "and record with --decrypt substitute")
         case "export":
@@ -45,7 +47,9 @@ struct CACommand: Command {
             case let other: throw CommandFailure("--format \(other): expected pem, der or base64")
             }
             if let out = args.value("out") {
-                guard FileManager.default.createFile(atPath: out, contents: Data(bytes)) else { throw CommandFailure("cannot write \(out)") }
+                do { try SecureFile.create(out, contents: bytes, mode: 0o644, replace: args.has("force")) } catch {
+                    throw CommandFailure(error.description)
+                }
                 io.err("wrote \(out)")
             } else {
                 FileHandle.standardOutput.write(Data(bytes))

@@ -81,7 +81,7 @@ struct DemoCommand: Command {
         // channel and re-encrypts toward the sandbox, whose real DS certificate and root it is given.
         let identity = try substitutionKeys()
         let certs = (UserHome.resolve().path as NSString).appendingPathComponent("ca/ds/client-certs-rsa")
-        try identity.writeClientCertificates(to: certs, dsKeyType: .rsa)
+        try identity.writeClientCertificates(to: certs, dsKeyType: .rsa, replace: true)
         let substitution = KeySubstitution(identity: substitutionIdentity(identity),
                                            upstream: UpstreamDS(encryptionCertificate: keys.dsKeys[.rsa]!.cert,
                                                                 directoryServerID: keys.directoryServerID, roots: [keys.root.certificate]))

@@ -39,6 +39,7 @@ struct SandboxCommand: Command {
         .option("ares-delay", "SECONDS", help: "delay of the delayed-ARes test card (default 2)"),
         .option("proxy", "URL", help: "send the RReq to the 3DS Server through this forward proxy"),
         .option("out", "DIR", help: "with 'certs': where to write ds-root.pem, ds-root.der, ds-cert.pem, ds.json"),
+        .flag("force", help: "with 'certs': replace files that exist (a symlink is replaced, never followed)"),
         .flag("bad-signature", help: "fault: send acsSignedContent with a corrupted signature (SDK negative tests)"),
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
@@ -50,7 +51,7 @@ struct SandboxCommand: Command {
         guard let dsKey = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
         if args.positionals.first == "certs" {
             guard let out = args.value("out") else { throw CommandFailure("sandbox certs needs --out DIR") }
-            try keys.writeClientCertificates(to: out, dsKeyType: dsKey)
+            try keys.writeClientCertificates(to: out, dsKeyType: dsKey, replace: args.has("force"))
             io.out("wrote ds-root.pem, ds-root.der, ds-cert.pem (\(dsKey.rawValue)) and ds.json to \(out)")
             return 0
         }

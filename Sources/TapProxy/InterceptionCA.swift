@@ -1,4 +1,5 @@
 import Foundation
+import TapCore
 import TapCrypto
 
 /// The per-user directory (`$THREEDSTAPE_HOME` or `~/.3dstape`) and the interception CA kept in it.
@@ -39,11 +40,11 @@ public struct UserHome: Sendable {
         try fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let key = try PrivateKey.generateP256()
         let ca = try CertificateAuthority.selfSigned(commonName: "3dstape interception CA (testing only)", key: key, days: 3650)
-        guard fm.createFile(atPath: caKeyPath, contents: Data(try key.pem().utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw CAError("cannot write \(caKeyPath)")
-        }
-        guard fm.createFile(atPath: caCertificatePath, contents: Data(ca.certificate.pem.utf8), attributes: [.posixPermissions: 0o644]) else {
-            throw CAError("cannot write \(caCertificatePath)")
+        do {
+            try SecureFile.create(caKeyPath, contents: Array(try key.pem().utf8), mode: 0o600)
+            try SecureFile.create(caCertificatePath, contents: Array(ca.certificate.pem.utf8), mode: 0o644)
+        } catch {
+            throw CAError("\(error)")
         }
         return (ca, true)
     }

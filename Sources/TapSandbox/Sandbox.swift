@@ -274,13 +274,8 @@ public final class Sandbox: @unchecked Sendable {
     func writeKeylog(_ line: String) {
         guard let path = options.keylog else { return }
         keylogLock.withLock { _ in
-            if let h = FileHandle(forWritingAtPath: path) {
-                h.seekToEndOfFile()
-                h.write(Data((line + "\n").utf8))
-                try? h.close()
-            } else {
-                _ = FileManager.default.createFile(atPath: path, contents: Data((line + "\n").utf8), attributes: [.posixPermissions: 0o600])
-            }
+            // Created 0600 from the start (it holds channel keys), never through a symlink.
+            do { try SecureFile.append(path, Array((line + "\n").utf8), mode: 0o600) } catch { log("key log: \(error)") }
         }
     }
 

@@ -45,12 +45,18 @@ public struct SandboxKeys: Sendable {
         return SandboxKeys(root: root, dsKeys: [.rsa: dsRSA, .ec: dsEC], acsRSA: acsRSA, acsEC: acsEC, tls: tls)
     }
 
-    /// Writes what a client must be given: ds-root.pem/.der, ds-cert.pem and ds.json.
-    public func writeClientCertificates(to directory: String, dsKeyType: DSKeyType) throws {
+    /// Writes what a client must be given: ds-root.pem/.der, ds-cert.pem and ds.json. Files there already are an
+    /// error unless `replace` (never followed through a symlink either way).
+    public func writeClientCertificates(to directory: String, dsKeyType: DSKeyType, replace: Bool = false) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let ds = dsKeys[dsKeyType]!
+        let names = ["ds-root.pem", "ds-root.der", "ds-cert.pem", "ds.json"]
+        if !replace, let existing = names.first(where: { FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent($0))
+            || (try? FileManager.default.destinationOfSymbolicLink(atPath: (directory as NSString).appendingPathComponent($0))) != nil }) {
+            throw SandboxError("\((directory as NSString).appendingPathComponent(existing)) already exists; use --force to replace the files in \(directory)")
+        }
         func put(_ name: String, _ data: [UInt8]) throws {
-            try Data(data).write(to: URL(fileURLWithPath: (directory as NSString).appendingPathComponent(name)))
+            try SecureFile.create((directory as NSString).appendingPathComponent(name), contents: data, mode: 0o644, replace: replace)
         }
         try put("ds-root.pem", Array(root.certificate.pem.utf8))
         try put("ds-root.der", root.certificate.der)
@@ -76,16 +82,14 @@ struct PEMStore {
         if let d = FileManager.default.contents(atPath: path(name)) { return try PrivateKey(pemOrDER: [UInt8](d)) }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let k = try make()
-        guard FileManager.default.createFile(atPath: path(name), contents: Data(try k.pem().utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw SandboxError("cannot write \(path(name))")
-        }
+        try SecureFile.create(path(name), contents: Array(try k.pem().utf8), mode: 0o600)
         return k
     }
 
     func certificate(_ name: String, make: () throws -> Certificate) throws -> Certificate {
         if let d = FileManager.default.contents(atPath: path(name)) { return try Certificate(pemOrDER: [UInt8](d)) }
         let c = try make()
-        guard FileManager.default.createFile(atPath: path(name), contents: Data(c.pem.utf8)) else { throw SandboxError("cannot write \(path(name))") }
+        try SecureFile.create(path(name), contents: Array(c.pem.utf8), mode: 0o644)
         return c
     }
 }

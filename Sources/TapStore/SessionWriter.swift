@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import Foundation
 import Synchronization
 import TapCompression
@@ -28,13 +27,9 @@ public final class SessionWriter: Sendable {
     /// Creates an empty file readable by its owner only (0600), refusing one that exists and any symlink
     /// (O_EXCL|O_NOFOLLOW), so that SQLite then opens it, and its WAL and shared-memory files take its mode.
     static func createPrivateFile(_ path: String) throws {
-        let fd = open(path, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            let code = errno
-            if code == EEXIST { throw SessionFileError("\(path) already exists; choose another --session or remove it") }
-            throw SessionFileError("cannot create \(path): \(String(cString: strerror(code)))")
+        do { try SecureFile.create(path, contents: [], mode: 0o600) } catch {
+            throw SessionFileError(error.description.replacingOccurrences(of: "remove it or use --force", with: "choose another --session or remove it"))
         }
-        Glibc.close(fd)
     }
 
     /// Creates the file (refusing to overwrite one that exists) and starts the writer thread.

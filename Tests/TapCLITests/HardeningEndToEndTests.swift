@@ -58,6 +58,34 @@ import Testing
         }
     }
 
+    /// Hardening defect 9: exports follow no planted symlink and overwrite nothing without --force.
+    @Test func exportsRefuseSymlinksAndExistingFiles() throws {
+        try withHome { dir, env in
+            let out = dir.appendingPathComponent("certs").path
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            let victim = dir.appendingPathComponent("victim").path
+            try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
+            try FileManager.default.createSymbolicLink(atPath: out + "/ds-cert.pem", withDestinationPath: victim)
+            for args in [["sandbox", "certs", "--out", out], ["ca", "export", "--ds", out]] {
+                let r = try CLIRunner.run(args, environment: env)
+                #expect(r.status == 1 && r.stderr.contains("already exists; use --force"), "\(args): \(r.stderr)")
+                let forced = try CLIRunner.run(args + ["--force"], environment: env)
+                #expect(forced.status == 0, "\(forced.stderr)")
+                #expect(FileManager.default.contents(atPath: victim) == Data("precious".utf8), "\(args): the link's target is untouched")
+                try? FileManager.default.removeItem(atPath: out + "/ds-cert.pem")
+                try FileManager.default.createSymbolicLink(atPath: out + "/ds-cert.pem", withDestinationPath: victim)
+            }
+            let ca = dir.appendingPathComponent("ca.pem").path
+            #expect(try CLIRunner.run(["ca", "export", "--out", ca], environment: env).status == 0)
+            let again = try CLIRunner.run(["ca", "export", "--out", ca], environment: env)
+            #expect(again.status == 1 && again.stderr.contains("already exists"), "\(again.stderr)")
+            #expect(try CLIRunner.run(["ca", "export", "--out", ca, "--force"], environment: env).status == 0)
+            let home = dir.appendingPathComponent("home/ca").path
+            let keyMode = (try FileManager.default.attributesOfItem(atPath: home + "/ca-key.pem")[.posixPermissions] as? NSNumber)?.intValue
+            #expect(keyMode == 0o600)
+        }
+    }
+
     @Test func bytesSentBehindAnUnansweredRequestAreNotBuffered() throws {
         try withHome { dir, env in
             let up = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])

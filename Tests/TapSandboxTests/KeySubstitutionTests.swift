@@ -75,7 +75,7 @@ import TapStore
     @Test func aClientWithTheRealDSKeyPassesThroughUnchanged() throws {
         // A client given the sandbox's own DS certificate: substitution cannot open its deviceData and steps aside.
         let h = try SandboxHarness(substitute: true)
-        try SandboxHarness.keys.writeClientCertificates(to: h.certs, dsKeyType: .rsa)
+        try SandboxHarness.keys.writeClientCertificates(to: h.certs, dsKeyType: .rsa, replace: true)
         var o = h.options(card: "4000000000001067")
         o.answer = TestCard.otp
         #expect(try h.run(o).transStatus == "Y")
