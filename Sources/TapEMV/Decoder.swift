@@ -72,6 +72,12 @@ public struct DecodeResult: Sendable {
 public enum Decoder {
     /// Decodes `input`. Never throws: failures are in `DecodeResult.error`, with no payload shown.
     public static func decode(_ input: [UInt8], keys: DecodeKeys) -> DecodeResult {
+        decode(input, keys: keys, insideForm: false)
+    }
+
+    /// `insideForm`: a form field's value is decoded as JWS, JWE, base64url JSON or JSON, but never as another form:
+    /// 3DS fields hold no forms, and `a=a=a=…` would otherwise nest once per `=` (40 KB of it crashed `decode`).
+    static func decode(_ input: [UInt8], keys: DecodeKeys, insideForm: Bool) -> DecodeResult {
         let text = String(decoding: input, as: UTF8.self).trimmingWhitespace
         if text.isEmpty { return failure(.json, "input is empty") }
         if text.hasPrefix("{") || text.hasPrefix("[") {
@@ -87,7 +93,7 @@ public enum Decoder {
         if let bytes = Base64URL.decode(text), let json = try? JSON.parse(bytes), json.isObject {
             return DecodeResult(kind: .base64urlJSON, payload: shown(json, keys))
         }
-        if let form = FormBody.parse(text) {
+        if !insideForm, let form = FormBody.parse(text) {
             var result = DecodeResult(kind: .form)
             result.fields = form.map { name, value in (name, decodeField(value, keys: keys)) }
             if let e = result.firstError { result.error = e }
@@ -98,7 +104,7 @@ public enum Decoder {
 
     /// A form field's value: decoded where it is an encoding we know, else kept as a string.
     static func decodeField(_ value: String, keys: DecodeKeys) -> DecodeResult {
-        let r = decode(Array(value.utf8), keys: keys)
+        let r = decode(Array(value.utf8), keys: keys, insideForm: true)
         if r.error != nil, r.kind == .json, !(value.hasPrefix("{") || value.hasPrefix("[")) {
             return DecodeResult(kind: .json, payload: .string(value))
         }

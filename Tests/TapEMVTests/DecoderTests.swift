@@ -195,3 +195,13 @@ import TapJOSE
         #expect(ThreeDSContent.printable("plain") == "plain")
     }
 }
+
+/// Hardening defect 10: 40 KB of nested form values (`a=a=…`) crashed `decode` (one recursion per `=`).
+@Suite struct DecoderNestingTests {
+    @Test func nestedFormValuesAreDecodedOneLevelDeep() {
+        let input = Array(String(repeating: "a=", count: 20_000).utf8)
+        let r = Decoder.decode(input, keys: DecodeKeys())
+        #expect(r.kind == .form && r.fields?.count == 1)
+        #expect(r.fields?.first?.1.payload?.stringValue?.hasPrefix("a=a=") == true, "the value is kept as text, not decoded again")
+    }
+}
