@@ -240,7 +240,8 @@ private final class ServerConnection: ConnectionDelegate {
         }
         disarm()
         if request.head.method == "CONNECT" {
-            guard let ctx = server.intercepting, tunnel == nil, let hp = HostPort(request.head.target) else {
+            guard let ctx = server.intercepting, tunnel == nil, !request.head.target.hasPrefix(":"), let hp = HostPort(request.head.target),
+                  !hp.host.isEmpty else {
                 connection.write(HTTPReply.json(HTTPServer.errorBody("CONNECT needs host:port, once per connection"), status: 400)
                     .bytes(keepAlive: false))
                 connection.close(afterFlush: true)

@@ -182,7 +182,7 @@ final class ClientSession: ConnectionDelegate {
                 reject(status: 405, "CONNECT is only accepted by a forward proxy, once per connection")
                 return
             }
-            guard let hp = HostPort(head.target) else {
+            guard let hp = HostPort(head.target), !head.target.hasPrefix(":"), !hp.host.isEmpty else {
                 reject(status: 400, "CONNECT target '\(head.target)' is not host:port")
                 return
             }
@@ -217,7 +217,11 @@ final class ClientSession: ConnectionDelegate {
         var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
         for h in ["Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"] { out.headers.remove(h) }
         out.headers.remove("Connection")
+        // A reverse proxy names its upstream; a forward proxy given an absolute URL replaces the client's Host with that
+        // URL's authority (RFC 9112 §3.2.2), so that what is recorded is what the upstream sees. In a tunnel the
+        // client's own Host goes through, and the recorded URL comes from the CONNECT target.
         if case .reverse = config.mode { out.headers.replaceOrAdd("Host", target.hostHeader) }
+        if case .forward = config.mode, tunnel == nil { out.headers.replaceOrAdd("Host", target.hostHeader) }
         if out.headers["Host"] == nil { out.headers.add("Host", target.hostHeader) }
         var forwardBody = request.rawBody
         var context: KeySubstitution.Context?
@@ -268,7 +272,11 @@ final class ClientSession: ConnectionDelegate {
         case .forward:
             if let tunnel {
                 let host = tunnel.port == 443 ? tunnel.host : tunnel.description
-                return .success(Target(tls: true, address: tunnel, hostHeader: head.headers["Host"] ?? host, path: head.target))
+                return .success(Target(tls: true, address: tunnel, hostHeader: host, path: head.target))
+            }
+            if let scheme = head.target.range(of: "://"),
+               head.target[scheme.upperBound...].prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" }).contains("@") {
+                return .failure(HTTPParseError(status: 400, "credentials in the request URL (user@host) are neither forwarded nor recorded"))
             }
             guard let u = UpstreamURL(head.target) else {
                 return .failure(HTTPParseError(status: 400, "a forward proxy needs an absolute URL (http://host/path) or CONNECT, got '\(head.target.prefix(60))'"))

@@ -245,6 +245,28 @@ import TapCrypto
         }
     }
 
+    /// Hardening defect 8: a forward proxy replaces Host with the absolute URL's authority (what is recorded is what
+    /// the upstream sees); credentials in URLs and a CONNECT without a host are refused.
+    @Test func forwardModeHostUserinfoAndConnectTargets() throws {
+        try withFixture { f in
+            let (up, upPort) = try upstream()
+            defer { up.stop() }
+            let (rec, port) = try recorder(f, [])
+            let r = try sh(["curl", "-sS", "-x", "http://127.0.0.1:\(port)", "-H", "Host: elsewhere.test", "http://127.0.0.1:\(upPort)/echo"])
+            let echoed = try JSON.parse(r.out)
+            #expect(echoed["headers"]?["Host"]?.stringValue == "127.0.0.1:\(upPort)", "the upstream saw the URL's host: \(r.out)")
+            let raw = try sh(["python3", "-c", """
+                import socket
+                for req in [b'GET http://user:secret@127.0.0.1:\(upPort)/x HTTP/1.1\\r\\nHost: a\\r\\n\\r\\n', b'CONNECT :\(upPort) HTTP/1.1\\r\\nHost: a\\r\\n\\r\\n']:
+                    s = socket.create_connection(('127.0.0.1', \(port))); s.sendall(req); print(s.recv(4096).split(b'\\r\\n')[0].decode()); s.close()
+                """])
+            #expect(raw.out.split(separator: "\n").map(String.init) == ["HTTP/1.1 400 Bad Request", "HTTP/1.1 400 Bad Request"], "\(raw.out) \(raw.err)")
+            try stopRecorder(rec)
+            #expect(try sqlite(f.session, "SELECT url FROM exchanges") == "http://127.0.0.1:\(upPort)/echo")
+            #expect(!(try sh(["sqlite3", f.session, ".dump"]).out.contains("secret")), "the credentials are not stored")
+        }
+    }
+
     @Test func timeoutsAnswer504And408() throws {
         try withFixture { f in
             let (up, upPort) = try upstream()
