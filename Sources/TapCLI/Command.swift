@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapHTTP
 import TapNet
 
 /// A `3dstape` subcommand: its name, help, options, and what it does.
@@ -82,3 +83,26 @@ extension ParsedArguments {
         return u.address
     }
 }
+
+extension ParsedArguments {
+    /// `--auth USER:PASSWORD` when given; and a refusal, before anything starts, to listen beyond loopback without
+    /// `--auth` or `--allow-remote` (a recorder or replayer on 0.0.0.0 would otherwise serve card data to the network).
+    func listenAuthorization(_ listens: [HostPort]) throws -> ClientAuthorization? {
+        var auth: ClientAuthorization?
+        if let a = value("auth") {
+            guard let parsed = ClientAuthorization(a) else { throw InvalidArguments("--auth \(a.prefix(1))…: expected USER:PASSWORD") }
+            auth = parsed
+        }
+        if auth == nil, !has("allow-remote"), let remote = listens.first(where: { !ClientAuthorization.isLoopback($0.host) }) {
+            throw InvalidArguments("--listen \(remote) is reachable from other machines: add --auth USER:PASSWORD (clients then "
+                                   + "authenticate) or --allow-remote to listen there without it")
+        }
+        return auth
+    }
+}
+
+/// The options every listening command takes for listening beyond loopback.
+let remoteListeningOptions: [OptionSpec] = [
+    .option("auth", "USER:PASSWORD", help: "require HTTP Basic credentials: Proxy-Authorization from proxy clients (407), Authorization from direct ones (401)"),
+    .flag("allow-remote", help: "listen on a non-loopback address without --auth"),
+]

@@ -38,13 +38,14 @@ struct RecordCommand: Command {
         .option("max-body", "BYTES", help: "largest request or response body (default 16777216); larger is 413"),
         .flag("quiet", help: "print only the summary"),
         .flag("json-lines", help: "print each exchange as one JSON line"),
-    ]
+    ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let listens = try (args.all("listen").isEmpty ? ["127.0.0.1:8080"] : args.all("listen")).map { text -> HostPort in
             guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
             return hp
         }
+        let authorization = try args.listenAuthorization(listens) // before anything is created
         let mode: ProxyConfiguration.Mode
         if let r = args.value("reverse") {
             guard let u = UpstreamURL(r) else { throw CommandFailure("--reverse \(r): expected http://host[:port] or https://host[:port]") }
@@ -71,6 +72,7 @@ struct RecordCommand: Command {
             intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
         }
         var config = ProxyConfiguration(mode: mode, upstreamTLS: upstreamTLS, interceptTLS: intercept)
+        config.authorization = authorization
         config.mask = !args.has("no-mask")
         if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
         if let t = try args.seconds("header-timeout") { config.headerTimeout = t }

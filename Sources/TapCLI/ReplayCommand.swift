@@ -39,7 +39,7 @@ struct ReplayCommand: Command {
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
         .flag("quiet", help: "print only the summary"),
         .flag("json-lines", help: "print each exchange as one JSON line"),
-    ]
+    ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw CommandFailure("which session? usage: \(usage)") }
@@ -57,6 +57,7 @@ struct ReplayCommand: Command {
             guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
             return hp
         }
+        let authorization = try args.listenAuthorization(listens)
         let identity = try ReplayCommand.acsIdentity(args.value("sign"))
         let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
         let out = args.value("session") ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
@@ -73,7 +74,7 @@ struct ReplayCommand: Command {
         let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
         for l in listens {
             bound.append(try replayer.start(on: l, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
-                                            headerTimeout: headerTimeout, idleTimeout: idleTimeout))
+                                            headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization))
         }
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")

@@ -44,9 +44,11 @@ struct SandboxCommand: Command {
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
         .flag("quiet", help: "do not log each message"),
-    ]
+    ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let listen = HostPort(args.value("listen") ?? "127.0.0.1:9443") else { throw CommandFailure("--listen: expected HOST:PORT") }
+        let authorization = args.positionals.first == "certs" ? nil : try args.listenAuthorization([listen]) // before any key is made
         let keys = try sandboxKeys()
         guard let dsKey = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
         if args.positionals.first == "certs" {
@@ -72,7 +74,7 @@ struct SandboxCommand: Command {
         o.keylog = args.value("keylog")
         o.badSignature = args.has("bad-signature")
         o.outgoingProxy = try args.forwardProxy()
-        guard let listen = HostPort(args.value("listen") ?? "127.0.0.1:9443") else { throw CommandFailure("--listen: expected HOST:PORT") }
+        o.authorization = authorization
         let loop = try EventLoop()
         let quiet = args.has("quiet")
         let sandbox = Sandbox(keys: keys, options: o, loop: loop) { line in

@@ -77,6 +77,8 @@ public final class HTTPServer: @unchecked Sendable {
     public var idleTimeout: Double = 120
     /// Parsing limits (head size, body size).
     public var limits = HTTPLimits()
+    /// Credentials every client must present (`--auth`), or nil on loopback.
+    public var authorization: ClientAuthorization?
     /// Operational log lines (accepting paused for lack of file descriptors …).
     public var onLog: ((String) -> Void)?
     /// Connections open now.
@@ -239,6 +241,14 @@ private final class ServerConnection: ConnectionDelegate {
             return
         }
         disarm()
+        if let auth = server.authorization, tunnel == nil,
+           let refused = auth.refusal(for: request.head, viaProxy: request.head.method == "CONNECT" || request.head.target.contains("://")) {
+            var reply = HTTPReply.json(HTTPServer.errorBody("authentication required (3dstape was started with --auth)"), status: refused.status)
+            reply.headers.append(refused.challenge)
+            connection.write(reply.bytes(keepAlive: false))
+            connection.close(afterFlush: true)
+            return
+        }
         if request.head.method == "CONNECT" {
             guard let ctx = server.intercepting, tunnel == nil, !request.head.target.hasPrefix(":"), let hp = HostPort(request.head.target),
                   !hp.host.isEmpty else {

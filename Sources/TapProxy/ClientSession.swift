@@ -177,6 +177,14 @@ final class ClientSession: ConnectionDelegate {
 
     func handle(_ request: HTTPRequest, startedAt: Double) {
         let head = request.head
+        if let auth = config.authorization, tunnel == nil,
+           let refused = auth.refusal(for: head, viaProxy: head.method == "CONNECT" || head.target.contains("://")) {
+            server.writer?.submit(.note(at: wallNow(), kind: "rejected", detail: "\(peer): \(refused.status) no valid credentials"))
+            client.write(ProxyErrorResponse.bytes(status: refused.status, error: "authentication required (3dstape was started with --auth)",
+                                                  upstream: nil, close: true, extraHeaders: [refused.challenge]))
+            client.close(afterFlush: true)
+            return
+        }
         if head.method == "CONNECT" {
             guard case .forward = config.mode, let ctx = config.interceptTLS, tunnel == nil else {
                 reject(status: 405, "CONNECT is only accepted by a forward proxy, once per connection")
@@ -216,6 +224,7 @@ final class ClientSession: ConnectionDelegate {
         // The request toward the upstream: origin-form, hop-by-hop headers removed, body bytes unchanged.
         var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
         for h in ["Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"] { out.headers.remove(h) }
+        if config.authorization != nil, case .reverse = config.mode { out.headers.remove("Authorization") } // it was 3dstape's
         out.headers.remove("Connection")
         // A reverse proxy names its upstream; a forward proxy given an absolute URL replaces the client's Host with that
         // URL's authority (RFC 9112 §3.2.2), so that what is recorded is what the upstream sees. In a tunnel the
@@ -362,11 +371,12 @@ final class ClientSession: ConnectionDelegate {
 
 /// The JSON error answers the proxy itself gives (malformed requests, unreachable upstreams, timeouts).
 enum ProxyErrorResponse {
-    static func bytes(status: Int, error: String, upstream: String?, close: Bool) -> [UInt8] {
+    static func bytes(status: Int, error: String, upstream: String?, close: Bool, extraHeaders: [(String, String)] = []) -> [UInt8] {
         var members: [(String, JSON)] = [("error", .string(error)), ("status", .number(String(status))), ("proxy", .string("3dstape"))]
         if let upstream { members.append(("upstream", .string(upstream))) }
         let body = JSON.object(members).bytes + [0x0A]
-        var headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", String(body.count)), ("X-3dstape-Error", "1")])
+        var headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", String(body.count)), ("X-3dstape-Error", "1")]
+                                  + extraHeaders)
         if close { headers.add("Connection", "close") }
         return HTTPResponseHead(status: status, headers: headers).bytes + body
     }

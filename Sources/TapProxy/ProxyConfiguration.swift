@@ -56,6 +56,8 @@ public struct ProxyConfiguration: Sendable {
     public var mask = true
     /// Active app-channel decryption (`--decrypt substitute`), or nil to pass 3DS traffic unchanged.
     public var substitution: KeySubstitution?
+    /// Credentials every client must present (`--auth`), or nil on loopback.
+    public var authorization: ClientAuthorization?
 
     public init(mode: Mode, upstreamTLS: TLSContext, interceptTLS: TLSContext?) {
         self.mode = mode

@@ -69,10 +69,11 @@ public final class Replayer: @unchecked Sendable {
     /// Binds and starts serving; returns the bound address. Call before the loop runs or on its thread.
     @discardableResult
     public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String,
-                      headerTimeout: Double = 30, idleTimeout: Double = 120) throws -> HostPort {
+                      headerTimeout: Double = 30, idleTimeout: Double = 120, authorization: ClientAuthorization? = nil) throws -> HostPort {
         let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting) { [weak self] req, peer, respond in
             self?.handle(req, peer, respond)
         }
+        s.authorization = authorization
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }

@@ -31,6 +31,8 @@ public struct SandboxOptions: Sendable {
     public var headerTimeout: Double = 30
     /// Idle keep-alive connections are closed after this many seconds.
     public var idleTimeout: Double = 120
+    /// Credentials clients must present (`--auth`), or nil.
+    public var authorization: ClientAuthorization?
 
     public init() {}
 }
@@ -89,6 +91,7 @@ public final class Sandbox: @unchecked Sendable {
     public func start(on address: HostPort, tls: Bool) throws -> HostPort {
         let ctx = tls ? try TLSContext(serverCertificate: keys.tls.cert, key: keys.tls.key) : nil
         let s = HTTPServer(loop: loop, tls: ctx) { [weak self] req, peer, respond in self?.handle(req, respond) }
+        s.authorization = options.authorization
         s.headerTimeout = options.headerTimeout
         s.idleTimeout = options.idleTimeout
         let log = self.log

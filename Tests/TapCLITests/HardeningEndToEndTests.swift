@@ -86,6 +86,45 @@ import Testing
         }
     }
 
+    /// Listening beyond loopback needs --auth or --allow-remote; with --auth, proxy clients get 407 and direct ones 401.
+    @Test func remoteListeningNeedsAuthOrAnExplicitAllowance() throws {
+        try withHome { dir, env in
+            for args in [["record", "--session", dir.appendingPathComponent("x.3dstape").path], ["sandbox"],
+                         ["replay", Self.root.appendingPathComponent("sessions/sample-reverse.3dstape").path]] {
+                let r = try CLIRunner.run(args + ["--listen", "0.0.0.0:0"], environment: env)
+                #expect(r.status == 2 && r.stderr.contains("reachable from other machines: add --auth USER:PASSWORD")
+                        && r.stderr.split(separator: "\n").count == 1, "\(args): \(r.stderr)")
+            }
+            let (up, upPort) = try { () throws -> (Spawned, UInt16) in
+                let s = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])
+                return (s, try s.port(after: "listening "))
+            }()
+            defer { up.stop() }
+            let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--auth", "qa:s3cret", "--quiet",
+                                                          "--session", dir.appendingPathComponent("a.3dstape").path], environment: env)
+            defer { rec.stop() }
+            let port = try rec.port(after: "recording on http://127.0.0.1:")
+            let url = "http://127.0.0.1:\(upPort)/echo"
+            #expect(try sh(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)", url]).out == "407")
+            #expect(try sh(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)", "-U", "qa:wrong", url]).out == "407")
+            let ok = try sh(["curl", "-s", "-x", "http://127.0.0.1:\(port)", "-U", "qa:s3cret", url]).out
+            #expect(ok.contains("\"path\"") && !ok.contains("Proxy-Authorization"), "forwarded without the proxy credentials: \(ok)")
+
+            let copy = dir.appendingPathComponent("sample.3dstape").path
+            try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/sample-reverse.3dstape").path, toPath: copy)
+            let replay = try Spawned(CLIRunner.binary.path, ["replay", copy, "--listen", "127.0.0.1:0", "--auth", "qa:s3cret", "--quiet",
+                                                             "--session", dir.appendingPathComponent("r.3dstape").path], environment: env)
+            defer { replay.stop() }
+            let rport = try replay.port(after: "on http://127.0.0.1:")
+            #expect(try sh(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(rport)/gzip"]).out == "401")
+            #expect(try sh(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-u", "qa:s3cret", "http://127.0.0.1:\(rport)/gzip"]).out == "200")
+            let allowed = try Spawned(CLIRunner.binary.path, ["replay", copy, "--listen", "0.0.0.0:0", "--allow-remote", "--quiet",
+                                                              "--session", dir.appendingPathComponent("r2.3dstape").path], environment: env)
+            defer { allowed.stop() }
+            _ = try allowed.port(after: "on http://0.0.0.0:")
+        }
+    }
+
     @Test func bytesSentBehindAnUnansweredRequestAreNotBuffered() throws {
         try withHome { dir, env in
             let up = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])

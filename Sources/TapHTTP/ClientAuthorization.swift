@@ -1,0 +1,47 @@
+/// The credentials clients must present when 3dstape listens beyond loopback (`--auth USER:PASSWORD`): HTTP Basic,
+/// in `Proxy-Authorization` from clients using 3dstape as a proxy (absolute-form requests and CONNECT; 407 otherwise),
+/// in `Authorization` from clients pointed at it directly (401 otherwise).
+public struct ClientAuthorization: Sendable, Equatable {
+    /// The header value expected: `Basic <base64(user:password)>`.
+    public let expected: String
+
+    /// From `USER:PASSWORD`; nil when there is no colon or the user is empty.
+    public init?(_ userColonPassword: String) {
+        guard let colon = userColonPassword.firstIndex(of: ":"), colon != userColonPassword.startIndex else { return nil }
+        expected = "Basic " + ClientAuthorization.base64(Array(userColonPassword.utf8))
+    }
+
+    /// What the request lacks, or nil when it may pass. `viaProxy`: absolute-form or CONNECT.
+    public func refusal(for head: HTTPRequestHead, viaProxy: Bool) -> (status: Int, challenge: (String, String))? {
+        let field = viaProxy ? "Proxy-Authorization" : "Authorization"
+        if let v = head.headers[field], ClientAuthorization.constantTimeEquals(v, expected) { return nil }
+        return viaProxy ? (407, ("Proxy-Authenticate", "Basic realm=\"3dstape\"")) : (401, ("WWW-Authenticate", "Basic realm=\"3dstape\""))
+    }
+
+    /// Whether `host` is a loopback address (the only one 3dstape listens on without `--auth` or `--allow-remote`).
+    public static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased()
+        return h == "localhost" || h == "::1" || h == "[::1]" || h.hasPrefix("127.")
+    }
+
+    static func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        guard x.count == y.count else { return false }
+        return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    static func base64(_ bytes: [UInt8]) -> String {
+        let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            let b0 = bytes[i], b1 = i + 1 < bytes.count ? bytes[i + 1] : 0, b2 = i + 2 < bytes.count ? bytes[i + 2] : 0
+            out.append(table[Int(b0 >> 2)])
+            out.append(table[Int((b0 & 3) << 4 | b1 >> 4)])
+            out.append(i + 1 < bytes.count ? table[Int((b1 & 15) << 2 | b2 >> 6)] : UInt8(ascii: "="))
+            out.append(i + 2 < bytes.count ? table[Int(b2 & 63)] : UInt8(ascii: "="))
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
