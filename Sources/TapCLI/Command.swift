@@ -85,6 +85,14 @@ extension ParsedArguments {
 }
 
 extension ParsedArguments {
+    /// The `--listen HOST:PORT` addresses (repeatable), or `fallback`.
+    func listenAddresses(default fallback: String) throws -> [HostPort] {
+        try (all("listen").isEmpty ? [fallback] : all("listen")).map { text -> HostPort in
+            guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
+            return hp
+        }
+    }
+
     /// `--auth USER:PASSWORD` when given; and a refusal, before anything starts, to listen beyond loopback without
     /// `--auth` or `--allow-remote` (a recorder or replayer on 0.0.0.0 would otherwise serve card data to the network).
     func listenAuthorization(_ listens: [HostPort]) throws -> ClientAuthorization? {

@@ -41,10 +41,7 @@ struct RecordCommand: Command {
     ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        let listens = try (args.all("listen").isEmpty ? ["127.0.0.1:8080"] : args.all("listen")).map { text -> HostPort in
-            guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
-            return hp
-        }
+        let listens = try args.listenAddresses(default: "127.0.0.1:8080")
         let authorization = try args.listenAuthorization(listens) // before anything is created
         let mode: ProxyConfiguration.Mode
         if let r = args.value("reverse") {

@@ -53,10 +53,7 @@ struct ReplayCommand: Command {
             for p in problems { io.err("3dstape: replay: \(p)") }
             throw CommandFailure("\(problems.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
         }
-        let listens = try (args.all("listen").isEmpty ? ["127.0.0.1:8080"] : args.all("listen")).map { text -> HostPort in
-            guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
-            return hp
-        }
+        let listens = try args.listenAddresses(default: "127.0.0.1:8080")
         let authorization = try args.listenAuthorization(listens)
         let identity = try ReplayCommand.acsIdentity(args.value("sign"))
         let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
