@@ -37,7 +37,7 @@ let package = Package(
         // HTTP/1.1 messages and an incremental parser, free of I/O.
         .target(name: "TapHTTP", swiftSettings: strict),
         // Network I/O: epoll event loop, timers, non-blocking TCP connections with optional TLS, listeners.
-        .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto"], swiftSettings: strict),
+        .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto", "TapCore"], swiftSettings: strict),
         // A small HTTP server on the event loop and a blocking HTTP client (proxy, TLS, timeouts).
         .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto", "TapCore"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.

@@ -139,7 +139,7 @@ struct RecordCommand: Command {
 
 /// Counts 3DS message types as the writer reports them.
 final class MessageTally: Sendable {
-    private let box = Mutex<[String: Int]>([:])
+    private let box = Locked<[String: Int]>([:])
     func add(_ types: [String]) { box.withLock { for t in types { $0[t, default: 0] += 1 } } }
     var counts: [String: Int] { box.withLock { $0 } }
 }

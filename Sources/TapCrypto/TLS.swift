@@ -1,4 +1,5 @@
 internal import COpenSSL
+import TapCore
 import Synchronization
 
 /// Issues and caches TLS leaf certificates per host name under an interception CA (one shared P-256
@@ -6,7 +7,7 @@ import Synchronization
 public final class LeafCertificateCache: Sendable {
     public let authority: CertificateAuthority
     let leafKey: PrivateKey
-    private let cache = Mutex<[String: Certificate]>([:])
+    private let cache = Locked<[String: Certificate]>([:])
     private let capacity: Int
 
     public init(authority: CertificateAuthority, capacity: Int = 1000) throws(CryptoError) {

@@ -1,3 +1,4 @@
+import TapCore
 import CLinux
 import Glibc
 import Synchronization
@@ -34,7 +35,7 @@ public final class EventLoop: @unchecked Sendable {
     private var nextID: UInt64 = 1
     private var timerHeap: [(deadline: UInt64, id: UInt64)] = []
     private var timerActions: [UInt64: () -> Void] = [:]
-    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    private let tasks = Locked<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
     private var loopThread: pthread_t?
     /// One receive buffer shared by every connection on this loop (they read one at a time).

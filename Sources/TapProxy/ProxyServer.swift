@@ -31,7 +31,7 @@ public final class ProxyServer: @unchecked Sendable {
     private var deferred: [ClientSession] = []
     /// Writer backlog (events) above which new requests wait.
     public var writerBacklogLimit = 2048
-    private let statsBox = Mutex(ProxyStats())
+    private let statsBox = Locked(ProxyStats())
 
     /// `writer` stores the exchanges (and drives the live view through its callback).
     public init(loop: EventLoop, config: ProxyConfiguration, writer: SessionWriter?, onLog: (@Sendable (String) -> Void)? = nil) {

@@ -124,7 +124,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// How often each recorded exchange (by index) has been served.
     private var served: [Int]
     private var plainCursor: [String: Int] = [:]
-    private let channelKeys = Mutex<[String: [UInt8]]>([:])
+    private let channelKeys = Locked<[String: [UInt8]]>([:])
 
     public var method: String { "replay (fresh keys)" }
 

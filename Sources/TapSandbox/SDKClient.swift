@@ -63,7 +63,7 @@ public struct ClientResult: Sendable {
 
 /// What the client's listener received (RReq, cres), by kind and threeDSServerTransID.
 final class ReceivedMessages: Sendable {
-    let store = Mutex<[String: JSON]>([:])
+    let store = Locked<[String: JSON]>([:])
 }
 
 /// Plays a 3DS SDK and its 3DS Server together (like Cake3DS2 and its requestor): deviceData JWE to the DS

@@ -53,7 +53,7 @@ public final class Sandbox: @unchecked Sendable {
     var transactions: [String: Transaction] = [:]
     let log: @Sendable (String) -> Void
     private var server: HTTPServer?
-    private let keylogLock = Mutex(0)
+    private let keylogLock = Locked(0)
 
     final class Transaction {
         let areq: JSON

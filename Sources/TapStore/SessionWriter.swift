@@ -10,14 +10,14 @@ import TapSQLite
 /// a slow disk never stalls the network loop. `submit` never blocks on I/O.
 public final class SessionWriter: Sendable {
     public let path: String
-    private let queue = Mutex<[SessionEvent]>([])
+    private let queue = Locked<[SessionEvent]>([])
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
     private let written = Atomic<Int>(0)
     private let queued = Atomic<Int>(0)
     private let queuedBytes = Atomic<Int>(0)
-    private let failure = Mutex<String?>(nil)
+    private let failure = Locked<String?>(nil)
     /// Bodies larger than this are stored zlib-compressed (flag column `*_body_compressed`).
     public static let compressAbove = 8 * 1024
 

@@ -1,3 +1,4 @@
+import TapCore
 import Foundation
 import Synchronization
 
@@ -87,7 +88,7 @@ final class Spawned: Sendable {
 
 /// Output collected from a pipe's background handler.
 final class ByteBox: Sendable {
-    let bytes = Mutex<[UInt8]>([])
+    let bytes = Locked<[UInt8]>([])
 }
 
 struct SpawnError: Error, CustomStringConvertible {
