@@ -26,7 +26,7 @@ public struct TimerHandle: Hashable, Sendable {
 /// fresh 64-bit id (like SwiftNIO's registration IDs) so a stale event for a reused fd is ignored.
 ///
 /// `@unchecked Sendable` is safe because every mutable field except `tasks` and `stopping` is touched
-/// only on the loop's own thread (enforced by `assertInLoop` in debug builds); `tasks` is a `Mutex` and
+/// only on the loop's own thread (enforced by `assertInLoop` in debug builds); `tasks` is `Locked` and
 /// `stopping` an `Atomic`.
 public final class EventLoop: @unchecked Sendable {
     private let epfd: Int32

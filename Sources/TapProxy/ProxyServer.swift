@@ -19,7 +19,7 @@ public struct ProxyStats: Sendable {
 /// Runs on one event loop; all its state is touched only on that loop's thread.
 public final class ProxyServer: @unchecked Sendable {
     // Safe: every field is used only on `loop`'s thread (listeners and sessions are created from
-    // loop tasks); the stats are behind a Mutex for readers on other threads.
+    // loop tasks); the stats are behind a lock (`Locked`) for readers on other threads.
     public let loop: EventLoop
     public let config: ProxyConfiguration
     let writer: SessionWriter?

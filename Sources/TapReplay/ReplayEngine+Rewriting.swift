@@ -1,0 +1,56 @@
+import Foundation
+import Synchronization
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTP
+import TapHTTPService
+import TapJOSE
+import TapStore
+
+extension ReplayEngine {
+    // MARK: rewriting
+
+    func replaceAll(_ s: String, _ lf: LiveFlow) -> String {
+        var out = s
+        for (r, l) in lf.map where out.contains(r) { out = out.replacingOccurrences(of: r, with: l) }
+        return out
+    }
+
+    /// Every string in `json` with recorded IDs and URLs replaced by live ones; masked values regenerated.
+    func rewrite(_ json: JSON, _ lf: LiveFlow, _ rng: inout SeededRandom) -> JSON {
+        switch json {
+        case let .string(s): return .string(lf.value(s))
+        case let .array(items): return .array(items.map { rewrite($0, lf, &rng) })
+        case let .object(members):
+            return .object(members.map { k, v in
+                if k == "authenticationValue", v.stringValue == "***" { return (k, .string(ReplayEngine.cavv(&rng))) }
+                return (k, rewrite(v, lf, &rng))
+            })
+        default: return json
+        }
+    }
+
+    /// HTML or text: base64url JSON in form values (a cres, a creq) rewritten inside, then IDs and URLs replaced.
+    func rewriteText(_ text: String, _ lf: LiveFlow, _ rng: inout SeededRandom) -> String {
+        var out = ""
+        var rest = Substring(text)
+        while let r = rest.range(of: "value=\"") {
+            out += rest[..<r.upperBound]
+            rest = rest[r.upperBound...]
+            guard let end = rest.firstIndex(of: "\"") else { break }
+            let value = String(rest[..<end])
+            if value.count > 16, let b = Base64URL.decode(value), let json = try? JSON.parse(b), json.isObject {
+                out += Base64URL.encode(rewrite(json, lf, &rng).bytes)
+            } else {
+                out += value
+            }
+            rest = rest[end...]
+        }
+        out += rest
+        return replaceAll(out, lf)
+    }
+
+    /// A well-formed authentication value (20 bytes, base64) derived from the seed, in place of a masked one.
+    static func cavv(_ rng: inout SeededRandom) -> String { Data(rng.bytes(20)).base64EncodedString() }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import Synchronization
+import TapCore
+import TapCrypto
+import TapEMV
+import TapHTTP
+import TapHTTPService
+import TapJOSE
+import TapStore
+
+/// What the replayer answers when nothing recorded matches a live request.
+public enum MissAnswer: Sendable, Equatable {
+    /// 404 with a JSON body naming the closest recorded exchanges and the fields that differed.
+    case notFound
+    /// The Erro a DS or ACS would send (305 for an AReq, 301 for a message of an unknown transaction), same detail.
+    case erro
+    /// Forward the request to this base URL; the new exchange is recorded (VCR's new_episodes).
+    case forward(String)
+}
+
+/// What to do when identical requests outnumber their recordings.
+public enum RepeatMode: String, Sendable, CaseIterable {
+    /// Serve the last recording again.
+    case last
+    /// Start again from the first.
+    case cycle
+    /// Treat as a miss.
+    case miss
+}
+
+/// Everything that shapes a replay besides the session.
+public struct ReplayOptions: Sendable {
+    public var schedule = ReplaySchedule()
+    public var onMiss: MissAnswer = .notFound
+    public var repeatMode: RepeatMode = .last
+    /// Fields ignored when comparing JSON bodies of non-3DS requests.
+    public var ignoreFields: Set<String> = []
+    /// The replayer's address as written into acsURL and similar fields for clients pointed at it directly.
+    public var publicURL: String?
+    /// Faults injected into matching answers (`--fault`, `--faults`, `--scenario`).
+    public var faults: [FaultRule] = []
+    public init() {}
+}
+
+/// The certificate the replayer signs acsSignedContent with, as the ACS (chained to the test DS root the client trusts).
+public struct ReplayACSIdentity: Sendable {
+    public let key: PrivateKey
+    public let certificate: Certificate
+    public let signing: SignatureAlgorithm
+    /// The x5c header for the certificate, made once.
+    let x5c: JSON
+    public init(key: PrivateKey, certificate: Certificate, signing: SignatureAlgorithm) {
+        self.key = key
+        self.certificate = certificate
+        self.signing = signing
+        x5c = JWS.x5cHeader([certificate])
+    }
+}
+
+/// A live request as the engine sees it.
+public struct LiveRequest: Sendable {
+    public var method: String
+    /// As received: absolute-form from a proxy client (or inside an intercepted tunnel), origin-form from a direct client.
+    public var target: String
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    public init(method: String, target: String, headers: [(String, String)] = [], body: [UInt8]) {
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+    }
+    /// True when the client uses the replayer as a proxy.
+    public var viaProxy: Bool { ReplayURL.schemeEnd(Array(target.utf8)) != nil }
+}
+
+/// An RReq the replayer sends as the ACS, after the answer that completes the challenge.
+public struct PlannedRReq: Sendable {
+    public var url: String
+    public var body: [UInt8]
+    /// Seconds after the triggering answer is sent.
+    public var after: Double
+    public var recordedExchangeID: Int64
+}
+
+/// The engine's decision for one live request.
+public struct ReplayAnswer: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    public var recordedExchangeID: Int64?
+    public var matchedBy: String?
+    /// Why nothing matched (closest exchanges and differing fields).
+    public var miss: String?
+    /// Seconds to wait before the first byte.
+    public var delay: Double
+    public var rreq: PlannedRReq?
+    /// Forward the live request to this absolute URL instead of answering (a live endpoint, or `--on-miss forward:`).
+    public var forwardTo: String?
+    /// The live request and the answer as JSON when the engine parsed or built them (handed to the session writer).
+    public var requestJSON: JSON? = nil
+    public var responseJSON: JSON? = nil
+    /// The faults applied to this answer (and to the RReq it triggers), as written on the command line.
+    public var faults: [String] = []
+    /// A TCP or HTTP fault the server applies when sending.
+    public var transport: HTTPReply.TransportFault? = nil
+    /// Never answer (the connection stays open until the client gives up).
+    public var hang = false
+}
+
+/// A replay problem with a message for the user.
+public struct ReplayError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ d: String) { description = d }
+}
