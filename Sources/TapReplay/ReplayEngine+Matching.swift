@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TapCore
 import TapCrypto
 import TapEMV
