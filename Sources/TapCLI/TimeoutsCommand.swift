@@ -83,6 +83,7 @@ struct TimeoutsCommand: Command {
             }
             return Dictionary(grouping: outcomes, by: { $0 }).max { $0.value.count < $1.value.count }!.key
         }
+        var bracket: (waited: Double, gaveUp: Double)?
         if args.has("bisect") {
             var lo = from, hi = to
             let a = try sweep(lo), b = try sweep(hi)
@@ -91,6 +92,7 @@ struct TimeoutsCommand: Command {
                     let mid = ((lo + hi) / 2 * 1000).rounded() / 1000
                     if try sweep(mid) == "waited" { lo = mid } else { hi = mid }
                 }
+                bracket = (lo, hi) // the threshold as bisected, even if a noisy run elsewhere disagrees
             }
         } else {
             var d = from
@@ -99,8 +101,8 @@ struct TimeoutsCommand: Command {
                 d = ((d + step) * 1000).rounded() / 1000
             }
         }
-        let waited = results.filter { $0.outcome == "waited" }.map(\.delay).max()
-        let gaveUp = results.filter { $0.outcome == "gave up" }.map(\.delay).min()
+        let waited = bracket?.waited ?? results.filter { $0.outcome == "waited" }.map(\.delay).max()
+        let gaveUp = bracket?.gaveUp ?? results.filter { $0.outcome == "gave up" }.map(\.delay).min()
         let json = TimeoutsCommand.json(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp)
         try Data(json.pretty.utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("report.json")))
         try Data(TimeoutsCommand.html(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp).utf8)
