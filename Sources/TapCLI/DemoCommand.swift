@@ -138,7 +138,8 @@ struct DemoCommand: Command {
         // Point at a challenge exchange: the most interesting one to open in full.
         let challenge = try SessionReader(path: out).exchanges().first { $0.messages.contains { $0.location == "jwe" } }?.id ?? 1
         io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); "
-               + "try '3dstape show \(out) --exchange \(challenge)' (a CReq/CRes in full)")
+               + "try '3dstape show \(out) --exchange \(challenge)' (a CReq/CRes in full), "
+               + "or '3dstape replay \(out) --scenario challenge-timeout' ('3dstape scenarios' lists the others)")
         return failures == 0 ? 0 : 1
     }
 
@@ -156,7 +157,7 @@ struct DemoCommand: Command {
         let replayer = Replayer(loop: background.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
         let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: nil, scheme: "http")
         background.start()
-        io.out("\nreplaying the session with the sandbox stopped (3dstape replay \(session) --listen \(address)), same flows through it:")
+        io.out("\nthe sandbox is stopped; replaying the session as '3dstape replay' does (here on \(address)), the same flows through it:")
         var failures = 0
         for (flow, want) in zip(flows, recorded) {
             let (got, r) = try flow.run(ds: sandboxURL, certs: certs, proxy: address)
