@@ -109,8 +109,18 @@ extension ParsedArguments {
     }
 }
 
-/// The options every listening command takes for listening beyond loopback.
+extension ParsedArguments {
+    /// `--max-connections N` (default 1024).
+    func maxConnections() throws -> Int {
+        guard let v = value("max-connections") else { return 1024 }
+        guard let n = Int(v), n >= 1 else { throw InvalidArguments("--max-connections \(v): expected a positive number") }
+        return n
+    }
+}
+
+/// The options every listening command takes for listening beyond loopback, and its connection cap.
 let remoteListeningOptions: [OptionSpec] = [
+    .option("max-connections", "N", help: "connections served at once (default 1024); more get 503 and are closed"),
     .option("auth", "USER:PASSWORD", help: "require HTTP Basic credentials: Proxy-Authorization from proxy clients (407), Authorization from direct ones (401)"),
     .flag("allow-remote", help: "listen on a non-loopback address without --auth"),
 ]

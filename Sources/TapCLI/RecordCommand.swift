@@ -70,6 +70,7 @@ struct RecordCommand: Command {
         }
         var config = ProxyConfiguration(mode: mode, upstreamTLS: upstreamTLS, interceptTLS: intercept)
         config.authorization = authorization
+        config.maxConnections = try args.maxConnections()
         config.mask = !args.has("no-mask")
         if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
         if let t = try args.seconds("header-timeout") { config.headerTimeout = t }

@@ -71,7 +71,8 @@ struct ReplayCommand: Command {
         let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
         for l in listens {
             bound.append(try replayer.start(on: l, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
-                                            headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization))
+                                            headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization,
+                                            maxConnections: try args.maxConnections()))
         }
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")

@@ -75,6 +75,7 @@ struct SandboxCommand: Command {
         o.badSignature = args.has("bad-signature")
         o.outgoingProxy = try args.forwardProxy()
         o.authorization = authorization
+        o.maxConnections = try args.maxConnections()
         let loop = try EventLoop()
         let quiet = args.has("quiet")
         let sandbox = Sandbox(keys: keys, options: o, loop: loop) { line in

@@ -77,6 +77,9 @@ public final class HTTPServer: @unchecked Sendable {
     public var idleTimeout: Double = 120
     /// Parsing limits (head size, body size).
     public var limits = HTTPLimits()
+    /// Connections served at once; more are answered 503 and closed (with a log line).
+    public var maxConnections = 1024
+    private var turnedAwayLogged: UInt64 = 0
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
     /// Operational log lines (accepting paused for lack of file descriptors …).
@@ -113,6 +116,15 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func accept(_ fd: Int32, _ peer: String) {
+        guard connections.count < maxConnections else {
+            Listener.turnAway(fd, tls: tls != nil, reason: "too many connections (--max-connections \(maxConnections))")
+            let now = EventLoop.nowNanos()
+            if now - turnedAwayLogged > 1_000_000_000 { // one line a second at most
+                turnedAwayLogged = now
+                onLog?("\(maxConnections) connections open: turning new ones away with 503 (--max-connections)")
+            }
+            return
+        }
         let sc = ServerConnection(server: self, peer: peer)
         do {
             let c = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: sc)

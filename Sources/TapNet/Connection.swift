@@ -344,6 +344,18 @@ public final class Listener: EventHandler {
         registration = try loop.register(fd: fd, handler: self, readable: true, writable: false)
     }
 
+    /// Answers an accepted socket that will not be served (a connection cap reached) with a 503 written straight to
+    /// it, best effort and without blocking, then closes it. `tls`: the listener speaks TLS, so it only closes.
+    public static func turnAway(_ fd: Int32, tls: Bool, reason: String) {
+        if !tls {
+            let body = "{\"error\":\"\(reason)\"}"
+            let bytes = Array(("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
+                               + "Retry-After: 1\r\nConnection: close\r\n\r\n" + body).utf8)
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+        }
+        Glibc.close(fd)
+    }
+
     private func pauseAccepting(reason: String) {
         guard let r = registration else { return }
         loop.deregister(r)

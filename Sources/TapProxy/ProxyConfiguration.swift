@@ -56,6 +56,8 @@ public struct ProxyConfiguration: Sendable {
     public var mask = true
     /// Active app-channel decryption (`--decrypt substitute`), or nil to pass 3DS traffic unchanged.
     public var substitution: KeySubstitution?
+    /// Client connections served at once; more are answered 503 and closed (with a log line).
+    public var maxConnections = 1024
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
 

@@ -76,6 +76,15 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     private func accept(fd: Int32, peer: String) {
+        guard sessions.count < config.maxConnections else {
+            Listener.turnAway(fd, tls: false, reason: "too many connections (--max-connections \(config.maxConnections))")
+            let now = EventLoop.nowNanos()
+            if now - turnedAwayLogged > 1_000_000_000 { // one line a second at most
+                turnedAwayLogged = now
+                log("\(config.maxConnections) client connections open: turning new ones away with 503 (--max-connections)")
+            }
+            return
+        }
         let id = nextConnectionID
         nextConnectionID += 1
         let session = ClientSession(server: self, id: id, peer: peer)
@@ -120,6 +129,8 @@ public final class ProxyServer: @unchecked Sendable {
             for s in ready { s.resumeAfterBackpressure() }
         }
     }
+
+    private var turnedAwayLogged: UInt64 = 0
 
     func sessionEnded(_ s: ClientSession) {
         sessions.removeValue(forKey: ObjectIdentifier(s))

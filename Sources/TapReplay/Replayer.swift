@@ -75,11 +75,13 @@ public final class Replayer: @unchecked Sendable {
     /// Binds and starts serving; returns the bound address. Call before the loop runs or on its thread.
     @discardableResult
     public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String,
-                      headerTimeout: Double = 30, idleTimeout: Double = 120, authorization: ClientAuthorization? = nil) throws -> HostPort {
+                      headerTimeout: Double = 30, idleTimeout: Double = 120, authorization: ClientAuthorization? = nil,
+                      maxConnections: Int = 1024) throws -> HostPort {
         let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting) { [weak self] req, peer, respond in
             self?.handle(req, peer, respond)
         }
         s.authorization = authorization
+        s.maxConnections = maxConnections
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }

@@ -33,6 +33,8 @@ public struct SandboxOptions: Sendable {
     public var idleTimeout: Double = 120
     /// Credentials clients must present (`--auth`), or nil.
     public var authorization: ClientAuthorization?
+    /// Connections served at once; more get 503.
+    public var maxConnections = 1024
 
     public init() {}
 }
@@ -92,6 +94,7 @@ public final class Sandbox: @unchecked Sendable {
         let ctx = tls ? try TLSContext(serverCertificate: keys.tls.cert, key: keys.tls.key) : nil
         let s = HTTPServer(loop: loop, tls: ctx) { [weak self] req, peer, respond in self?.handle(req, respond) }
         s.authorization = options.authorization
+        s.maxConnections = options.maxConnections
         s.headerTimeout = options.headerTimeout
         s.idleTimeout = options.idleTimeout
         let log = self.log

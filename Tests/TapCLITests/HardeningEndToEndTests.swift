@@ -125,6 +125,25 @@ import Testing
         }
     }
 
+    /// Deliverable: a cap on concurrent connections; beyond it a 503 and a log line, and service resumes.
+    @Test func connectionsBeyondTheCapGet503() throws {
+        try withHome { dir, env in
+            let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--max-connections", "5", "--quiet",
+                                                          "--session", dir.appendingPathComponent("s.3dstape").path], environment: env)
+            defer { rec.stop() }
+            let port = try rec.port(after: "recording on http://127.0.0.1:")
+            let r = fields(try sh(["python3", hostile, "cap", String(port), "8"]).out.replacingOccurrences(of: "\n", with: " "))
+            #expect(r["turned_away"] == "3" && r["after"] == "400", "\(r)")
+            #expect(rec.stderr.contains("5 client connections open: turning new ones away with 503"), "\(rec.stderr)")
+            let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--max-connections", "5"], environment: env)
+            defer { sandbox.stop() }
+            let sport = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
+            let s = fields(try sh(["python3", hostile, "cap", String(sport), "8"]).out.replacingOccurrences(of: "\n", with: " "))
+            #expect(s["turned_away"] == "3" && s["after"] == "404", "\(s)")
+            #expect(sandbox.stdout.contains("turning new ones away with 503"), "\(sandbox.stdout)")
+        }
+    }
+
     @Test func bytesSentBehindAnUnansweredRequestAreNotBuffered() throws {
         try withHome { dir, env in
             let up = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])

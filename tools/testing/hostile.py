@@ -7,6 +7,9 @@
   hostile.py hold PORT COUNT SECONDS PID
       opens COUNT connections and holds them for SECONDS; prints "cpu_percent X" (process PID's CPU while they are held)
       and then, once they are closed, "after 200|none" for a request on a fresh connection.
+  hostile.py cap PORT COUNT
+      opens COUNT idle connections; prints "turned_away K" (how many were answered 503 at once) and, once they are
+      closed, "after STATUS" for a request on a fresh connection.
   hostile.py flood PORT PATH MEGABYTES SECONDS PID
       sends "GET PATH" and then MEGABYTES of junk on the same socket, for at most SECONDS, while sampling the RSS of
       process PID; prints "sent_mb X peak_rss_mb Y first_line Z".
@@ -112,9 +115,35 @@ def hold(port, count, seconds, pid):
         print(f"after none ({e})")
 
 
+def cap(port, count):
+    socks = []
+    for _ in range(count):
+        socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        time.sleep(0.05)
+    turned = 0
+    for s in socks:
+        s.settimeout(0.3)
+        try:
+            if s.recv(4096).startswith(b"HTTP/1.1 503"):
+                turned += 1
+        except OSError:
+            pass
+    print(f"turned_away {turned}")
+    for s in socks:
+        s.close()
+    time.sleep(0.3)
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    s.sendall(b"GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+    s.settimeout(5)
+    line = s.recv(4096).split(b"\r\n")[0].decode()
+    print(f"after {line.split(' ')[1] if line.startswith('HTTP/1.1 ') else 'none'}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "slowloris":
         slowloris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+    elif sys.argv[1] == "cap":
+        cap(int(sys.argv[2]), int(sys.argv[3]))
     elif sys.argv[1] == "hold":
         hold(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
     else:
