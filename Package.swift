@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .executable(name: "3dstape", targets: ["TapCLI"]),
         .executable(name: "TapInteropVectors", targets: ["TapInteropVectors"]),
+        .executable(name: "TapFuzz", targets: ["TapFuzz"]),
     ],
     targets: [
         // C bindings: one system module per library; each is imported by exactly one Swift module.
@@ -63,6 +64,10 @@ let package = Package(
                           dependencies: ["TapArguments", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                           swiftSettings: strict),
+        // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
+        .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
+        // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
+        .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"]),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",
                           dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"],

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Fuzzes 3dstape's parsers with libFuzzer (the toolchain's -sanitize=fuzzer, with AddressSanitizer): the HTTP request
+# and response parsers, JSON, JOSE compact parsing, decode's detection, form bodies, and masking/3DS extraction.
+# Seeds come from the repository's sessions, JOSE vectors and samples. Each target runs SECONDS (default 10);
+# a crash fails the run and leaves its input in tools/fuzz/out/crash-* (make it a regression test).
+# Usage: tools/fuzz/run.sh [SECONDS per target] [TARGET...]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+secs="${1:-10}"; shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking)
+out="$here/out"; corpus="$out/corpus"
+mkdir -p "$out"
+(cd "$root" && swift build --product TapFuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld \
+   --build-path .build-fuzz 2>&1 | grep -E "error|Build of product" || true)
+fuzz="$root/.build-fuzz/debug/TapFuzz"
+[ -x "$fuzz" ] || { echo "the fuzz build failed"; exit 1; }
+
+# Seed corpora, made fresh each run from what the repository holds.
+python3 - "$root" "$corpus" <<'PY'
+import json, os, sqlite3, sys
+root, corpus = sys.argv[1], sys.argv[2]
+def put(target, name, data):
+    d = os.path.join(corpus, target); os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, name), "wb").write(data if isinstance(data, bytes) else data.encode())
+n = 0
+for f in sorted(os.listdir(os.path.join(root, "sessions"))):
+    if not f.endswith(".3dstape"): continue
+    db = sqlite3.connect(f"file:{os.path.join(root, 'sessions', f)}?mode=ro", uri=True)
+    for method, url, rh, rb, sh, sb, status in db.execute(
+            "SELECT method, path, request_headers, request_body, response_headers, response_body, status FROM exchanges "
+            "WHERE request_body_compressed = 0 AND response_body_compressed = 0 LIMIT 40"):
+        rb, sb = rb or b"", sb or b""
+        head = f"{method} {url or '/'} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in json.loads(rh or "[]")) + "\r\n"
+        put("http-request", f"s{n}", head.encode() + rb)
+        rhead = f"HTTP/1.1 {status or 200} OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in json.loads(sh or "[]")) + "\r\n"
+        put("http-response", f"s{n}", rhead.encode() + sb)
+        for body in (rb, sb):
+            if body[:1] == b"{": put("json", f"s{n}-{len(body)}", body); put("masking", f"s{n}-{len(body)}", body)
+            elif body.count(b".") in (2, 4): put("jose", f"s{n}-{len(body)}", body)
+            elif b"=" in body: put("form", f"s{n}-{len(body)}", body)
+            put("decode", f"s{n}-{len(body)}", body)
+        n += 1
+put("http-request", "chunked", b"POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n0\r\nT: 1\r\n\r\n")
+put("http-response", "chunked", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+vec = json.load(open(os.path.join(root, "Tests/TapJOSETests/Fixtures/python-vectors.json")))
+def strings(v):
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, (dict, list)):
+        for x in (v.values() if isinstance(v, dict) else v):
+            yield from strings(x)
+for i, s in enumerate(x for x in strings(vec) if x.count(".") in (2, 4) and len(x) > 20):
+    put("jose", f"v{i}", s); put("decode", f"v{i}", s)
+put("decode", "sample-jwe", open(os.path.join(root, "tools/samples/areq-sdkEncData.jwe"), "rb").read())
+print(f"seed corpora from {n} recorded exchanges and the JOSE vectors")
+PY
+
+printf '%-14s %12s %10s %s\n' target executions exec/s result
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "$corpus/$t"
+  log="$out/$t.log"
+  if (cd "$out" && SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$fuzz" "$t" -max_total_time="$secs" -rss_limit_mb=4096 \
+        -artifact_prefix="$out/" "$corpus/$t" >"$log" 2>&1); then
+    result="no crash"
+  else
+    result="CRASH: $(ls -t "$out"/crash-* "$out"/oom-* "$out"/timeout-* 2>/dev/null | head -1)"; status=1
+  fi
+  runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 \2/p' "$log" | tail -1)
+  read -r n s <<<"${runs:-0 1}"
+  printf '%-14s %12s %10s %s\n' "$t" "$n" "$(( n / (s > 0 ? s : 1) ))" "$result"
+done
+exit $status
