@@ -59,9 +59,11 @@ let package = Package(
         // The replayer: plays the servers of a recorded session (matching, ID rewriting, fresh app-channel keys, timing).
         .target(name: "TapReplay", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
+        // Inspection and interchange: validation against the 3DS rules, session diffs, HAR, Mermaid and JSON lines.
+        .target(name: "TapInspect", dependencies: ["TapStore", "TapHTTP", "TapEMV", "TapCore"], swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                          dependencies: ["TapArguments", "TapInspect", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
@@ -85,6 +87,7 @@ let package = Package(
         .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
                                                           "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
+        .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

@@ -232,7 +232,8 @@ public final class Sandbox: @unchecked Sendable {
         case "N", "R": m += [("eci", .string("07")), ("transStatusReason", .string("01"))]
         case "U": m += [("eci", .string("07")), ("transStatusReason", .string(card.summary == "unknown card" ? "08" : "16"))]
         case "I": m += [("eci", .string("07")), ("transStatusReason", .string("22"))]
-        case "D": m += [("acsDecConInd", .string("Y")), ("cardholderInfo", .string("Approve the payment in your banking app"))]
+        case "D": m += [("acsChallengeMandated", .string("Y")), ("acsDecConInd", .string("Y")),
+                        ("cardholderInfo", .string("Approve the payment in your banking app"))]
         default: break
         }
         let tx = Transaction(areq: areq, ares: .null, card: card, version: version, app: app, uiType: uiType)
@@ -255,10 +256,9 @@ public final class Sandbox: @unchecked Sendable {
                     compact = parts.joined(separator: ".")
                 }
                 m.append(("acsSignedContent", .string(compact)))
-                if version >= "2.2.0" {
-                    m.append(("acsRenderingType", .object([("acsInterface", .string(uiType == "05" || uiType == "06" ? "02" : "01")),
-                                                             ("acsUiTemplate", .string(uiType))])))
-                }
+                // Table A.1: required for an app challenge in every version (2.1.0 included).
+                m.append(("acsRenderingType", .object([("acsInterface", .string(uiType == "05" || uiType == "06" ? "02" : "01")),
+                                                         ("acsUiTemplate", .string(uiType))])))
                 tx.cipher = cipher
                 writeKeylog("CEK \(acsTransID) \(Hex.encode(cipher.cek))")
             } else {

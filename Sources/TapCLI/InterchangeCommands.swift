@@ -1,0 +1,147 @@
+import Foundation
+import TapArguments
+import TapCore
+import TapEMV
+import TapInspect
+import TapReplay
+import TapStore
+
+/// `3dstape diff`: two sessions compared transaction by transaction.
+struct DiffCommand: Command {
+    let name = "diff"
+    let abstract = "Compare two sessions: transactions paired by order and shape, per-message element changes, statuses, outcomes, timings"
+    let usage = "3dstape diff A B [--json] [--timing-tolerance DURATION] [--ignore-field NAME]..."
+    let maxPositionals = 2
+    let options: [OptionSpec] = [
+        .flag("json", help: "print the differences as JSON"),
+        .option("timing-tolerance", "DURATION", help: "report exchanges whose durations differ by more than this (default 250ms; 'off' compares none)"),
+        .option("ignore-field", "NAME", help: "also ignore this element's value (repeatable); IDs, keys, signatures and dates always are"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard args.positionals.count == 2 else { throw CommandFailure("give two session files: 3dstape diff A B") }
+        let (pa, pb) = (args.positionals[0], args.positionals[1])
+        var options = SessionDiff.Options()
+        if let t = args.value("timing-tolerance") {
+            if t == "off" { options.timingTolerance = nil } else {
+                guard let d = ReplayDuration.parse(t) else { throw InvalidArguments("--timing-tolerance \(t): expected a duration such as 50ms or 1s, or off") }
+                options.timingTolerance = d
+            }
+        }
+        options.ignore = Set(args.all("ignore-field"))
+        let diff = SessionDiff.compare(try SessionReader(path: pa).exchanges(), try SessionReader(path: pb).exchanges(), options: options)
+        if args.has("json") {
+            io.out(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
+                                ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
+                                ("differences", .array(diff.changes.map(\.json)))]).pretty)
+        } else {
+            if !diff.changes.isEmpty {
+                io.out(Table.render([["TX A/B", "EXCH A/B", "MESSAGE", "CHANGE", "ELEMENT", "A", "B"]] + diff.changes.map { c in
+                    ["\(c.transactionA.map(String.init) ?? "-")/\(c.transactionB.map(String.init) ?? "-")",
+                     "\(c.exchangeA.map(String.init) ?? "-")/\(c.exchangeB.map(String.init) ?? "-")",
+                     ThreeDSContent.printable(c.message ?? "-"), c.kind.rawValue, c.pointer ?? "-",
+                     ThreeDSContent.printable(c.before ?? "-"), ThreeDSContent.printable(c.after ?? "-")]
+                }))
+            }
+            io.out("\(diff.transactionsA) transactions in A, \(diff.transactionsB) in B, \(diff.pairedTransactions) paired; "
+                   + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences"))
+        }
+        return diff.isEmpty ? 0 : 1
+    }
+}
+
+/// `3dstape export`: a session as HAR 1.2, a Mermaid sequence diagram, or JSON lines.
+struct ExportCommand: Command {
+    let name = "export"
+    let abstract = "Export a session as HAR 1.2 (Chrome DevTools, mitmproxy), a Mermaid sequence diagram, or JSON lines (jq)"
+    let usage = "3dstape export SESSION --format har|mermaid|jsonl [--out FILE] [--force]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("format", "FORMAT", help: "har, mermaid or jsonl"),
+        .option("out", "FILE", help: "write to FILE (created 0600; default standard output)"),
+        .flag("force", help: "replace FILE if it exists"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let path = args.positionals.first else { throw CommandFailure("give a session file (see '3dstape ls')") }
+        guard let format = args.value("format") else { throw InvalidArguments("--format is required: har, mermaid or jsonl") }
+        guard ["har", "mermaid", "jsonl"].contains(format) else { throw InvalidArguments("--format \(format): expected har, mermaid or jsonl") }
+        let reader = try SessionReader(path: path)
+        let exchanges = try reader.exchanges()
+        let text: String
+        switch format {
+        case "har": text = HAR.export(exchanges, meta: reader.meta, creatorVersion: version).pretty + "\n"
+        case "mermaid": text = Mermaid.sequenceDiagram(exchanges)
+        default: text = exchanges.map { ExchangeJSON.full($0).compact + "\n" }.joined()
+        }
+        if let out = args.value("out"), out != "-" {
+            do { try SecureFile.create(out, contents: Array(text.utf8), mode: 0o600, replace: args.has("force")) } catch {
+                throw CommandFailure(error.description)
+            }
+            io.err("\(exchanges.count) exchanges written to \(out) (\(format))")
+        } else {
+            FileHandle.standardOutput.write(Data(text.utf8))
+        }
+        return 0
+    }
+}
+
+/// `3dstape import`: a HAR file becomes a session (masked, 3DS messages decoded, timings kept).
+struct ImportCommand: Command {
+    let name = "import"
+    let abstract = "Turn a HAR file (Chrome DevTools, Charles, Proxyman, mitmproxy) into a session: masked, 3DS messages decoded, timings kept"
+    let usage = "3dstape import FILE.har [--session OUT] [--name LABEL]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("session", "OUT", help: "the session file to create (default sessions/<FILE>.3dstape)"),
+        .option("name", "LABEL", help: "the session's label (default: the HAR file's name)"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let file = args.positionals.first else { throw CommandFailure("give a HAR file") }
+        let bytes: [UInt8]
+        do { bytes = try readInput(file, limit: 512 << 20) } catch { throw CommandFailure("\(file): \(error)") }
+        let entries: [HAR.Entry]
+        do { entries = try HAR.parse(bytes) } catch { throw CommandFailure("\(file): \(error)") }
+        let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+        let out = args.value("session") ?? "sessions/\(base).3dstape"
+        let writer: SessionWriter
+        do {
+            writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "import"),
+                                                         ("label", args.value("name") ?? base), ("imported_from", file), ("masked", "yes"),
+                                                         ("tool_version", version)])
+        } catch { throw CommandFailure("\(error)") }
+        var connections: [String: Int64] = [:]
+        for (i, e) in entries.enumerated() {
+            let key = e.connection.isEmpty ? "entry-\(i)" : e.connection
+            let origin = URLComponents(string: e.url).map { "\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" }
+            let connection: Int64
+            if let c = connections[key] { connection = c } else {
+                connection = Int64(connections.count + 1)
+                connections[key] = connection
+                writer.submit(.connectionOpened(ConnectionRecord(id: connection, clientAddress: "imported from \(base)", acceptedAt: e.start,
+                                                                 mode: "import", upstream: origin)))
+            }
+            let url = URLComponents(string: e.url)
+            var record = ExchangeRecord(connectionID: connection, seq: i, method: e.method, url: e.url, host: url?.host,
+                                        path: url.map { $0.percentEncodedPath + ($0.percentEncodedQuery.map { "?" + $0 } ?? "") },
+                                        upstream: origin, request: CapturedMessage(headers: e.requestHeaders, body: e.requestBody, wireSize: e.requestBody.count),
+                                        requestStart: e.start)
+            record.status = e.status
+            if e.status != nil {
+                record.response = CapturedMessage(headers: e.responseHeaders, body: e.responseBody, wireSize: e.responseBody.count)
+            }
+            record.upstreamConnect = e.upstreamConnect
+            record.tlsDone = e.tlsDone
+            record.requestSent = e.requestSent
+            record.firstByte = e.firstByte
+            record.done = e.done
+            record.error = e.error
+            writer.submit(.exchange(record))
+        }
+        writer.close()
+        if let failure = writer.writeError { throw CommandFailure("\(out): \(failure)") }
+        io.out("\(out): \(entries.count) exchanges imported from \(file) (masked); '3dstape show \(out)' to read it")
+        return 0
+    }
+}

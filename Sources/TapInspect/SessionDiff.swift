@@ -1,0 +1,232 @@
+import Foundation
+import TapCore
+import TapStore
+
+/// `3dstape diff`: two sessions' transactions paired by order and shape (never by their IDs), then compared message by
+/// message, ignoring what differs on every run (IDs, keys, signatures, dates, loopback ports).
+public struct SessionDiff: Sendable {
+    /// One difference, with where it was found on each side.
+    public struct Change: Sendable {
+        public enum Kind: String, Sendable {
+            case added, removed, changed, status, outcome, timing
+            case missingTransaction = "missing-transaction", extraTransaction = "extra-transaction"
+            case missingMessage = "missing-message", extraMessage = "extra-message"
+            case missingExchange = "missing-exchange", extraExchange = "extra-exchange"
+        }
+        public var kind: Kind
+        /// Transaction number on each side (1-based), when paired or present.
+        public var transactionA: Int?
+        public var transactionB: Int?
+        public var exchangeA: Int64?
+        public var exchangeB: Int64?
+        /// `ARes`, `CRes #2` …
+        public var message: String?
+        /// JSON pointer of the element.
+        public var pointer: String?
+        public var before: String?
+        public var after: String?
+
+        public var json: JSON {
+            func s(_ v: String?) -> JSON { v.map(JSON.string) ?? .null }
+            func n(_ v: Int64?) -> JSON { v.map { .number(String($0)) } ?? .null }
+            return .object([("kind", .string(kind.rawValue)), ("transaction_a", n(transactionA.map(Int64.init))),
+                            ("transaction_b", n(transactionB.map(Int64.init))), ("exchange_a", n(exchangeA)), ("exchange_b", n(exchangeB)),
+                            ("message", s(message)), ("element", s(pointer)), ("a", s(before)), ("b", s(after))])
+        }
+    }
+
+    public struct Options: Sendable {
+        /// Elements whose values are not compared (added to `SessionDiff.volatile`).
+        public var ignore: Set<String> = []
+        /// Durations that differ by more than this (seconds) are reported; nil compares no timings.
+        public var timingTolerance: Double? = 0.25
+        public init() {}
+    }
+
+    /// Values that differ on every run: transaction IDs, the SDK's app ID and keys, signatures, encrypted data, dates.
+    public static let volatile: Set<String> = [
+        "threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID", "sdkAppID", "sdkEncData", "sdkEphemPubKey", "acsSignedContent",
+        "purchaseDate", "authenticationValue", "deviceInfo", "threeDSSessionData", "threeDSMethodData", "acsHTML",
+    ]
+
+    public var changes: [Change]
+    public var pairedTransactions: Int
+    public var transactionsA: Int
+    public var transactionsB: Int
+
+    public var isEmpty: Bool { changes.isEmpty }
+
+    public static func compare(_ a: [StoredExchange], _ b: [StoredExchange], options: Options = Options()) -> SessionDiff {
+        let ta = ThreeDSTransaction.group(a), tb = ThreeDSTransaction.group(b)
+        let xa = Dictionary(a.map { ($0.id, $0) }, uniquingKeysWith: { x, _ in x })
+        let xb = Dictionary(b.map { ($0.id, $0) }, uniquingKeysWith: { x, _ in x })
+        var changes: [Change] = []
+        let pairs = pair(ta.map(signature), tb.map(signature))
+        var paired = 0
+        for p in pairs {
+            switch p {
+            case let .both(i, j):
+                paired += 1
+                changes += compareTransactions(ta[i], tb[j], i + 1, j + 1, xa, xb, options)
+            case let .onlyA(i):
+                changes.append(Change(kind: .missingTransaction, transactionA: i + 1, exchangeA: ta[i].messages.first?.exchangeID,
+                                      message: ta[i].shape.joined(separator: " "), before: ta[i].outcome))
+            case let .onlyB(j):
+                changes.append(Change(kind: .extraTransaction, transactionB: j + 1, exchangeB: tb[j].messages.first?.exchangeID,
+                                      message: tb[j].shape.joined(separator: " "), after: tb[j].outcome))
+            }
+        }
+        changes += compareOtherExchanges(a, b, ta, tb)
+        return SessionDiff(changes: changes, pairedTransactions: paired, transactionsA: ta.count, transactionsB: tb.count)
+    }
+
+    /// What pairs transactions: channel, category and version. The shape may differ (a missing CRes is a finding).
+    static func signature(_ t: ThreeDSTransaction) -> String {
+        "\(t.deviceChannel ?? "?")|\(t.messageCategory ?? "?")|\(t.version ?? "?")|\(t.shape.first ?? "?")"
+    }
+
+    enum Pairing: Equatable { case both(Int, Int), onlyA(Int), onlyB(Int) }
+
+    /// A longest-common-subsequence alignment of two signature lists, in order.
+    static func pair(_ a: [String], _ b: [String]) -> [Pairing] {
+        let n = a.count, m = b.count
+        var table = [[Int]](repeating: [Int](repeating: 0, count: m + 1), count: n + 1)
+        for i in stride(from: n - 1, through: 0, by: -1) {
+            for j in stride(from: m - 1, through: 0, by: -1) {
+                table[i][j] = a[i] == b[j] ? table[i + 1][j + 1] + 1 : max(table[i + 1][j], table[i][j + 1])
+            }
+        }
+        var out: [Pairing] = []
+        var i = 0, j = 0
+        while i < n || j < m {
+            if i < n, j < m, a[i] == b[j] { out.append(.both(i, j)); i += 1; j += 1 }
+            else if j >= m || (i < n && table[i + 1][j] >= table[i][j + 1]) { out.append(.onlyA(i)); i += 1 }
+            else { out.append(.onlyB(j)); j += 1 }
+        }
+        return out
+    }
+
+    static func compareTransactions(_ a: ThreeDSTransaction, _ b: ThreeDSTransaction, _ na: Int, _ nb: Int,
+                                    _ xa: [Int64: StoredExchange], _ xb: [Int64: StoredExchange], _ options: Options) -> [Change] {
+        var out: [Change] = []
+        if a.outcome != b.outcome {
+            out.append(Change(kind: .outcome, transactionA: na, transactionB: nb, message: "transaction", before: a.outcome, after: b.outcome))
+        }
+        // Messages align by type and occurrence: the second CRes of one side with the second CRes of the other.
+        let ma = labelled(a.messages), mb = labelled(b.messages)
+        let labelsB = Set(mb.map(\.0))
+        let labelsA = Set(ma.map(\.0))
+        let byLabelB = Dictionary(mb.map { ($0.0, $0.1) }, uniquingKeysWith: { x, _ in x })
+        var comparedExchanges = Set<[Int64]>()
+        for (label, m) in ma {
+            guard let other = byLabelB[label] else {
+                out.append(Change(kind: .missingMessage, transactionA: na, transactionB: nb, exchangeA: m.exchangeID, message: label))
+                continue
+            }
+            out += compareJSON(m.json, other.json, ignoring: volatile.union(options.ignore)).map { c in
+                var c = c
+                c.transactionA = na; c.transactionB = nb; c.exchangeA = m.exchangeID; c.exchangeB = other.exchangeID; c.message = label
+                return c
+            }
+            guard comparedExchanges.insert([m.exchangeID, other.exchangeID]).inserted,
+                  let ea = xa[m.exchangeID], let eb = xb[other.exchangeID] else { continue }
+            if ea.status != eb.status || (ea.error == nil) != (eb.error == nil) {
+                out.append(Change(kind: .status, transactionA: na, transactionB: nb, exchangeA: ea.id, exchangeB: eb.id, message: label,
+                                  before: ea.status.map { String($0) } ?? ea.error ?? "no response",
+                                  after: eb.status.map { String($0) } ?? eb.error ?? "no response"))
+            }
+            if let tolerance = options.timingTolerance, let da = ea.durationMs, let db = eb.durationMs, abs(da - db) > tolerance * 1000 {
+                out.append(Change(kind: .timing, transactionA: na, transactionB: nb, exchangeA: ea.id, exchangeB: eb.id, message: label,
+                                  before: String(format: "%.1f ms", da), after: String(format: "%.1f ms", db)))
+            }
+        }
+        for (label, m) in mb where !labelsA.contains(label) {
+            out.append(Change(kind: .extraMessage, transactionA: na, transactionB: nb, exchangeB: m.exchangeID, message: label))
+        }
+        _ = labelsB
+        return out
+    }
+
+    /// `CRes #2` for the second CRes; the first of a type keeps its plain name.
+    static func labelled(_ messages: [InspectedMessage]) -> [(String, InspectedMessage)] {
+        var seen: [String: Int] = [:]
+        return messages.map { m in
+            seen[m.type, default: 0] += 1
+            let n = seen[m.type]!
+            return (n == 1 ? m.type : "\(m.type) #\(n)", m)
+        }
+    }
+
+    /// Element-level differences between two messages (nil JSON: still encrypted, compared as equal).
+    static func compareJSON(_ a: JSON?, _ b: JSON?, ignoring: Set<String>) -> [Change] {
+        guard let a, let b else { return [] }
+        var out: [Change] = []
+        func walk(_ x: JSON?, _ y: JSON?, _ pointer: String, _ name: String) {
+            if ignoring.contains(name) { return }
+            switch (x, y) {
+            case (nil, nil): return
+            case let (nil, y?): out.append(Change(kind: .added, pointer: pointer, after: render(y)))
+            case let (x?, nil): out.append(Change(kind: .removed, pointer: pointer, before: render(x)))
+            case let (.object(mx)?, .object(my)?):
+                var names: [String] = mx.map(\.0)
+                for (k, _) in my where !names.contains(k) { names.append(k) }
+                for k in names {
+                    walk(mx.first { $0.0 == k }?.1, my.first { $0.0 == k }?.1, pointer + "/" + escape(k), k)
+                }
+            case let (.array(ax)?, .array(ay)?):
+                for i in 0..<max(ax.count, ay.count) {
+                    walk(i < ax.count ? ax[i] : nil, i < ay.count ? ay[i] : nil, pointer + "/\(i)", name)
+                }
+            case let (x?, y?):
+                if normalised(x) != normalised(y) { out.append(Change(kind: .changed, pointer: pointer, before: render(x), after: render(y))) }
+            }
+        }
+        walk(a, b, "", "")
+        return out
+    }
+
+    /// Loopback URLs compare without their port: the sandbox and the replayer listen on a new port every run.
+    static func normalised(_ v: JSON) -> JSON {
+        guard let s = v.stringValue else { return v }
+        return .string(withoutLoopbackPort(s))
+    }
+
+    static func withoutLoopbackPort(_ s: String) -> String {
+        var out = s
+        for host in ["://127.0.0.1:", "://localhost:", "://[::1]:"] {
+            while let r = out.range(of: host) {
+                var end = r.upperBound
+                while end < out.endIndex, out[end].isNumber { end = out.index(after: end) }
+                out.replaceSubrange(r.lowerBound..<end, with: host.dropLast() + "*")
+            }
+        }
+        return out.replacingOccurrences(of: ":*", with: ":PORT")
+    }
+
+    static func render(_ v: JSON) -> String {
+        let s = v.stringValue ?? v.compact
+        return s.count > 80 ? String(s.prefix(77)) + "…" : s
+    }
+
+    static func escape(_ k: String) -> String { k.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1") }
+
+    /// Exchanges outside any 3DS transaction (plain HTTP), paired by method and loopback-normalised URL in order.
+    static func compareOtherExchanges(_ a: [StoredExchange], _ b: [StoredExchange], _ ta: [ThreeDSTransaction], _ tb: [ThreeDSTransaction]) -> [Change] {
+        let inA = Set(ta.flatMap { $0.messages.map(\.exchangeID) }), inB = Set(tb.flatMap { $0.messages.map(\.exchangeID) })
+        let oa = a.filter { !inA.contains($0.id) }, ob = b.filter { !inB.contains($0.id) }
+        func key(_ x: StoredExchange) -> String { x.method + " " + withoutLoopbackPort(x.url) }
+        var out: [Change] = []
+        for p in pair(oa.map(key), ob.map(key)) {
+            switch p {
+            case let .both(i, j):
+                if oa[i].status != ob[j].status {
+                    out.append(Change(kind: .status, exchangeA: oa[i].id, exchangeB: ob[j].id, message: key(oa[i]),
+                                      before: oa[i].status.map { String($0) } ?? "no response", after: ob[j].status.map { String($0) } ?? "no response"))
+                }
+            case let .onlyA(i): out.append(Change(kind: .missingExchange, exchangeA: oa[i].id, message: key(oa[i])))
+            case let .onlyB(j): out.append(Change(kind: .extraExchange, exchangeB: ob[j].id, message: key(ob[j])))
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,181 @@
+import TapCore
+import TapStore
+
+/// One problem `3dstape validate` found: where (exchange, message, element as a JSON pointer), which rule, how bad.
+public struct Finding: Sendable, Equatable {
+    public enum Severity: String, Sendable { case error, warning }
+    public var exchangeID: Int64
+    /// `AReq`, `CRes` …
+    public var message: String
+    /// JSON pointer of the element, `""` for the whole message.
+    public var pointer: String
+    /// `AReq.acctNumber.required`, `tx.sdk-counter` …
+    public var rule: String
+    public var severity: Severity
+    public var detail: String
+
+    public init(exchangeID: Int64, message: String, pointer: String, rule: String, severity: Severity, detail: String) {
+        self.exchangeID = exchangeID
+        self.message = message
+        self.pointer = pointer
+        self.rule = rule
+        self.severity = severity
+        self.detail = detail
+    }
+
+    public var json: JSON {
+        .object([("exchange", .number(String(exchangeID))), ("message", .string(message)), ("element", .string(pointer)),
+                 ("rule", .string(rule)), ("severity", .string(severity.rawValue)), ("detail", .string(detail))])
+    }
+}
+
+/// A rule across the messages of one transaction (or on a message as a whole), with the id findings carry.
+public struct TransactionRule: Sendable {
+    public let id: String
+    public let summary: String
+    let check: @Sendable (ThreeDSTransaction) -> [Finding]
+}
+
+/// Checks 3DS messages against `ValidationRules` and the transaction rules below.
+public enum Validator {
+    /// Every finding for a session's exchanges, in exchange order.
+    public static func validate(_ exchanges: [StoredExchange]) -> [Finding] {
+        validate(transactions: ThreeDSTransaction.group(exchanges))
+    }
+
+    public static func validate(transactions: [ThreeDSTransaction]) -> [Finding] {
+        var out: [Finding] = []
+        for tx in transactions {
+            for m in tx.messages { out += validate(m, in: tx) }
+            for rule in transactionRules { out += rule.check(tx) }
+        }
+        return out.sorted { ($0.exchangeID, $0.severity == .error ? 0 : 1) < ($1.exchangeID, $1.severity == .error ? 0 : 1) }
+    }
+
+    /// The element rules for one message.
+    static func validate(_ m: InspectedMessage, in tx: ThreeDSTransaction) -> [Finding] {
+        guard let json = m.json else { return [] } // still encrypted: nothing to check
+        guard json.isObject else {
+            return [Finding(exchangeID: m.exchangeID, message: m.type, pointer: "", rule: "\(m.type).object", severity: .error,
+                            detail: "the message is not a JSON object")]
+        }
+        let context = MessageContext(json: json, channel: tx.deviceChannel ?? channel(inferredFrom: m), category: tx.messageCategory,
+                                     version: m.version ?? tx.version)
+        var out: [Finding] = []
+        func add(_ rule: String, _ element: String, _ severity: Finding.Severity, _ detail: String) {
+            out.append(Finding(exchangeID: m.exchangeID, message: m.type, pointer: element.isEmpty ? "" : "/" + element, rule: rule,
+                               severity: severity, detail: detail))
+        }
+        for rule in ValidationRules.elements where rule.message == m.type {
+            let value = json[rule.element]
+            let defined = rule.since.map { v in (context.version ?? "2.3.1") >= v } ?? true
+            guard let value, value != .null else {
+                let required: Bool
+                switch rule.presence {
+                case .required: required = true
+                case .optional: required = false
+                case let .when(c): required = c.holds(context)
+                }
+                if required && defined {
+                    var why = "required"
+                    if case let .when(c) = rule.presence { why += " when \(c)" }
+                    add(rule.id + ".required", rule.element, .error, why + " and missing")
+                }
+                continue
+            }
+            if !defined {
+                add(rule.id + ".version", rule.element, .warning, "not defined before \(rule.since!) (message is \(context.version ?? "?"))")
+            }
+            if isMasked(value) { continue } // masked by the recorder: present, format unknown
+            if let problem = rule.format.problem(value, version: context.version) {
+                add(rule.id + ".format", rule.element, .error, problem)
+            }
+        }
+        if m.type == "CRes", json["challengeCompletionInd"]?.stringValue == "Y", let members = json.objectMembers {
+            for (name, _) in members where !ValidationRules.finalCResElements.contains(name) {
+                add("CRes.final-elements", name, .error, "a final CRes carries only IDs, counter, completion and transStatus (SDKs answer Erro 101)")
+            }
+        }
+        if m.type == "ARes", context.channel == "03", let s = json["transStatus"]?.stringValue, ["C", "S", "D"].contains(s) {
+            add("ARes.3ri-status", "transStatus", .error, "transStatus \(s) is not valid for a 3RI transaction")
+        }
+        return out
+    }
+
+    /// A CReq/CRes without an AReq in the session: the channel from where it was found.
+    static func channel(inferredFrom m: InspectedMessage) -> String? {
+        if m.location == "jwe" { return "01" }
+        if m.location.hasPrefix("form:") { return "02" }
+        return m.json?["deviceChannel"]?.stringValue ?? (m.json?["sdkTransID"] != nil ? "01" : nil)
+    }
+
+    /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked.
+    static func isMasked(_ v: JSON) -> Bool {
+        guard let s = v.stringValue, s.contains("***") else { return false }
+        return true
+    }
+
+    // MARK: rules across a transaction
+
+    public static let transactionRules: [TransactionRule] = [
+        TransactionRule(id: "tx.same-ids", summary: "dsTransID, acsTransID and sdkTransID keep the values the ARes gave them") { tx in
+            guard let ares = tx.ares?.json else { return [] }
+            var out: [Finding] = []
+            for m in tx.messages where m.type != "AReq" && m.type != "ARes" {
+                for id in ["dsTransID", "acsTransID", "sdkTransID"] {
+                    guard let want = ares[id]?.stringValue, let got = m.string(id), got != want else { continue }
+                    out.append(Finding(exchangeID: m.exchangeID, message: m.type, pointer: "/" + id, rule: "tx.same-ids", severity: .error,
+                                       detail: "\(got) differs from the ARes's \(want)"))
+                }
+            }
+            return out
+        },
+        TransactionRule(id: "tx.same-version", summary: "every message of a transaction has the AReq's messageVersion") { tx in
+            guard let v = tx.areq?.version else { return [] }
+            return tx.messages.compactMap { m in
+                guard let got = m.version, got != v else { return nil }
+                return Finding(exchangeID: m.exchangeID, message: m.type, pointer: "/messageVersion", rule: "tx.same-version", severity: .error,
+                               detail: "\(got), but the AReq was \(v)")
+            }
+        },
+        TransactionRule(id: "tx.sdk-counter", summary: "CReq sdkCounterStoA counts 000, 001 … in order") { tx in
+            counterFindings(tx, type: "CReq", element: "sdkCounterStoA", rule: "tx.sdk-counter")
+        },
+        TransactionRule(id: "tx.acs-counter", summary: "CRes acsCounterAtoS counts 000, 001 … in order") { tx in
+            counterFindings(tx, type: "CRes", element: "acsCounterAtoS", rule: "tx.acs-counter")
+        },
+        TransactionRule(id: "tx.final-cres-rreq", summary: "the RReq's transStatus is the final CRes's") { tx in
+            guard let cres = tx.messages.last(where: { $0.type == "CRes" && $0.string("transStatus") != nil }),
+                  let rreq = tx.messages.last(where: { $0.type == "RReq" }),
+                  let a = cres.string("transStatus"), let b = rreq.string("transStatus"), a != b else { return [] }
+            return [Finding(exchangeID: rreq.exchangeID, message: "RReq", pointer: "/transStatus", rule: "tx.final-cres-rreq", severity: .error,
+                            detail: "RReq says \(b), the final CRes (exchange \(cres.exchangeID)) said \(a)")]
+        },
+        TransactionRule(id: "tx.challenge-status", summary: "a CReq follows only an ARes with transStatus C") { tx in
+            guard let ares = tx.ares, let s = ares.string("transStatus"), s != "C",
+                  let creq = tx.messages.first(where: { $0.type == "CReq" }) else { return [] }
+            return [Finding(exchangeID: creq.exchangeID, message: "CReq", pointer: "", rule: "tx.challenge-status", severity: .error,
+                            detail: "a challenge after an ARes with transStatus \(s)")]
+        },
+    ]
+
+    /// Counters of one side: 000 for the first message, one more for each next.
+    static func counterFindings(_ tx: ThreeDSTransaction, type: String, element: String, rule: String) -> [Finding] {
+        guard tx.deviceChannel ?? "01" == "01" else { return [] }
+        var expected = 0
+        var out: [Finding] = []
+        for m in tx.messages where m.type == type && m.json != nil {
+            guard let s = m.string(element), let n = Int(s) else { continue } // missing or malformed: the element rules say so
+            if n != expected {
+                out.append(Finding(exchangeID: m.exchangeID, message: type, pointer: "/" + element, rule: rule, severity: .error,
+                                   detail: "\(s), expected \(String(format3: expected))"))
+            }
+            expected = n + 1
+        }
+        return out
+    }
+}
+
+extension String {
+    init(format3 n: Int) { self = n < 10 ? "00\(n)" : (n < 100 ? "0\(n)" : String(n)) }
+}
