@@ -192,15 +192,17 @@ public struct SessionDiff: Sendable {
     }
 
     static func withoutLoopbackPort(_ s: String) -> String {
-        var out = s
-        for host in ["://127.0.0.1:", "://localhost:", "://[::1]:"] {
-            while let r = out.range(of: host) {
-                var end = r.upperBound
-                while end < out.endIndex, out[end].isNumber { end = out.index(after: end) }
-                out.replaceSubrange(r.lowerBound..<end, with: host.dropLast() + "*")
-            }
+        guard s.contains("://127.0.0.1:") || s.contains("://localhost:") || s.contains("://[::1]:") else { return s }
+        var out = ""
+        var rest = Substring(s)
+        while let r = ["://127.0.0.1:", "://localhost:", "://[::1]:"].compactMap({ rest.range(of: $0) }).min(by: { $0.lowerBound < $1.lowerBound }) {
+            out += rest[..<r.upperBound]
+            var end = r.upperBound
+            while end < rest.endIndex, rest[end].isNumber { end = rest.index(after: end) }
+            out += end > r.upperBound ? "PORT" : ""
+            rest = rest[end...]
         }
-        return out.replacingOccurrences(of: ":*", with: ":PORT")
+        return out + rest
     }
 
     static func render(_ v: JSON) -> String {
