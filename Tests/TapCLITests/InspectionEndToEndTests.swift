@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+import TapCore
+
+/// validate, diff, export and import as a user runs them, on copies of the checked-in demo sessions.
+@Suite struct InspectionEndToEndTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+
+    /// A fresh directory holding copies of the sample sessions.
+    static func workspace() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inspect-e2e-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for name in ["demo-app", "demo-browser", "sample-reverse"] {
+            try FileManager.default.copyItem(at: root.appendingPathComponent("sessions/\(name).3dstape"),
+                                             to: dir.appendingPathComponent("\(name).3dstape"))
+        }
+        return dir
+    }
+
+    @Test func validateTheDemoSessionsCleanAndTheSyntheticSampleWithFindings() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for name in ["demo-app", "demo-browser"] {
+            let r = try CLIRunner.run(["validate", dir.appendingPathComponent("\(name).3dstape").path])
+            #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+            #expect(r.stdout.contains("0 errors, 0 warnings"))
+        }
+        let bad = try CLIRunner.run(["validate", dir.appendingPathComponent("sample-reverse.3dstape").path, "--json"])
+        #expect(bad.status == 1)
+        guard case let .array(findings) = try JSON.parse(bad.stdout) else { Issue.record("not a JSON array"); return }
+        #expect(findings.contains { $0["rule"]?.stringValue == "AReq.messageCategory.required" && $0["element"]?.stringValue == "/messageCategory" })
+        #expect(findings.contains { $0["rule"]?.stringValue == "tx.challenge-status" })
+        let rules = try CLIRunner.run(["validate", "--rules"])
+        #expect(rules.status == 0 && rules.stdout.contains("AReq.sdkEphemPubKey") && rules.stdout.contains("tx.sdk-counter"))
+    }
+
+    @Test func exportHARImportItAndDiffGivesNoDifferences() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let session = dir.appendingPathComponent("demo-app.3dstape").path
+        let har = dir.appendingPathComponent("demo-app.har").path
+        let export = try CLIRunner.run(["export", session, "--format", "har", "--out", har])
+        #expect(export.status == 0, "\(export.stderr)")
+        let mode = (try FileManager.default.attributesOfItem(atPath: har)[.posixPermissions] as? Int) ?? 0
+        #expect(mode == 0o600)
+        #expect(try CLIRunner.run(["export", session, "--format", "har", "--out", har]).status == 1) // no overwrite without --force
+        let imported = dir.appendingPathComponent("imported.3dstape").path
+        let r = try CLIRunner.run(["import", har, "--session", imported, "--name", "from HAR"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("41 exchanges imported"))
+        let diff = try CLIRunner.run(["diff", session, imported, "--timing-tolerance", "1ms"])
+        #expect(diff.status == 0, "\(diff.stdout)")
+        #expect(diff.stdout.contains("16 paired; no differences"))
+        let show = try CLIRunner.run(["show", imported])
+        #expect(show.stdout.contains("label: from HAR") && show.stdout.contains("AReq 2.2.0 → ARes 2.2.0 C"))
+        let other = try CLIRunner.run(["diff", session, dir.appendingPathComponent("demo-browser.3dstape").path, "--json"])
+        #expect(other.status == 1)
+        #expect((try JSON.parse(other.stdout))["differences"] != nil)
+    }
+
+    @Test func badHARIsOneLineAndWritesNothing() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cases = [
+            ("not json {", "not JSON"),
+            (#"{"log":{"version":"1.2","entries":[{"startedDateTime":"2026-01-01T00:00:00Z","request":{"method":"GET","url":"http://a/"},"response":{"status":200,"content":{"text":"!!","encoding":"base64"}}}]}}"#,
+             "entry 1: response.content.text is marked base64 but does not decode"),
+            (#"{"log":{"version":"9","entries":[]}}"#, "HAR version 9 is not supported"),
+        ]
+        for (i, (text, message)) in cases.enumerated() {
+            let har = dir.appendingPathComponent("bad\(i).har")
+            try Data(text.utf8).write(to: har)
+            let out = dir.appendingPathComponent("bad\(i).3dstape").path
+            let r = try CLIRunner.run(["import", har.path, "--session", out])
+            #expect(r.status == 1)
+            #expect(r.stderr.contains(message), "\(r.stderr)")
+            #expect(r.stderr.split(separator: "\n").count == 1)
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+
+    @Test func mermaidAndJSONLines() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let session = dir.appendingPathComponent("demo-app.3dstape").path
+        let mermaid = try CLIRunner.run(["export", session, "--format", "mermaid"])
+        #expect(mermaid.status == 0 && mermaid.stdout.hasPrefix("sequenceDiagram"))
+        #expect(mermaid.stdout.contains("SDK->>ACS: CReq") && mermaid.stdout.contains("Server->>DS: AReq"))
+        let lines = try CLIRunner.run(["export", session, "--format", "jsonl"])
+        let rows = lines.stdout.split(separator: "\n")
+        #expect(rows.count == 41)
+        #expect(rows.allSatisfy { (try? JSON.parse(String($0)))?["method"]?.stringValue == "POST" })
+        let wrong = try CLIRunner.run(["export", session, "--format", "pdf"])
+        #expect(wrong.status == 2 && wrong.stderr.contains("expected har, mermaid or jsonl"))
+    }
+}
