@@ -3,6 +3,7 @@ import TapArguments
 import TapCore
 import TapCrypto
 import TapEMV
+import TapInspect
 import TapHTTPService
 import TapJOSE
 import TapNet
@@ -135,12 +136,28 @@ struct DemoCommand: Command {
             }
         }
         failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, io)
+        try inspect(recording: out, io)
         // Point at a challenge exchange: the most interesting one to open in full.
         let challenge = try SessionReader(path: out).exchanges().first { $0.messages.contains { $0.location == "jwe" } }?.id ?? 1
         io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); "
                + "try '3dstape show \(out) --exchange \(challenge)' (a CReq/CRes in full), "
                + "or '3dstape replay \(out) --scenario challenge-timeout' ('3dstape scenarios' lists the others)")
         return failures == 0 ? 0 : 1
+    }
+
+    /// What `3dstape validate` and `3dstape diff` say about the recording and its replay.
+    func inspect(recording: String, _ io: Terminal) throws {
+        let recorded = try SessionReader(path: recording).exchanges()
+        let findings = Validator.validate(recorded)
+        let errors = findings.filter { $0.severity == .error }.count
+        io.out("validate: \(errors) errors, \(findings.count - errors) warnings in the recording's 3DS messages ('3dstape validate \(recording)')")
+        let replay = (recording as NSString).deletingPathExtension + "-replay.3dstape"
+        var options = SessionDiff.Options()
+        options.timingTolerance = nil
+        let diff = SessionDiff.compare(recorded, try SessionReader(path: replay).exchanges(), options: options)
+        io.out("diff: \(diff.pairedTransactions) transactions paired, "
+               + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences") + " between the recording and its replay, timings aside "
+               + "('3dstape diff \(recording) \(replay)')")
     }
 
     /// With the sandbox stopped, replays the session just recorded: the same flows through `3dstape replay`'s engine

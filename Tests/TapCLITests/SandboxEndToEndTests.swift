@@ -19,6 +19,8 @@ import TapCore
         #expect(r.stdout.contains("RReq 2.2.0 Y → RRes"))
         #expect(r.stdout.contains("session written to \(out)"))
         #expect(r.stdout.contains("replay: 20 of 20 outcomes matched the recording"), "the demo replays its session with the sandbox stopped")
+        #expect(r.stdout.contains("validate: 0 errors, 0 warnings"), "the sandbox's messages follow the specification's rules")
+        #expect(r.stdout.contains("diff: 20 transactions paired, no differences"), "the replay answers what the recording holds")
         let show = try CLIRunner.run(["show", out, "--json"])
         guard case let .array(xs)? = try JSON.parse(show.stdout)["exchanges"] else { Issue.record("no exchanges"); return }
         #expect(xs.count >= 50)
