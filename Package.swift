@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "TapReplay", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // Inspection and interchange: validation against the 3DS rules, session diffs, HAR, Mermaid and JSON lines.
-        .target(name: "TapInspect", dependencies: ["TapStore", "TapHTTP", "TapEMV", "TapCore"], swiftSettings: strict),
+        .target(name: "TapInspect", dependencies: ["TapStore", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"], swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
                           dependencies: ["TapArguments", "TapInspect", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",

@@ -16,11 +16,13 @@ import TapStore
 struct DemoCommand: Command {
     let name = "demo"
     let abstract = "Run sandbox + recorder + client for a set of 3DS flows, write the session and show it"
-    let usage = "3dstape demo [--out FILE] [--channel app|browser|all] [--quiet]"
+    let usage = "3dstape demo [--out FILE] [--channel app|browser|all] [--gateway pxp|trustpayments] [--quiet]"
     let maxPositionals = 0
     let options: [OptionSpec] = [
         .option("out", "FILE", help: "the session file (default sessions/demo-<time>.3dstape)"),
         .option("channel", "app|browser|all", help: "which flows to run (default all)"),
+        .option("gateway", "NAME", help: "instead, a few flows wrapped in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway "
+                + "calls (for 'show --profile')"),
         .flag("quiet", help: "print only the flow results and the file name"),
     ]
 
@@ -32,6 +34,7 @@ struct DemoCommand: Command {
         var select: [String] = []
         var oob = false
         var enc: ContentEncryption = .a128cbcHS256
+        var gateway: Gateway? = nil
         let expect: String
 
         /// Runs the flow with the SDK-like client through `proxy`; returns the outcome as the demo prints it.
@@ -43,6 +46,7 @@ struct DemoCommand: Command {
             o.select = select
             o.oob = oob
             o.enc = enc
+            o.gateway = gateway
             o.proxy = proxy
             o.timeout = 10
             let r = try SDKClient(options: o).run()
@@ -73,6 +77,14 @@ struct DemoCommand: Command {
         Flow(card: "4000000000001166", browser: false, version: "2.2.0", expect: "Erro 305"),
     ]
 
+    /// The flows of `--gateway`: frictionless and challenged, app and browser, one not authenticated.
+    static func gatewayFlows(_ g: Gateway) -> [Flow] {
+        [Flow(card: "4000000000001000", browser: false, version: "2.2.0", gateway: g, expect: "Y"),
+         Flow(card: "4000000000001067", browser: true, version: "2.2.0", answer: "1234", gateway: g, expect: "Y"),
+         Flow(card: "4000000000001067", browser: false, version: "2.3.1", answer: "1234", gateway: g, expect: "Y"),
+         Flow(card: "4000000000001018", browser: false, version: "2.2.0", gateway: g, expect: "N")]
+    }
+
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let f = DateFormatter()
         f.dateFormat = "yyyyMMdd-HHmmss"
@@ -90,7 +102,8 @@ struct DemoCommand: Command {
         let background = try LoopThread(name: "3dstape-demo")
         let loop = background.loop
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
-                                                        ("label", "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
+                                                        ("label", args.value("gateway").map { "3dstape demo: sandbox flows through the \($0) gateway" }
+                                                            ?? "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
                                                         ("tool_version", version)], keys: substitution)
         var config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: [keys.root.certificate]), interceptTLS: nil)
         config.upstreamTimeout = 10
@@ -107,7 +120,11 @@ struct DemoCommand: Command {
 
         let channel = args.value("channel") ?? "all"
         guard ["app", "browser", "all"].contains(channel) else { throw CommandFailure("--channel \(channel): expected app, browser or all") }
-        let flows = DemoCommand.flows.filter { channel == "all" || ($0.browser == (channel == "browser")) }
+        var flows = DemoCommand.flows.filter { channel == "all" || ($0.browser == (channel == "browser")) }
+        if let g = args.value("gateway") {
+            guard let gateway = Gateway(rawValue: g) else { throw InvalidArguments("--gateway \(g): expected pxp or trustpayments") }
+            flows = DemoCommand.gatewayFlows(gateway)
+        }
         var failures = 0
         var outcomes: [String] = []
         for flow in flows {
@@ -164,7 +181,12 @@ struct DemoCommand: Command {
     /// (as a proxy, original timing, fresh app-channel keys), each outcome compared with the recording's.
     func replayAndCompare(_ session: String, flows: [Flow], recorded: [String], certs: String, sandboxURL: String, _ io: Terminal) throws -> Int {
         let catalog = try ReplayCatalog.load(path: session)
-        let engine = ReplayEngine(catalog: catalog, options: ReplayOptions(), identity: try ReplayCommand.acsIdentity(nil))
+        var options = ReplayOptions()
+        // The gateway calls carry values new on every run (as `replay --ignore-field` would be told).
+        if flows.contains(where: { $0.gateway != nil }) {
+            options.ignoreFields = ["jwt", "merchantTransactionId", "gatewayTokenId", "authenticationId", "threeDSServerTransID"]
+        }
+        let engine = ReplayEngine(catalog: catalog, options: options, identity: try ReplayCommand.acsIdentity(nil))
         let replayPath = (session as NSString).deletingPathExtension + "-replay.3dstape"
         try? FileManager.default.removeItem(atPath: replayPath)
         let writer = try SessionWriter(path: replayPath, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),

@@ -49,11 +49,14 @@ struct LsCommand: Command {
 struct ShowCommand: Command {
     let name = "show"
     let abstract = "Show a session's timeline, or one exchange in full with headers and decoded bodies"
-    let usage = "3dstape show SESSION [--exchange N] [--json]"
+    let usage = "3dstape show SESSION [--exchange N] [--json] [--profile emv|pxp|trustpayments] [--jwt-secret SECRET]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
         .option("exchange", "N", help: "show exchange N (its id in the timeline) in full"),
         .flag("json", help: "print JSON"),
+        .option("profile", "NAME", help: "emv (default): 3DS messages; pxp: PXP Checkout's flow steps and SDK callbacks; "
+                + "trustpayments: Trust Payments' JWT requests and responses"),
+        .option("jwt-secret", "SECRET", help: "trustpayments: the shared secret that verifies the HS256 JWTs (a response that does not verify exits 1)"),
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
@@ -66,6 +69,13 @@ struct ShowCommand: Command {
             return 0
         }
         let all = try reader.exchanges()
+        switch args.value("profile") ?? "emv" {
+        case "emv": break
+        case "pxp": return showPXP(all, path: path, json: args.has("json"), io)
+        case "trustpayments": return showTrustPayments(all, path: path, secret: args.value("jwt-secret"), json: args.has("json"), io)
+        case let other: throw InvalidArguments("--profile \(other): expected emv, pxp or trustpayments")
+        }
+        if args.value("jwt-secret") != nil { throw InvalidArguments("--jwt-secret goes with --profile trustpayments") }
         if args.has("json") {
             io.out(JSON.object([("file", .string(path)), ("meta", .object(reader.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
                                 ("exchanges", .array(all.map(ExchangeJSON.summary)))]).pretty)
@@ -88,6 +98,57 @@ struct ShowCommand: Command {
         io.out(Table.render(rows))
         io.out("\(all.count) exchanges; '3dstape show \(path) --exchange N' for one in full")
         return 0
+    }
+
+    /// PXP Checkout's view: the step of its nine-step 3DS flow each exchange belongs to, and the SDK callbacks it drives.
+    func showPXP(_ all: [StoredExchange], path: String, json: Bool, _ io: Terminal) -> Int32 {
+        let labelled = all.map { ($0, PXPProfile.label($0)) }
+        if json {
+            io.out(JSON.array(labelled.map { x, l in
+                ExchangeJSON.summary(x).setting("pxp", to: l.map { .object([("step", .string($0.step)), ("callback", .string($0.callback))]) } ?? .null)
+            }).pretty)
+            return 0
+        }
+        var rows = [["#", "METHOD", "URL", "STATUS", "3DS", "PXP STEP", "SDK CALLBACK"]]
+        for (x, l) in labelled {
+            rows.append([String(x.id), x.method, ThreeDSContent.printable(x.url), x.status.map(String.init) ?? "-",
+                         x.messages.compactMap(\.type).joined(separator: " → "), l?.step ?? "-", l?.callback ?? "-"])
+        }
+        io.out(io.bold("session ") + path + "  profile pxp (PXP Checkout's 3DS flow)")
+        io.out(Table.render(rows))
+        return 0
+    }
+
+    /// Trust Payments' view: each JWT request's types, each response's errorcode and message, and the signatures.
+    func showTrustPayments(_ all: [StoredExchange], path: String, secret: String?, json: Bool, _ io: Terminal) -> Int32 {
+        let key = secret.map { Array($0.utf8) }
+        let calls = all.compactMap { x in TrustPaymentsProfile.decode(x, secret: key).map { (x, $0) } }
+        let bad = calls.filter { $0.1.responseSignature == .doesNotVerify }.count
+        if json {
+            io.out(JSON.array(calls.map { x, c in
+                ExchangeJSON.summary(x).setting("trustpayments", to: .object([
+                    ("request_types", .array(c.requestTypes.map(JSON.string))),
+                    ("request_jwt", c.requestSignature.map { .string($0.description) } ?? .null),
+                    ("request_payload", c.requestPayload ?? .null),
+                    ("responses", .array(c.responses.map { .object([("type", .string($0.type)), ("errorcode", .string($0.errorCode)),
+                                                                    ("errormessage", .string($0.errorMessage))]) })),
+                    ("response_jwt", c.responseSignature.map { .string($0.description) } ?? .null),
+                    ("response_payload", c.responsePayload ?? .null),
+                ]))
+            }).pretty)
+            return bad > 0 ? 1 : 0
+        }
+        var rows = [["#", "URL", "REQUEST TYPES", "REQUEST JWT", "RESPONSES (errorcode message)", "RESPONSE JWT"]]
+        for (x, c) in calls {
+            rows.append([String(x.id), ThreeDSContent.printable(x.url), c.requestTypes.joined(separator: ","), c.requestSignature?.description ?? "-",
+                         ThreeDSContent.printable(c.responses.map { "\($0.type) \($0.errorCode) \($0.errorMessage)" }.joined(separator: "; ")),
+                         c.responseSignature.map { $0 == .doesNotVerify ? io.red($0.description) : $0.description } ?? "-"])
+        }
+        io.out(io.bold("session ") + path + "  profile trustpayments (JWT requests and responses)")
+        io.out(Table.render(rows))
+        io.out("\(calls.count) JWT exchanges of \(all.count)" + (bad > 0 ? "; \(bad) response JWTs DO NOT VERIFY with the given secret" : "")
+               + (secret == nil ? "; signatures not checked: give --jwt-secret" : ""))
+        return bad > 0 ? 1 : 0
     }
 
     /// A replayed exchange: what it matched (or missed) and its delays.

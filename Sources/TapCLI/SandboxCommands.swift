@@ -34,6 +34,7 @@ struct SandboxCommand: Command {
         .option("listen", "HOST:PORT", help: "address to listen on (default 127.0.0.1:9443)"),
         .flag("tls", help: "serve HTTPS with the sandbox TLS certificate (issued by the sandbox DS root)"),
         .option("keylog", "FILE", help: "append each app-channel CEK as 'CEK <acsTransID> <hex>'"),
+        .option("gateway-secret", "S", help: "the HS256 secret of the Trust Payments-style gateway at /tp/jwt/ (default: a documented test value)"),
         .option("ds-key", "rsa|ec", help: "the DS key deviceData is encrypted to (default rsa)"),
         .option("sign", "PS256|ES256", help: "the acsSignedContent algorithm (default PS256)"),
         .option("ares-delay", "SECONDS", help: "delay of the delayed-ARes test card (default 2)"),
@@ -72,6 +73,7 @@ struct SandboxCommand: Command {
         if let t = try args.seconds("header-timeout") { o.headerTimeout = t }
         if let t = try args.seconds("idle-timeout") { o.idleTimeout = t }
         o.keylog = args.value("keylog")
+        if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
         o.badSignature = args.has("bad-signature")
         o.outgoingProxy = try args.forwardProxy()
         o.authorization = authorization
@@ -95,7 +97,7 @@ struct SandboxCommand: Command {
 struct ClientCommand: Command {
     let name = "client"
     let abstract = "Play a 3DS SDK and 3DS Server: AReq, acsSignedContent check, the encrypted challenge, RReq"
-    let usage = "3dstape client --ds URL --card PAN --certs DIR [--channel app|browser] [--message-version V] [--enc A128CBC-HS256|A128GCM] [--answer TEXT | --select N... | --oob] [--cancel] [--proxy URL] [--ca PEM] [--timeout SECONDS] [--json]"
+    let usage = "3dstape client --ds URL --card PAN --certs DIR [--channel app|browser] [--message-version V] [--enc A128CBC-HS256|A128GCM] [--answer TEXT | --select N... | --oob] [--cancel] [--proxy URL] [--ca PEM] [--timeout SECONDS] [--gateway pxp|trustpayments] [--gateway-secret S] [--json]"
     let maxPositionals = 0
     let options: [OptionSpec] = [
         .option("ds", "URL", help: "the DS (its /ds/areq, or the base URL)"),
@@ -111,6 +113,8 @@ struct ClientCommand: Command {
         .option("proxy", "URL", help: "send everything through this HTTP proxy (e.g. 3dstape record)"),
         .option("ca", "PEM", repeatable: true, help: "extra TLS roots for https URLs (e.g. 3dstape's interception CA)"),
         .option("timeout", "SECONDS", help: "challenge timeout (default 300); on expiry challengeCancel 08 is sent"),
+        .option("gateway", "NAME", help: "wrap the authentication in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway calls"),
+        .option("gateway-secret", "S", help: "the Trust Payments-style gateway's HS256 secret (default: the sandbox's test secret)"),
         .flag("json", help: "print the outcome as JSON"),
     ]
 
@@ -136,6 +140,11 @@ struct ClientCommand: Command {
         o.proxy = try args.forwardProxy()
         for path in args.all("ca") { o.extraRoots += try Certificate.parseAll(try readInput(path)) }
         if let t = try args.seconds("timeout") { o.timeout = t }
+        if let g = args.value("gateway") {
+            guard let gateway = Gateway(rawValue: g) else { throw InvalidArguments("--gateway \(g): expected pxp or trustpayments") }
+            o.gateway = gateway
+        }
+        if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
         let result = try SDKClient(options: o).run()
         if args.has("json") {
             io.out(result.json.pretty)
@@ -164,6 +173,7 @@ struct ClientCommand: Command {
         if r.rreqReceived { s += ", RReq received" }
         if let total = r.timings.first(where: { $0.0 == "total_ms" })?.1 { s += String(format: ", %.0f ms", total) }
         if let e = r.error { s += " — error: \(errorText(e))" }
+        for note in r.notes { s += "\n  " + note }
         return s
     }
 }

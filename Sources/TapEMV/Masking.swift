@@ -8,7 +8,7 @@ public enum Masking {
         "challengeDataEntry", "challengeDataEntryTwo", "challengeHTMLDataEntry", "authenticationValue",
         "cardSecurityCode", "cvv", "CVV", "cvv2", "CVV2", "cvc", "CVC", "cvc2", "CVC2", "cvn", "CVN", "csc", "CSC",
         "securityCode", "SecurityCode", "security_code", "card_cvv", "cardCvv", "cardCVV", "cvd",
-        "password", "Password", "passwd", "passcode", "otp", "OTP", "pin", "PIN",
+        "password", "Password", "passwd", "passcode", "otp", "OTP", "pin", "PIN", "securitycode",
     ]
 
     /// Header fields whose value is a credential: stored as `***` (an `Authorization` keeps its scheme).
@@ -57,9 +57,27 @@ public enum Masking {
                 return inner
             }
             return changed ? (.array(out), true) : (json, false)
+        case let .string(text) where text.hasPrefix("eyJ"):
+            guard let masked = maskedJWS(text) else { return (json, false) }
+            return (.string(masked), true)
         default:
             return (json, false)
         }
+    }
+
+    /// A compact JWS (a JWT) whose JSON payload holds something to mask: the payload masked and the signature left
+    /// out (`header.payload.`), since it no longer covers the payload; nil when there is nothing to mask. Base64url
+    /// would otherwise carry a card number or a code past the masking.
+    static func maskedJWS(_ text: String) -> String? {
+        guard text.utf8.count < 1 << 20 else { return nil }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let payloadBytes = Base64URL.decode(parts[1]), let payload = try? JSON.parse(payloadBytes), payload.isObject else {
+            return nil
+        }
+        let (masked, changed) = masking(payload)
+        let maskedBytes = ThreeDSContent.maskLuhnRuns(changed ? masked.bytes : payloadBytes)
+        guard changed || maskedBytes != payloadBytes else { return nil }
+        return "\(parts[0]).\(Base64URL.encode(maskedBytes))."
     }
 
     /// `4000000000001091` → `400000******1091`; short values are masked whole.

@@ -27,6 +27,10 @@ public struct ClientOptions: Sendable {
     public var extraRoots: [Certificate] = []
     /// The challenge timeout in seconds (the SDK's 5 minutes by default).
     public var timeout: Double = 300
+    /// A payment gateway around the authentication (the sandbox's PXP- or Trust Payments-style endpoints), or nil.
+    public var gateway: Gateway?
+    /// The Trust Payments-style gateway's HS256 secret.
+    public var gatewayJWTSecret = SandboxGateways.defaultJWTSecret
 
     public init(dsURL: HTTPURL, card: String, certsDirectory: String) {
         self.dsURL = dsURL
@@ -111,7 +115,10 @@ public final class SDKClient {
         let started = Date()
         var result = ClientResult(messageVersion: options.messageVersion)
         do {
-            try authenticate(&result)
+            let serverTransID = EMV.uuid()
+            let context = try gatewayBefore(serverTransID: serverTransID, &result)
+            try authenticate(&result, serverTransID: serverTransID)
+            try gatewayAfter(context, &result)
         } catch let e as ClientFailure {
             result.error = e.json
         } catch {
@@ -144,6 +151,8 @@ public final class SDKClient {
                                         ("messageType", .string("RRes")), ("messageVersion", rreq["messageVersion"] ?? .null),
                                         ("resultsStatus", .string("01"))].filter { $0.1 != nil }.map { ($0.0, $0.1!) })
                 respond(.json(rres.bytes))
+            } else if path.hasPrefix("/3ds/method") {
+                respond(.html("<p>3DS Method complete</p>")) // the ACS's notification that the 3DS Method ran
             } else if path.hasPrefix("/3ds/notify") {
                 let fields = FormBody.parse(String(decoding: req.body, as: UTF8.self)) ?? []
                 if let cres = fields.first(where: { $0.0 == "cres" })?.1, let b = Base64URL.decode(cres), let j = try? JSON.parse(b) {
@@ -190,9 +199,9 @@ public final class SDKClient {
 
     struct TimeoutFailure: Error { let message: String }
 
-    func authenticate(_ result: inout ClientResult) throws {
+    func authenticate(_ result: inout ClientResult, serverTransID: String) throws {
         let o = options
-        let serverTransID = EMV.uuid(), sdkTransID = EMV.uuid()
+        let sdkTransID = EMV.uuid()
         let sdkRef = "3DS_LOA_SDK_3DSTAPE_020300_00001"
         let sdkKey = try PrivateKey.generateP256()
         var areq: [(String, JSON)] = [

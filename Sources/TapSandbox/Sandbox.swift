@@ -35,6 +35,9 @@ public struct SandboxOptions: Sendable {
     public var authorization: ClientAuthorization?
     /// Connections served at once; more get 503.
     public var maxConnections = 1024
+    /// The HS256 secret of the Trust Payments-style gateway (`/tp/jwt/`): it verifies requests and signs responses.
+    /// A test value, as the sandbox's keys are.
+    public var gatewayJWTSecret = SandboxGateways.defaultJWTSecret
 
     public init() {}
 }
@@ -117,9 +120,12 @@ public final class Sandbox: @unchecked Sendable {
         case ("POST", "/acs/challenge"): handleChallenge(req, respond)
         case ("POST", "/acs/challenge/submit"): handleBrowserSubmit(req.body, respond)
         case ("POST", "/acs/method"): respond(handleMethod(req.body))
+        case ("POST", "/pxp/tokens"), ("POST", "/pxp/authentication/pre-initiate"), ("POST", "/pxp/transactions"), ("POST", "/tp/jwt/"):
+            respond(SandboxGateways.handle(path, req.body, secret: options.gatewayJWTSecret, log: log))
         case ("GET", "/"):
             respond(.json(JSON.object([("sandbox", .string("3dstape DS + ACS")), ("endpoints", .array(
-                ["POST /ds/areq", "POST /ds/preq", "POST /acs/challenge", "POST /acs/method"].map(JSON.string)))]).bytes))
+                ["POST /ds/areq", "POST /ds/preq", "POST /acs/challenge", "POST /acs/method", "POST /pxp/tokens",
+                 "POST /pxp/authentication/pre-initiate", "POST /pxp/transactions", "POST /tp/jwt/"].map(JSON.string)))]).bytes))
         default:
             respond(.json(Array(#"{"error":"no such endpoint"}"#.utf8), status: 404))
         }

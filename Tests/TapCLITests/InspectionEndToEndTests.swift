@@ -10,7 +10,7 @@ import TapCore
     static func workspace() throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inspect-e2e-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        for name in ["demo-app", "demo-browser", "sample-reverse"] {
+        for name in ["demo-app", "demo-browser", "demo-pxp", "demo-trustpayments", "sample-reverse"] {
             try FileManager.default.copyItem(at: root.appendingPathComponent("sessions/\(name).3dstape"),
                                              to: dir.appendingPathComponent("\(name).3dstape"))
         }
@@ -20,7 +20,7 @@ import TapCore
     @Test func validateTheDemoSessionsCleanAndTheSyntheticSampleWithFindings() throws {
         let dir = try Self.workspace()
         defer { try? FileManager.default.removeItem(at: dir) }
-        for name in ["demo-app", "demo-browser"] {
+        for name in ["demo-app", "demo-browser", "demo-pxp", "demo-trustpayments"] {
             let r = try CLIRunner.run(["validate", dir.appendingPathComponent("\(name).3dstape").path])
             #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
             #expect(r.stdout.contains("0 errors, 0 warnings"))
@@ -92,5 +92,23 @@ import TapCore
         #expect(rows.allSatisfy { (try? JSON.parse(String($0)))?["method"]?.stringValue == "POST" })
         let wrong = try CLIRunner.run(["export", session, "--format", "pdf"])
         #expect(wrong.status == 2 && wrong.stderr.contains("expected har, mermaid or jsonl"))
+    }
+
+    @Test func profilesOfTheSeedGuides() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let pxp = try CLIRunner.run(["show", dir.appendingPathComponent("demo-pxp.3dstape").path, "--profile", "pxp"])
+        #expect(pxp.status == 0)
+        #expect(pxp.stdout.contains("4 pre-initiation") && pxp.stdout.contains("onPreInitiateAuthentication → onPostInitiateAuthentication"))
+        #expect(pxp.stdout.contains("5 fingerprinting (3DS Method)") && pxp.stdout.contains("RefusedSubmitResult"))
+        let tp = dir.appendingPathComponent("demo-trustpayments.3dstape").path
+        let good = try CLIRunner.run(["show", tp, "--profile", "trustpayments", "--jwt-secret", "3dstape-sandbox-gateway-secret"])
+        #expect(good.status == 0, "\(good.stdout)")
+        #expect(good.stdout.contains("AUTH 0 Ok; SUBSCRIPTION 30000 Invalid field") && !good.stdout.contains("DOES NOT VERIFY"))
+        let bad = try CLIRunner.run(["show", tp, "--profile", "trustpayments", "--jwt-secret", "not-the-secret"])
+        #expect(bad.status == 1)
+        #expect(bad.stdout.contains("8 response JWTs DO NOT VERIFY"))
+        let unknown = try CLIRunner.run(["show", tp, "--profile", "stripe"])
+        #expect(unknown.status == 2 && unknown.stderr.contains("expected emv, pxp or trustpayments"))
     }
 }

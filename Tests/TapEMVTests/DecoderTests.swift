@@ -113,6 +113,20 @@ import TapJOSE
 }
 
 @Suite struct MaskingTests {
+    @Test func aJWTCarryingACardNumberIsMaskedAndLosesItsSignature() throws {
+        let secret = Array("s".utf8)
+        let withCard = try JWS.signHS256(payload: Array(#"{"payload":{"pan":"4000000000001091","securitycode":"123"}}"#.utf8), secret: secret).compact
+        let body = JSON.object([("jwt", .string(withCard))])
+        let masked = Masking.mask(body)["jwt"]!.stringValue!
+        #expect(masked.hasSuffix("."), "the signature no longer covers the payload, so it is left out")
+        let payload = String(decoding: Base64URL.decode(masked.split(separator: ".")[1])!, as: UTF8.self)
+        #expect(payload.contains("400000******1091") && payload.contains(#""securitycode":"***""#))
+        #expect(!payload.contains("4000000000001091") && !payload.contains("123"))
+        // A JWT with nothing to mask is stored as signed, so its signature can be checked later.
+        let clean = try JWS.signHS256(payload: Array(#"{"payload":{"maskedpan":"400000######1091"}}"#.utf8), secret: secret).compact
+        #expect(Masking.mask(.object([("jwt", .string(clean))]))["jwt"]?.stringValue == clean)
+    }
+
     @Test func masksAtAnyDepth() throws {
         let j = try JSON.parse(#"{"acctNumber":"5100000000000008","x":[{"challengeDataEntry":"1234"}],"authenticationValue":"AAAB"}"#)
         #expect(Masking.mask(j).compact == #"{"acctNumber":"510000******0008","x":[{"challengeDataEntry":"***"}],"authenticationValue":"***"}"#)

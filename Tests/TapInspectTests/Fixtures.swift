@@ -18,6 +18,8 @@ enum Fixtures {
 
     static let app: [StoredExchange] = (try? exchanges("demo-app.3dstape")) ?? []
     static let browser: [StoredExchange] = (try? exchanges("demo-browser.3dstape")) ?? []
+    static let pxp: [StoredExchange] = (try? exchanges("demo-pxp.3dstape")) ?? []
+    static let trustPayments: [StoredExchange] = (try? exchanges("demo-trustpayments.3dstape")) ?? []
 }
 
 extension Fixtures {

@@ -1,0 +1,112 @@
+import Foundation
+import TapCore
+import TapEMV
+import TapHTTP
+import TapJOSE
+import TapNet
+
+/// The payment gateways the client can wrap an authentication in (the sandbox's `SandboxGateways`).
+public enum Gateway: String, Sendable, CaseIterable {
+    /// PXP Checkout style: tokenise the card, pre-initiate, the 3DS Method (browser), authenticate, authorise.
+    case pxp
+    /// Trust Payments style: RISKDEC, ACCOUNTCHECK and THREEDQUERY in one JWT request, authenticate, then AUTH and SUBSCRIPTION.
+    case trustPayments = "trustpayments"
+}
+
+extension SDKClient {
+    /// What the gateway calls before the authentication learnt, for the calls after it.
+    struct GatewayContext {
+        var tokenID: String?
+        var authenticationID: String?
+    }
+
+    func gatewayURL(_ path: String) -> HTTPURL {
+        HTTPURL(tls: options.dsURL.tls, address: options.dsURL.address, path: path)
+    }
+
+    func gatewayJSON(_ path: String, _ body: JSON) throws -> JSON {
+        let r = try post(gatewayURL(path), body.bytes, contentType: "application/json")
+        guard let json = try? JSON.parse(r.body), json.isObject else { throw ClientFailure("\(path): HTTP \(r.head.status) without a JSON object") }
+        guard r.head.status == 200 else { throw ClientFailure("\(path): HTTP \(r.head.status) \(json["message"]?.stringValue ?? json.compact)") }
+        return json
+    }
+
+    /// The Trust Payments-style merchant JWT: HS256 over the site's request fields.
+    func merchantJWT(_ types: [String]) throws -> String {
+        let payload = JSON.object([("iat", .number(String(Int(Date().timeIntervalSince1970)))), ("iss", .string("3dstape-merchant")),
+                                   ("payload", .object([("sitereference", .string("test_3dstape00001")), ("accounttypedescription", .string("ECOM")),
+                                                        ("currencyiso3a", .string("EUR")), ("baseamount", .string("1234")),
+                                                        ("requesttypedescriptions", .array(types.map(JSON.string)))]))])
+        return try JWS.signHS256(payload: payload.bytes, secret: Array(options.gatewayJWTSecret.utf8), extraHeader: [("typ", .string("JWT"))]).compact
+    }
+
+    /// One Trust Payments-style call: the request types, card fields and extras beside the merchant JWT; the
+    /// response JWT verified with the shared secret and its responses returned.
+    func trustPaymentsCall(_ types: [String], extra: [(String, JSON)]) throws -> [JSON] {
+        let request = JSON.object([("requesttypedescriptions", .array(types.map(JSON.string))), ("pan", .string(options.card)),
+                                   ("expirydate", .string("12/30")), ("securitycode", .string("123"))] + extra)
+        let body = JSON.object([("alias", .string("3dstape-merchant")), ("jwt", .string(try merchantJWT(types))), ("version", .string("1.00")),
+                                ("request", .array([request]))])
+        let answer = try gatewayJSON("/tp/jwt/", body)
+        guard let text = answer["jwt"]?.stringValue, let jws = try? JWS(compact: text) else { throw ClientFailure("/tp/jwt/: no response JWT") }
+        do { try jws.verifyHS256(secret: Array(options.gatewayJWTSecret.utf8)) } catch {
+            throw ClientFailure("/tp/jwt/: the response JWT does not verify with the shared secret")
+        }
+        guard case let .array(responses)? = jws.payloadJSON?["payload"]?["response"] else { throw ClientFailure("/tp/jwt/: no responses in the JWT") }
+        return responses
+    }
+
+    func gatewayBefore(serverTransID: String, _ result: inout ClientResult) throws -> GatewayContext {
+        var context = GatewayContext()
+        switch options.gateway {
+        case nil: break
+        case .pxp?:
+            let token = try gatewayJSON("/pxp/tokens", .object([("card", .object([
+                ("number", .string(options.card)), ("expiryMonth", .string("12")), ("expiryYear", .string("2030")), ("securityCode", .string("123")),
+            ]))]))
+            context.tokenID = token["gatewayTokenId"]?.stringValue
+            let pre = try gatewayJSON("/pxp/authentication/pre-initiate", .object([
+                ("providerId", .string("3dstape-provider")), ("gatewayTokenId", .string(context.tokenID ?? "")),
+                ("merchantTransactionId", .string(EMV.uuid())), ("amount", .object([("value", .number("12.34")), ("currency", .string("EUR"))])),
+                ("threeDSServerTransID", .string(serverTransID)),
+            ]))
+            context.authenticationID = pre["authenticationId"]?.stringValue
+            result.notes.append("PXP pre-initiation: \(pre["state"]?.stringValue ?? "?")")
+            if options.browser { try threeDSMethod(serverTransID: serverTransID) }
+        case .trustPayments?:
+            let responses = try trustPaymentsCall(["RISKDEC", "ACCOUNTCHECK", "THREEDQUERY"], extra: [("threedversion", .string(options.messageVersion))])
+            result.notes.append("Trust Payments: " + responses.map { "\($0["requesttypedescription"]?.stringValue ?? "?") \($0["errorcode"]?.stringValue ?? "?")" }
+                .joined(separator: ", "))
+        }
+        return context
+    }
+
+    func gatewayAfter(_ context: GatewayContext, _ result: inout ClientResult) throws {
+        guard let gateway = options.gateway, result.error == nil else { return }
+        let threeDS = JSON.object([("transStatus", result.transStatus.map(JSON.string) ?? .null), ("eci", result.eci.map(JSON.string) ?? .null)])
+        switch gateway {
+        case .pxp:
+            let t = try gatewayJSON("/pxp/transactions", .object([
+                ("intent", .string("Authorisation")), ("authenticationId", .string(context.authenticationID ?? "")),
+                ("gatewayTokenId", .string(context.tokenID ?? "")), ("amount", .object([("value", .number("12.34")), ("currency", .string("EUR"))])),
+                ("threeDSecureData", threeDS),
+            ]))
+            result.notes.append("PXP authorisation: \(t["state"]?.stringValue ?? "?")")
+        case .trustPayments:
+            let responses = try trustPaymentsCall(["AUTH", "SUBSCRIPTION"], extra: [("threedresponse", threeDS)])
+            result.notes.append("Trust Payments: " + responses.map { "\($0["requesttypedescription"]?.stringValue ?? "?") \($0["errorcode"]?.stringValue ?? "?")" }
+                .joined(separator: ", "))
+        }
+    }
+
+    /// The browser's 3DS Method: threeDSMethodData posted to the ACS in a hidden iframe, and the ACS's notification
+    /// form posted on to the 3DS Server (the client's listener), as a browser would.
+    func threeDSMethod(serverTransID: String) throws {
+        let data = Base64URL.encode(JSON.object([("threeDSServerTransID", .string(serverTransID)),
+                                                 ("threeDSMethodNotificationURL", .string(listenerURL + "/3ds/method"))]).bytes)
+        let page = try post(gatewayURL("/acs/method"), HTMLForm.encode([("threeDSMethodData", data)]), contentType: "application/x-www-form-urlencoded")
+        let html = String(decoding: page.body, as: UTF8.self)
+        guard let action = HTMLForm.action(in: html), let notify = HTTPURL(action) else { throw ClientFailure("the 3DS Method page has no form") }
+        _ = try post(notify, HTMLForm.encode(HTMLForm.inputs(in: html)), contentType: "application/x-www-form-urlencoded")
+    }
+}
