@@ -125,11 +125,13 @@ struct ImportCommand: Command {
             let url = URLComponents(string: e.url)
             var record = ExchangeRecord(connectionID: connection, seq: i, method: e.method, url: e.url, host: url?.host,
                                         path: url.map { $0.percentEncodedPath + ($0.percentEncodedQuery.map { "?" + $0 } ?? "") },
-                                        upstream: origin, request: CapturedMessage(headers: e.requestHeaders, body: e.requestBody, wireSize: e.requestBody.count),
+                                        upstream: origin, request: CapturedMessage(headers: e.requestHeaders, body: e.requestBody, wireSize: e.requestBody.count,
+                                                                         plaintext: e.requestPlaintext),
                                         requestStart: e.start)
             record.status = e.status
             if e.status != nil {
-                record.response = CapturedMessage(headers: e.responseHeaders, body: e.responseBody, wireSize: e.responseBody.count)
+                record.response = CapturedMessage(headers: e.responseHeaders, body: e.responseBody, wireSize: e.responseBody.count,
+                                                  plaintext: e.responsePlaintext)
             }
             record.upstreamConnect = e.upstreamConnect
             record.tlsDone = e.tlsDone

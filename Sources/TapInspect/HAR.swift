@@ -162,6 +162,9 @@ public enum HAR {
         public var firstByte: Double?
         public var done: Double?
         public var error: String?
+        /// App-channel plaintexts a 3dstape export carried in `_3dstape.messages` (request, response).
+        public var requestPlaintext: JSON?
+        public var responsePlaintext: JSON?
     }
 
     /// A HAR file that cannot be imported, with the reason in one line.
@@ -235,11 +238,17 @@ public enum HAR {
         let firstByte = status == nil ? nil : sent + (wait ?? 0)
         let done = firstByte.map { $0 + (receive ?? 0) }
         let error = e["_error"]?.stringValue ?? e["_3dstape"]?["error"]?.stringValue ?? (status == nil ? "no response in the HAR entry" : nil)
+        var plaintexts: [String: JSON] = [:]
+        if case let .array(messages)? = e["_3dstape"]?["messages"] {
+            for m in messages where m["location"]?.stringValue == "jwe" {
+                if let direction = m["direction"]?.stringValue, let json = m["json"], json.isObject { plaintexts[direction] = json }
+            }
+        }
         return Entry(connection: e["connection"]?.stringValue ?? "", method: method, url: url,
                      requestHeaders: requestHeaders.filter { $0.0.lowercased() != "content-encoding" }, requestBody: requestBody,
                      status: status, responseHeaders: responseHeaders.filter { $0.0.lowercased() != "content-encoding" },
                      responseBody: responseBody, start: start, upstreamConnect: upstreamConnect, tlsDone: tlsDone, requestSent: sent,
-                     firstByte: firstByte, done: done, error: error)
+                     firstByte: firstByte, done: done, error: error, requestPlaintext: plaintexts["request"], responsePlaintext: plaintexts["response"])
     }
 
     static func headerList(_ v: JSON?, _ path: String) throws -> [(String, String)] {

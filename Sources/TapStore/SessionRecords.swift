@@ -56,7 +56,13 @@ public struct StoredMessage: Sendable {
         }
         var (stored, messages) = ThreeDSContent.prepare(decoded, parsed: encoding == nil ? captured.parsed : nil, mask: mask)
         if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
-            messages = [ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)]
+            if let plain = captured.plaintext, plain.isObject, keys == nil {
+                let shown = mask ? Masking.mask(plain) : plain
+                messages = [ThreeDSContent.Found(location: "jwe", json: shown, summary: MessageSummary(shown),
+                                                 decryption: "decrypted: imported in clear from the HAR's _3dstape field")]
+            } else {
+                messages = [ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)]
+            }
         }
         self.init(headers: mask ? Masking.maskHeaders(captured.headers) : captured.headers, body: stored, contentEncoding: encodingNote,
                   wireSize: captured.wireSize, messages: messages)
@@ -86,12 +92,16 @@ public struct CapturedMessage: Sendable {
     public var wireSize: Int
     /// The body as JSON when the sender already parsed or built it (the replayer), so the writer need not parse it again.
     public var parsed: JSON?
+    /// An app-channel message's plaintext that the source already held in clear (a 3dstape HAR export's `_3dstape`
+    /// field, on `import`): stored as the message, masked, and labelled as imported rather than decrypted here.
+    public var plaintext: JSON?
 
-    public init(headers: [(String, String)], body: [UInt8], wireSize: Int, parsed: JSON? = nil) {
+    public init(headers: [(String, String)], body: [UInt8], wireSize: Int, parsed: JSON? = nil, plaintext: JSON? = nil) {
         self.headers = headers
         self.body = body
         self.wireSize = wireSize
         self.parsed = parsed
+        self.plaintext = plaintext
     }
 }
 

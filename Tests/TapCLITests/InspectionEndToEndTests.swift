@@ -53,6 +53,7 @@ import TapCore
         #expect(diff.stdout.contains("16 paired; no differences"))
         let show = try CLIRunner.run(["show", imported])
         #expect(show.stdout.contains("label: from HAR") && show.stdout.contains("AReq 2.2.0 → ARes 2.2.0 C"))
+        #expect(show.stdout.contains("CReq 2.2.0 (decrypted) → CRes 2.2.0 Y (decrypted)"), "the app channel's plaintext comes back from _3dstape")
         let other = try CLIRunner.run(["diff", session, dir.appendingPathComponent("demo-browser.3dstape").path, "--json"])
         #expect(other.status == 1)
         #expect((try JSON.parse(other.stdout))["differences"] != nil)
