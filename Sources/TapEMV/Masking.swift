@@ -11,6 +11,16 @@ public enum Masking {
         "password", "Password", "passwd", "passcode", "otp", "OTP", "pin", "PIN", "securitycode",
     ]
 
+    /// Form fields (any case) that carry what a cardholder types into a challenge page: the JSON names above and the
+    /// names HTML challenge forms use for codes (`answer` is the sandbox's).
+    static let secretFormFields: Set<String> = Set(secretFields.map { $0.lowercased() }).union([
+        "answer", "smscode", "sms_code", "otpcode", "otp_code", "verificationcode", "verification_code", "onetimepassword",
+        "one_time_password", "challengedataentry",
+    ])
+
+    /// Whether a form field's value is masked whole.
+    public static func isSecretFormField(_ name: String) -> Bool { secretFormFields.contains(name.lowercased()) }
+
     /// Header fields whose value is a credential: stored as `***` (an `Authorization` keeps its scheme).
     static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"]
 

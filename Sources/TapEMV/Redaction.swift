@@ -80,18 +80,23 @@ public enum ThreeDSContent {
             let (masked, changed) = Masking.masking(json)
             return maskLuhnRuns(changed ? masked.bytes : body)
         }
-        if trimmed.contains("="), !trimmed.contains(" "), let fields = FormBody.parse(trimmed),
-           fields.contains(where: { ["creq", "cres", "threeDSMethodData"].contains($0.0) }) {
+        if trimmed.contains("="), !trimmed.contains(" "), let fields = FormBody.parse(trimmed) {
+            // Any form: what the cardholder typed (an OTP posted to an HTML challenge page) is masked whole; a 3DS
+            // form's base64url JSON fields are masked inside.
+            let threeDS = fields.contains(where: { ["creq", "cres", "threeDSMethodData"].contains($0.0) })
+            var changed = false
             var parts: [String] = []
             for (name, value) in fields {
                 var v = value
-                if let bytes = Base64URL.decode(value), let json = try? JSON.parse(bytes), json.isObject {
-                    let (masked, changed) = Masking.masking(json)
-                    if changed { v = Base64URL.encode(masked.bytes) }
+                if Masking.isSecretFormField(name) {
+                    if v != "***" { v = "***"; changed = true }
+                } else if threeDS, let bytes = Base64URL.decode(value), let json = try? JSON.parse(bytes), json.isObject {
+                    let (masked, c) = Masking.masking(json)
+                    if c { v = Base64URL.encode(masked.bytes); changed = true }
                 }
                 parts.append("\(FormBody.percentEncode(name))=\(FormBody.percentEncode(v))")
             }
-            return maskLuhnRuns(Array(parts.joined(separator: "&").utf8))
+            if threeDS || changed { return maskLuhnRuns(Array(parts.joined(separator: "&").utf8)) }
         }
         return maskLuhnRuns(body)
     }

@@ -113,6 +113,17 @@ import TapJOSE
 }
 
 @Suite struct MaskingTests {
+    @Test func whatACardholderTypesIntoAChallengeFormIsMasked() {
+        let body = Array("acsTransID=48874f8b-05e9-4e4a-b734-f53329f09606&uiType=01&answer=1234&action=submit".utf8)
+        let stored = String(decoding: ThreeDSContent.maskBody(body), as: UTF8.self)
+        #expect(stored.contains("answer=%2A%2A%2A") || stored.contains("answer=***"), "\(stored)")
+        #expect(!stored.contains("1234") && stored.contains("uiType=01") && stored.contains("action=submit"))
+        let other = Array("OTP=9999&next=1".utf8)
+        #expect(!String(decoding: ThreeDSContent.maskBody(other), as: UTF8.self).contains("9999"))
+        let untouched = Array("a=1&b=2".utf8)
+        #expect(ThreeDSContent.maskBody(untouched) == untouched)
+    }
+
     @Test func aJWTCarryingACardNumberIsMaskedAndLosesItsSignature() throws {
         let secret = Array("s".utf8)
         let withCard = try JWS.signHS256(payload: Array(#"{"payload":{"pan":"4000000000001091","securitycode":"123"}}"#.utf8), secret: secret).compact
