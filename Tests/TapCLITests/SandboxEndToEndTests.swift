@@ -32,6 +32,38 @@ import TapCore
         let found = keyShaped.matches(in: dump, range: NSRange(dump.startIndex..., in: dump)).count
         #expect(found == 0, "no 32-byte hex value (a CEK) is stored in the session file")
         #expect(dump.contains("fingerprints only"), "the substitution event names the channel keys by fingerprint")
+        try Self.expectNoSecrets(in: out, demoOutput: r.stdout + r.stderr, count: xs.count)
+    }
+
+    /// Hardening deliverable 6: no command prints a card number, an OTP or a key of the demo run. Every inspection
+    /// command is run over the demo's session and its replay, and each output is searched.
+    static func expectNoSecrets(in session: String, demoOutput: String, count: Int) throws {
+        let replay = (session as NSString).deletingPathExtension + "-replay.3dstape"
+        var runs: [[String]] = [["show", session], ["show", session, "--json"], ["ls", (session as NSString).deletingLastPathComponent, "--json"],
+                                ["export", session, "--format", "har"], ["export", session, "--format", "jsonl"],
+                                ["export", session, "--format", "mermaid"], ["validate", session, "--json"], ["diff", session, replay, "--json"],
+                                ["show", replay, "--json"], ["export", replay, "--format", "har"]]
+        runs += (1...count).map { ["show", session, "--exchange", String($0)] }
+        var outputs = [("demo", demoOutput)]
+        for args in runs {
+            let r = try CLIRunner.run(args)
+            outputs.append((args.joined(separator: " "), r.stdout + r.stderr))
+        }
+        let secrets = [
+            ("a full test card number", "4000000000001[0-9]{3}"),
+            ("an OTP typed into a challenge form", "answer=(1234|9999)"),
+            ("a challenge entry in clear", #""challenge(HTML)?DataEntry(Two)?"\s*:\s*"(?!\*\*\*)"#),
+            ("a CAVV in clear", #""authenticationValue"\s*:\s*"(?!\*\*\*)"#),
+            ("a 32-byte hex key", "(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])"),
+        ]
+        for (what, pattern) in secrets {
+            let re = try NSRegularExpression(pattern: pattern)
+            for (command, text) in outputs {
+                let hits = re.matches(in: text, range: NSRange(text.startIndex..., in: text))
+                #expect(hits.isEmpty, "\(command) printed \(what): \(hits.first.map { String(text[Range($0.range, in: text)!]) } ?? "")")
+            }
+        }
+        #expect(outputs.count == runs.count + 1)
     }
 
     @Test func sandboxAndClientProcessesThroughTheRecorder() throws {
