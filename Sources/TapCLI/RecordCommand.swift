@@ -15,7 +15,7 @@ import TapStore
 struct RecordCommand: Command {
     let name = "record"
     let abstract = "Run the recording proxy and write every exchange to a session file"
-    let usage = "3dstape record --session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--name LABEL] [--no-mask] [--quiet|--json-lines]"
+    let usage = "3dstape record --session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]"
     let maxPositionals = 0
     let options: [OptionSpec] = [
         .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080)"),
@@ -36,6 +36,7 @@ struct RecordCommand: Command {
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive client connections (default 120)"),
         .option("max-body", "BYTES", help: "largest request or response body (default 16777216); larger is 413"),
+        .option("max-session-size", "SIZE", help: "stop recording when the session file reaches SIZE (e.g. 512MiB); traffic keeps flowing, as on a full disk"),
         .flag("quiet", help: "print only the summary"),
         .flag("json-lines", help: "print each exchange as one JSON line"),
     ] + remoteListeningOptions
@@ -75,6 +76,11 @@ struct RecordCommand: Command {
         if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
         if let t = try args.seconds("header-timeout") { config.headerTimeout = t }
         if let t = try args.seconds("idle-timeout") { config.idleTimeout = t }
+        var maxSessionBytes: Int?
+        if let v = args.value("max-session-size") {
+            guard let n = RecordCommand.byteSize(v), n >= 65536 else { throw InvalidArguments("--max-session-size \(v): expected a size of at least 64KiB, such as 512MiB or 2GiB") }
+            maxSessionBytes = n
+        }
         if let v = args.value("max-body") {
             guard let n = Int(v), n > 0 else { throw CommandFailure("--max-body \(v): expected a positive number of bytes") }
             config.limits.maxBodyBytes = n
@@ -104,10 +110,12 @@ struct RecordCommand: Command {
             keys = sub
         case let other: throw CommandFailure("--decrypt \(other): expected substitute or none")
         }
-        let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys) { line in
+        let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys, maxBytes: maxSessionBytes, onProblem: { problem in
+            FileHandle.standardError.write(Data("3dstape: record: \(problem)\n".utf8))
+        }, onExchange: { line in
             tally.add(line.requestTypes + line.responseTypes)
             live.print(line)
-        }
+        })
         let loop = try EventLoop()
         let server = ProxyServer(loop: loop, config: config, writer: writer,
                                  onLog: { line in FileHandle.standardError.write(Data("3dstape: \(line)\n".utf8)) })
@@ -126,9 +134,18 @@ struct RecordCommand: Command {
         let types = tally.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         io.err("")
         io.err("stopped: \(s.exchanges) exchanges on \(s.connections) connections, \(s.errors) errors; 3DS messages: \(types.isEmpty ? "none" : types)")
-        if let e = writer.writeError { io.err("session write error: \(e)") }
+        if let e = writer.writeError { io.err("recording stopped early: \(e); \(writer.exchangesDropped) exchanges were not recorded") }
         io.err("session: \(sessionPath) (\(writer.exchangesWritten) exchanges written)")
         return writer.writeError == nil ? 0 : 1
+    }
+
+    /// `4096`, `64KiB`/`64K`, `512MiB`/`512M`, `2GiB`/`2G`.
+    static func byteSize(_ text: String) -> Int? {
+        let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)]
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            return Int(text.dropLast(suffix.count)).flatMap { $0 > 0 ? $0.multipliedReportingOverflow(by: factor) : nil }.flatMap { $0.overflow ? nil : $0.partialValue }
+        }
+        return Int(text).flatMap { $0 > 0 ? $0 : nil }
     }
 
     func defaultSessionPath() -> String {

@@ -60,7 +60,8 @@ struct ReplayCommand: Command {
         let out = args.value("session") ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
                                                          ("label", "replay of \(path)"), ("replayed_session", path), ("masked", "yes"),
-                                                         ("seed", String(options.schedule.seed)), ("tool_version", version)], keys: engine)
+                                                         ("seed", String(options.schedule.seed)), ("tool_version", version)], keys: engine,
+                                       onProblem: { FileHandle.standardError.write(Data("3dstape: replay: \($0)\n".utf8)) })
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
         let loop = try EventLoop()

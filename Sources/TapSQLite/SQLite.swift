@@ -17,6 +17,12 @@ public struct SQLiteError: Error, Equatable, CustomStringConvertible {
     /// The primary result code (SQLITE_BUSY, SQLITE_CORRUPT, SQLITE_NOTADB, ...).
     public var primaryCode: Int32 { code & 0xFF }
 
+    /// True when another connection holds the lock (SQLITE_BUSY, SQLITE_LOCKED), after the busy timeout.
+    public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+
+    /// True when the disk, or the file's size limit (`max_page_count`), is full (SQLITE_FULL).
+    public var isFull: Bool { primaryCode == SQLITE_FULL }
+
     /// True when the file is not a database or is corrupt.
     public var isNotADatabase: Bool { primaryCode == SQLITE_NOTADB || primaryCode == SQLITE_CORRUPT }
 

@@ -23,6 +23,12 @@ public final class SessionWriter: Sendable {
 
     private let onExchange: (@Sendable (ExchangeLine) -> Void)?
     private let keys: (any ChannelKeySource)?
+    /// Told, once, when recording stops before `close` (disk full, the file deleted, an I/O error), and when the file
+    /// is locked by another process and when it is released. Called on the writer thread.
+    private let onProblem: (@Sendable (String) -> Void)?
+    private let dropped = Atomic<Int>(0)
+    /// The file's identity (device, inode) when created: a file deleted or replaced under the recorder is noticed.
+    private let identity: (Int, Int)?
 
     /// Creates an empty file readable by its owner only (0600), refusing one that exists and any symlink
     /// (O_EXCL|O_NOFOLLOW), so that SQLite then opens it, and its WAL and shared-memory files take its mode.
@@ -35,15 +41,23 @@ public final class SessionWriter: Sendable {
     /// Creates the file (refusing to overwrite one that exists) and starts the writer thread.
     /// `onExchange` is called on the writer thread for each exchange, once prepared (the live view).
     /// `keys` decrypts app-channel CReq/CRes as they are stored (a key log).
-    public init(path: String, meta: [(String, String)], keys: (any ChannelKeySource)? = nil,
-                onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
+    /// `maxBytes` caps the file's size (SQLite's `max_page_count`): past it, recording stops as on a full disk.
+    /// `onProblem` is told when recording stops early or the file is locked (see the property).
+    public init(path: String, meta: [(String, String)], keys: (any ChannelKeySource)? = nil, maxBytes: Int? = nil,
+                onProblem: (@Sendable (String) -> Void)? = nil, onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
         self.onExchange = onExchange
+        self.onProblem = onProblem
         self.keys = keys
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         try SessionWriter.createPrivateFile(path)
         self.path = path
+        identity = SessionWriter.fileIdentity(path)
         let db = try Database(path: path)
+        if let maxBytes {
+            let pageSize = Int(try db.query("PRAGMA page_size")[0][0].integer ?? 4096)
+            try db.execute("PRAGMA max_page_count=\(max(maxBytes / pageSize, 16))")
+        }
         // WAL while recording. synchronous=OFF: a commit is in the OS page cache when it returns, which is
         // all that a crash or `kill -9` of this process needs (the file stays valid, committed exchanges
         // survive); only a power loss or kernel crash could lose recent ones. Checkpoints therefore never
@@ -87,6 +101,35 @@ public final class SessionWriter: Sendable {
     /// The first write error, if any (writing stops at the first one; the file keeps what was committed).
     public var writeError: String? { failure.withLock { $0 } }
 
+    /// Exchanges that were not written because recording had stopped.
+    public var exchangesDropped: Int { dropped.load(ordering: .relaxed) }
+
+    static func fileIdentity(_ path: String) -> (Int, Int)? {
+        guard let a = try? FileManager.default.attributesOfItem(atPath: path),
+              let dev = (a[.systemNumber] as? NSNumber)?.intValue, let ino = (a[.systemFileNumber] as? NSNumber)?.intValue else { return nil }
+        return (dev, ino)
+    }
+
+    /// Stops recording: the reason kept and told once; what is queued is let go (so the proxy's backpressure ends).
+    private func stop(_ reason: String) {
+        let first = failure.withLock { f -> Bool in
+            guard f == nil else { return false }
+            f = reason
+            return true
+        }
+        if first {
+            onProblem?("recording stopped: \(reason); the session file keeps the \(exchangesWritten) exchanges already written and stays valid; "
+                       + "traffic keeps flowing, unrecorded")
+        }
+    }
+
+    /// Lets a batch go without writing it (recording has stopped), keeping the counters that backpressure reads right.
+    private func drop(_ batch: [SessionEvent]) {
+        dropped.add(batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }, ordering: .relaxed)
+        queued.subtract(batch.count, ordering: .relaxed)
+        queuedBytes.subtract(batch.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
+    }
+
     /// Writes everything queued, checkpoints the WAL into the main file, and stops the thread.
     public func close() {
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
@@ -96,26 +139,58 @@ public final class SessionWriter: Sendable {
 
     private func runLoop(_ db: Database) {
         var statements: Statements?
-        do { statements = try Statements(db, keys: keys) } catch { failure.withLock { $0 = "\(error)" } }
+        do { statements = try Statements(db, keys: keys) } catch { stop("\(error)") }
+        var lastIdentityCheck = Date()
+        var locked = false
         while true {
             _ = wake.wait(timeout: .now() + SessionWriter.flushInterval)
+            if let identity, Date().timeIntervalSince(lastIdentityCheck) >= 1, failure.withLock({ $0 }) == nil {
+                lastIdentityCheck = Date()
+                if let now = SessionWriter.fileIdentity(path) {
+                    if now != identity { stop("\(path) was replaced by another file while recording") }
+                } else {
+                    stop("\(path) was deleted while recording (what was written is gone with it)")
+                }
+            }
             let batch = queue.withLock { q -> [SessionEvent] in
                 let b = q
                 q.removeAll(keepingCapacity: true)
                 return b
             }
-            if !batch.isEmpty, let s = statements, failure.withLock({ $0 }) == nil {
-                do {
-                    var lines: [ExchangeLine] = []
-                    try db.transaction { for e in batch { if let l = try s.write(e) { lines.append(l) } } }
-                    if let onExchange { lines.forEach(onExchange) }
-                    let n = batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
-                    written.add(n, ordering: .relaxed)
-                    queued.subtract(batch.count, ordering: .relaxed)
-                    queuedBytes.subtract(batch.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
-                } catch {
-                    failure.withLock { $0 = "\(error)" }
+            guard !batch.isEmpty else {
+                if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
+                continue
+            }
+            guard let s = statements, failure.withLock({ $0 }) == nil else {
+                drop(batch)
+                if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
+                continue
+            }
+            do {
+                var lines: [ExchangeLine] = []
+                try db.transaction { for e in batch { if let l = try s.write(e) { lines.append(l) } } }
+                if let onExchange { lines.forEach(onExchange) }
+                let n = batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
+                written.add(n, ordering: .relaxed)
+                queued.subtract(batch.count, ordering: .relaxed)
+                queuedBytes.subtract(batch.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
+                if locked {
+                    locked = false
+                    onProblem?("the session file is writable again; \(batch.count) waiting events written")
                 }
+            } catch let e as SQLiteError where e.isBusy && !stopping.load(ordering: .sequentiallyConsistent) {
+                // Another process holds the file's lock: keep the events (backpressure slows the traffic) and try again.
+                queue.withLock { $0.insert(contentsOf: batch, at: 0) }
+                if !locked {
+                    locked = true
+                    onProblem?("the session file is locked by another process (\(e.message)); events wait in memory and are written when it is released")
+                }
+            } catch let e as SQLiteError where e.isFull {
+                stop("the session file is full (\(e.message))")
+                drop(batch)
+            } catch {
+                stop("\(error)")
+                drop(batch)
             }
             if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
         }

@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import TapCore
+import TapSQLite
+@testable import TapStore
+
+/// The writer when the disk fills, the file is deleted, or another process locks it: recording stops (or waits) with
+/// one message, the file stays valid, and the backlog the proxy's backpressure reads never stays up.
+@Suite struct SessionWriterTests {
+    final class Problems: Sendable {
+        let lines = Locked<[String]>([])
+        var all: [String] { lines.withLock { $0 } }
+        func add(_ s: String) { lines.withLock { $0.append(s) } }
+    }
+
+    static func tempPath() throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir.appendingPathComponent("s.3dstape").path
+    }
+
+    static func exchange(_ n: Int, body: Int) -> SessionEvent {
+        var x = ExchangeRecord(connectionID: 1, seq: n, method: "POST", url: "http://127.0.0.1/x", host: "127.0.0.1", path: "/x", upstream: nil,
+                               request: CapturedMessage(headers: [("Content-Type", "application/octet-stream")],
+                                                        body: (0..<body).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ n) }, wireSize: body),
+                               requestStart: Date().timeIntervalSince1970)
+        x.status = 200
+        x.response = CapturedMessage(headers: [], body: [], wireSize: 0)
+        x.done = x.requestStart + 0.001
+        return .exchange(x)
+    }
+
+    static func opened() -> SessionEvent {
+        .connectionOpened(ConnectionRecord(id: 1, clientAddress: "127.0.0.1:1", acceptedAt: Date().timeIntervalSince1970, mode: "reverse", upstream: nil))
+    }
+
+    static func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline { if condition() { return true }; usleep(20_000) }
+        return condition()
+    }
+
+    @Test func aFullFileStopsRecordingOnceAndStaysValid() throws {
+        let path = try Self.tempPath()
+        let problems = Problems()
+        let writer = try SessionWriter(path: path, meta: [("label", "full")], maxBytes: 256 << 10, onProblem: problems.add)
+        writer.submit(Self.opened())
+        for i in 0..<400 { writer.submit(Self.exchange(i, body: 4000)) } // ~1.6 MB of bodies for a 256 KiB file
+        #expect(Self.waitUntil(5) { writer.backlog == 0 }, "the backlog drains even though nothing more can be written")
+        writer.close()
+        #expect(writer.writeError?.contains("full") == true)
+        #expect(problems.all.count == 1 && problems.all[0].hasPrefix("recording stopped: the session file is full"))
+        #expect(writer.exchangesWritten > 0 && writer.exchangesWritten + writer.exchangesDropped == 400)
+        let reader = try SessionReader(path: path)
+        #expect(try reader.integrityCheck() == ["ok"])
+        #expect(try reader.exchangeCount == writer.exchangesWritten)
+    }
+
+    @Test func aDeletedFileIsNoticed() throws {
+        let path = try Self.tempPath()
+        let problems = Problems()
+        let writer = try SessionWriter(path: path, meta: [("label", "deleted")], onProblem: problems.add)
+        writer.submit(Self.opened())
+        writer.submit(Self.exchange(0, body: 10))
+        #expect(Self.waitUntil(3) { writer.exchangesWritten == 1 })
+        try FileManager.default.removeItem(atPath: path)
+        #expect(Self.waitUntil(3) { !problems.all.isEmpty })
+        for i in 1...5 { writer.submit(Self.exchange(i, body: 10)) }
+        #expect(Self.waitUntil(3) { writer.backlog == 0 })
+        writer.close()
+        #expect(problems.all.first?.contains("was deleted while recording") == true, "\(problems.all)")
+        #expect(writer.exchangesDropped == 5)
+    }
+
+    @Test func aLockedFileMakesEventsWaitAndThenWritesThem() throws {
+        let path = try Self.tempPath()
+        let problems = Problems()
+        let writer = try SessionWriter(path: path, meta: [("label", "locked")], onProblem: problems.add)
+        writer.submit(Self.opened())
+        #expect(Self.waitUntil(3) { writer.backlog == 0 })
+        // Another process's exclusive transaction, held past SQLite's 5 s busy timeout.
+        let other = try Database(path: path)
+        try other.execute("BEGIN EXCLUSIVE")
+        for i in 0..<10 { writer.submit(Self.exchange(i, body: 100)) }
+        #expect(Self.waitUntil(8) { problems.all.contains { $0.contains("locked by another process") } }, "\(problems.all)")
+        #expect(writer.backlog == 10 && writer.exchangesWritten == 0)
+        try other.execute("COMMIT")
+        #expect(Self.waitUntil(8) { writer.exchangesWritten == 10 })
+        writer.close()
+        #expect(writer.writeError == nil)
+        #expect(problems.all.last?.contains("writable again") == true)
+        #expect(try SessionReader(path: path).exchangeCount == 10)
+    }
+}
