@@ -69,7 +69,7 @@ let package = Package(
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
         .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
         // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
-        .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"]),
+        .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore"]),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",
                           dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"],

@@ -1,16 +1,20 @@
 // Fuzz targets for 3dstape's parsers, driven by libFuzzer. Built only with:
 //   swift build --product TapFuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --build-path .build-fuzz
 // and run as `TapFuzz TARGET [libFuzzer options] [corpus dirs]` (tools/fuzz/run.sh). TARGET: http-request,
-// http-response, json, jose, decode, form, masking. Each input must give a value, ask for more, or throw — never trap.
+// http-response, json, jose, decode, form, masking, session. Each input must give a value, ask for more, or throw — never trap.
 import Foundation
 import TapCore
 import TapEMV
 import TapHTTP
 import TapJOSE
+import TapStore
 
 /// One fuzz target: bytes in, nothing out; a trap or a sanitizer report is a finding.
 enum FuzzTarget: String, CaseIterable {
-    case httpRequest = "http-request", httpResponse = "http-response", json, jose, decode, form, masking
+    case httpRequest = "http-request", httpResponse = "http-response", json, jose, decode, form, masking, session
+
+    /// Where the session target writes each input, as a file for SQLite to open (one per process).
+    static let sessionPath = "/dev/shm/tapfuzz-\(getpid()).3dstape"
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -38,6 +42,16 @@ enum FuzzTarget: String, CaseIterable {
         case .masking:
             _ = ThreeDSContent.prepare(bytes, mask: true)
             _ = ThreeDSContent.maskLuhnRuns(bytes)
+        case .session:
+            // A corrupted or truncated session file: the reader must refuse it or read what it can, never trap.
+            let path = FuzzTarget.sessionPath
+            for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+            guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { return }
+            if let reader = try? SessionReader(path: path) {
+                _ = try? reader.summary()
+                _ = try? reader.exchanges()
+                _ = try? reader.connections()
+            }
         }
     }
 }

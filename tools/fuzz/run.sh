@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes 3dstape's parsers with libFuzzer (the toolchain's -sanitize=fuzzer, with AddressSanitizer): the HTTP request
-# and response parsers, JSON, JOSE compact parsing, decode's detection, form bodies, and masking/3DS extraction.
+# and response parsers, JSON, JOSE compact parsing, decode's detection, form bodies, masking/3DS extraction, and the
+# session reader on corrupted session files.
 # Seeds come from the repository's sessions, JOSE vectors and samples. Each target runs SECONDS (default 10);
 # a crash fails the run and leaves its input in tools/fuzz/out/crash-* (make it a regression test).
 # Usage: tools/fuzz/run.sh [SECONDS per target] [TARGET...]
@@ -9,7 +10,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"; shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking)
+[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session)
 out="$here/out"; corpus="$out/corpus"
 mkdir -p "$out"
 (cd "$root" && swift build --product TapFuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld \
@@ -54,6 +55,18 @@ def strings(v):
 for i, s in enumerate(x for x in strings(vec) if x.count(".") in (2, 4) and len(x) > 20):
     put("jose", f"v{i}", s); put("decode", f"v{i}", s)
 put("decode", "sample-jwe", open(os.path.join(root, "tools/samples/areq-sdkEncData.jwe"), "rb").read())
+# Session files: a small one made here with the repository's schema (a copy of the reverse sample, vacuumed), and
+# truncations of it.
+import shutil, tempfile
+tmp = tempfile.mkdtemp()
+src = os.path.join(tmp, "s.3dstape")
+shutil.copy(os.path.join(root, "sessions", "sample-reverse.3dstape"), src)
+db = sqlite3.connect(src); db.execute("PRAGMA journal_mode=DELETE"); db.execute("VACUUM"); db.close()
+whole = open(src, "rb").read()
+put("session", "whole", whole)
+for cut in (512, 4096, 8192, len(whole) // 2):
+    put("session", f"cut{cut}", whole[:cut])
+shutil.rmtree(tmp)
 print(f"seed corpora from {n} recorded exchanges and the JOSE vectors")
 PY
 
@@ -62,7 +75,8 @@ status=0
 for t in "${targets[@]}"; do
   mkdir -p "$corpus/$t"
   log="$out/$t.log"
-  if (cd "$out" && SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$fuzz" "$t" -max_total_time="$secs" -rss_limit_mb=4096 \
+  maxlen=(); [ "$t" = session ] && maxlen=(-max_len=131072)
+  if (cd "$out" && SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$fuzz" "$t" -max_total_time="$secs" -rss_limit_mb=4096 "${maxlen[@]}" \
         -artifact_prefix="$out/" "$corpus/$t" >"$log" 2>&1); then
     result="no crash"
   else
