@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapProxy
 
 /// The subcommands, in the order `3dstape --help` lists them.
 let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
@@ -35,6 +36,10 @@ func runMain() -> Int32 {
     argv.removeFirst()
     let ownArguments = argv.prefix { $0 != "--" } // what follows `--` belongs to a command 3dstape runs (timeouts)
     if ownArguments.contains("--help") || ownArguments.contains("-h") { io.out(commandHelp(command)); return 0 }
+    // Commands that use the keys in ~/.3dstape check, once at start, that no other user can read them.
+    if ["record", "replay", "sandbox", "demo", "ca", "timeouts", "client"].contains(command.name) {
+        for warning in UserHome.resolve().permissionWarnings() { io.err("3dstape: warning: \(warning)") }
+    }
     do {
         let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
         return try command.run(parsed, io)

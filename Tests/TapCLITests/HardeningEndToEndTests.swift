@@ -159,6 +159,25 @@ import Testing
         }
     }
 
+    @Test func keysOpenToOtherUsersAreWarnedAboutAtStart() throws {
+        try withHome { dir, env in
+            let first = try CLIRunner.run(["ca", "export", "--out", dir.appendingPathComponent("a.pem").path], environment: env)
+            #expect(first.status == 0 && !first.stderr.contains("warning"), "\(first.stderr)")
+            let home = dir.appendingPathComponent("home")
+            for (p, m) in [("ca", 0o700), ("ca/ca-key.pem", 0o600)] {
+                let mode = (try FileManager.default.attributesOfItem(atPath: home.appendingPathComponent(p).path)[.posixPermissions] as? NSNumber)?.intValue
+                #expect(mode == m, "\(p) is created \(String(mode ?? 0, radix: 8))")
+            }
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: home.appendingPathComponent("ca").path)
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: home.appendingPathComponent("ca/ca-key.pem").path)
+            let r = try CLIRunner.run(["ca", "export", "--out", dir.appendingPathComponent("b.pem").path], environment: env)
+            #expect(r.status == 0)
+            #expect(r.stderr.contains("warning: \(home.appendingPathComponent("ca").path) is open to other users (mode 755)"), "\(r.stderr)")
+            #expect(r.stderr.contains("ca-key.pem is readable by other users (mode 644): chmod 600 it"))
+            #expect(!r.stderr.contains("ca-cert.pem"), "a certificate is public")
+        }
+    }
+
     @Test func connectionsBeyondTheCapGet503() throws {
         try withHome { dir, env in
             let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--max-connections", "5", "--quiet",
