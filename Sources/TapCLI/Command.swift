@@ -116,11 +116,30 @@ extension ParsedArguments {
         guard let n = Int(v), n >= 1 else { throw InvalidArguments("--max-connections \(v): expected a positive number") }
         return n
     }
+
+    /// `--max-buffered SIZE` (default 512MiB): request bytes held in memory across all connections.
+    func maxBuffered() throws -> Int {
+        guard let v = value("max-buffered") else { return 512 << 20 }
+        guard let n = byteSize(v), n >= 1 << 20 else { throw InvalidArguments("--max-buffered \(v): expected a size of at least 1MiB, such as 256MiB") }
+        return n
+    }
+}
+
+/// `4096`, `64KiB`/`64K`, `512MiB`/`512M`, `2GiB`/`2G`, or nil.
+func byteSize(_ text: String) -> Int? {
+    let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)]
+    for (suffix, factor) in units where text.hasSuffix(suffix) {
+        guard let n = Int(text.dropLast(suffix.count)), n > 0 else { return nil }
+        let (v, overflow) = n.multipliedReportingOverflow(by: factor)
+        return overflow ? nil : v
+    }
+    return Int(text).flatMap { $0 > 0 ? $0 : nil }
 }
 
 /// The options every listening command takes for listening beyond loopback, and its connection cap.
 let remoteListeningOptions: [OptionSpec] = [
     .option("max-connections", "N", help: "connections served at once (default 1024); more get 503 and are closed"),
+    .option("max-buffered", "SIZE", help: "request bytes held in memory across all connections (default 512MiB); past it, 503"),
     .option("auth", "USER:PASSWORD", help: "require HTTP Basic credentials: Proxy-Authorization from proxy clients (407), Authorization from direct ones (401)"),
     .flag("allow-remote", help: "listen on a non-loopback address without --auth"),
 ]

@@ -72,13 +72,14 @@ struct RecordCommand: Command {
         var config = ProxyConfiguration(mode: mode, upstreamTLS: upstreamTLS, interceptTLS: intercept)
         config.authorization = authorization
         config.maxConnections = try args.maxConnections()
+        config.maxBufferedBytes = try args.maxBuffered()
         config.mask = !args.has("no-mask")
         if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
         if let t = try args.seconds("header-timeout") { config.headerTimeout = t }
         if let t = try args.seconds("idle-timeout") { config.idleTimeout = t }
         var maxSessionBytes: Int?
         if let v = args.value("max-session-size") {
-            guard let n = RecordCommand.byteSize(v), n >= 65536 else { throw InvalidArguments("--max-session-size \(v): expected a size of at least 64KiB, such as 512MiB or 2GiB") }
+            guard let n = byteSize(v), n >= 65536 else { throw InvalidArguments("--max-session-size \(v): expected a size of at least 64KiB, such as 512MiB or 2GiB") }
             maxSessionBytes = n
         }
         if let v = args.value("max-body") {
@@ -137,15 +138,6 @@ struct RecordCommand: Command {
         if let e = writer.writeError { io.err("recording stopped early: \(e); \(writer.exchangesDropped) exchanges were not recorded") }
         io.err("session: \(sessionPath) (\(writer.exchangesWritten) exchanges written)")
         return writer.writeError == nil ? 0 : 1
-    }
-
-    /// `4096`, `64KiB`/`64K`, `512MiB`/`512M`, `2GiB`/`2G`.
-    static func byteSize(_ text: String) -> Int? {
-        let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)]
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            return Int(text.dropLast(suffix.count)).flatMap { $0 > 0 ? $0.multipliedReportingOverflow(by: factor) : nil }.flatMap { $0.overflow ? nil : $0.partialValue }
-        }
-        return Int(text).flatMap { $0 > 0 ? $0 : nil }
     }
 
     func defaultSessionPath() -> String {

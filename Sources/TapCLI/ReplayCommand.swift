@@ -73,7 +73,7 @@ struct ReplayCommand: Command {
         for l in listens {
             bound.append(try replayer.start(on: l, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
                                             headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization,
-                                            maxConnections: try args.maxConnections()))
+                                            maxConnections: try args.maxConnections(), maxBufferedBytes: try args.maxBuffered()))
         }
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")

@@ -78,6 +78,7 @@ struct SandboxCommand: Command {
         o.outgoingProxy = try args.forwardProxy()
         o.authorization = authorization
         o.maxConnections = try args.maxConnections()
+        o.maxBufferedBytes = try args.maxBuffered()
         let loop = try EventLoop()
         let quiet = args.has("quiet")
         let sandbox = Sandbox(keys: keys, options: o, loop: loop) { line in

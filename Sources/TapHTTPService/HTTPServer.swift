@@ -80,6 +80,12 @@ public final class HTTPServer: @unchecked Sendable {
     /// Connections served at once; more are answered 503 and closed (with a log line).
     public var maxConnections = 1024
     private var turnedAwayLogged: UInt64 = 0
+    /// Request bytes held in memory across all connections (`--max-buffered`); past it a connection asking for more gets 503.
+    public var maxBufferedBytes: Int {
+        get { budget.limit }
+        set { budget.limit = newValue }
+    }
+    let budget = BufferBudget(limit: 512 << 20)
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
     /// Operational log lines (accepting paused for lack of file descriptors …).
@@ -215,6 +221,16 @@ private final class ServerConnection: ConnectionDelegate {
 
     func connection(_ connection: Connection, received bytes: [UInt8]) {
         parser.append(bytes)
+        if let server, !server.budget.hold(ObjectIdentifier(self), parser.bufferedCount) {
+            if server.budget.shouldLog(nowNanos: EventLoop.nowNanos()) {
+                server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
+            }
+            disarm()
+            connection.write(HTTPReply.json(HTTPServer.errorBody("request bytes held in memory exceed --max-buffered; try again"), status: 503)
+                .bytes(keepAlive: false))
+            connection.close(afterFlush: true)
+            return
+        }
         if busy {
             if parser.bufferedCount > ServerConnection.readAheadAllowance, !connection.readingPaused {
                 connection.pauseReading()
@@ -227,6 +243,7 @@ private final class ServerConnection: ConnectionDelegate {
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         disarm()
+        server?.budget.release(ObjectIdentifier(self))
         self.connection = nil
         if busy { server?.onClientAbort?(peer) }
         server?.ended(self)
@@ -245,6 +262,7 @@ private final class ServerConnection: ConnectionDelegate {
                 return
             }
             request = r
+            _ = server.budget.hold(ObjectIdentifier(self), parser.bufferedCount)
         } catch {
             disarm()
             connection.write(HTTPReply.json(HTTPServer.errorBody(error.message), status: error.status == 502 ? 400 : error.status)

@@ -102,6 +102,11 @@ final class ClientSession: ConnectionDelegate {
     func connection(_ connection: Connection, received bytes: [UInt8]) {
         if parser.isIdle, requestStartedAt == nil { requestStartedAt = wallNow() }
         parser.append(bytes)
+        guard holdBudget() else {
+            server.refusedForBudget(peer)
+            reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(server.budget.limit) bytes); try again")
+            return
+        }
         if inFlight == nil {
             processNext()
         } else if parser.bufferedCount > ClientSession.pipelineAllowance, !client.readingPaused {
@@ -110,6 +115,12 @@ final class ClientSession: ConnectionDelegate {
             client.pauseReading()
             pausedWhileInFlight = true
         }
+    }
+
+    /// Tells the server's budget what this connection holds: bytes read and not handled, and the body in flight.
+    @discardableResult
+    func holdBudget() -> Bool {
+        server.budget.hold(ObjectIdentifier(self), parser.bufferedCount + (inFlight?.record.request.body.count ?? 0))
     }
 
     /// Bytes read ahead from a client while its previous request is with the upstream.
@@ -132,6 +143,7 @@ final class ClientSession: ConnectionDelegate {
         }
         upstream?.close()
         upstream = nil
+        server.budget.release(ObjectIdentifier(self))
         server.sessionEnded(self)
     }
 
@@ -173,6 +185,7 @@ final class ClientSession: ConnectionDelegate {
         let startedAt = requestStartedAt ?? wallNow()
         requestStartedAt = parser.isIdle ? nil : wallNow()
         handle(request, startedAt: startedAt)
+        holdBudget()
     }
 
     func handle(_ request: HTTPRequest, startedAt: Double) {
@@ -310,6 +323,7 @@ final class ClientSession: ConnectionDelegate {
     func responseReceived(_ response: HTTPResponse, firstByteAt: Double?) {
         guard var f = inFlight else { return }
         inFlight = nil
+        holdBudget()
         var headers = response.head.headers
         var body = response.body
         var wire = response.rawHead + response.rawBody
@@ -349,6 +363,7 @@ final class ClientSession: ConnectionDelegate {
     func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool) {
         guard var f = inFlight else { return }
         inFlight = nil
+        holdBudget()
         armIdleTimer()
         if closeUpstream { upstream?.close(); upstream = nil }
         let body = ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.address.description, close: !f.keepAlive)

@@ -58,6 +58,8 @@ public struct ProxyConfiguration: Sendable {
     public var substitution: KeySubstitution?
     /// Client connections served at once; more are answered 503 and closed (with a log line).
     public var maxConnections = 1024
+    /// Request bytes held in memory across all connections (`--max-buffered`); past it a connection asking for more gets 503.
+    public var maxBufferedBytes = 512 << 20
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
 

@@ -103,6 +103,16 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     /// True while the session writer is behind: new requests wait, so memory stays bounded.
+    /// Request bytes held by all client connections, against `config.maxBufferedBytes`.
+    lazy var budget = BufferBudget(limit: config.maxBufferedBytes)
+
+    /// A connection refused because the budget is spent: one log line a second at most.
+    func refusedForBudget(_ peer: String) {
+        if budget.shouldLog(nowNanos: EventLoop.nowNanos()) {
+            log("request bytes held in memory reached --max-buffered (\(budget.limit) bytes): answering 503 to connections asking for more (\(peer))")
+        }
+    }
+
     var writerIsBehind: Bool { (writer?.backlog ?? 0) > writerBacklogLimit || (writer?.backlogBytes ?? 0) > writerBacklogByteLimit }
 
     /// Body bytes waiting for the writer beyond which new requests wait too (hardening: 60 uploads of 15 MiB once

@@ -76,12 +76,13 @@ public final class Replayer: @unchecked Sendable {
     @discardableResult
     public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String,
                       headerTimeout: Double = 30, idleTimeout: Double = 120, authorization: ClientAuthorization? = nil,
-                      maxConnections: Int = 1024) throws -> HostPort {
+                      maxConnections: Int = 1024, maxBufferedBytes: Int = 512 << 20) throws -> HostPort {
         let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting) { [weak self] req, peer, respond in
             self?.handle(req, peer, respond)
         }
         s.authorization = authorization
         s.maxConnections = maxConnections
+        s.maxBufferedBytes = maxBufferedBytes
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }

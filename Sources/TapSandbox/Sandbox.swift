@@ -35,6 +35,8 @@ public struct SandboxOptions: Sendable {
     public var authorization: ClientAuthorization?
     /// Connections served at once; more get 503.
     public var maxConnections = 1024
+    /// Request bytes held in memory across all connections; past it, 503.
+    public var maxBufferedBytes = 512 << 20
     /// The HS256 secret of the Trust Payments-style gateway (`/tp/jwt/`): it verifies requests and signs responses.
     /// A test value, as the sandbox's keys are.
     public var gatewayJWTSecret = SandboxGateways.defaultJWTSecret
@@ -98,6 +100,7 @@ public final class Sandbox: @unchecked Sendable {
         let s = HTTPServer(loop: loop, tls: ctx) { [weak self] req, peer, respond in self?.handle(req, respond) }
         s.authorization = options.authorization
         s.maxConnections = options.maxConnections
+        s.maxBufferedBytes = options.maxBufferedBytes
         s.headerTimeout = options.headerTimeout
         s.idleTimeout = options.idleTimeout
         let log = self.log
