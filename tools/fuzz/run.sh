@@ -5,17 +5,22 @@
 # Seeds come from the repository's sessions, JOSE vectors and samples. Each target runs SECONDS (default 10);
 # a crash fails the run and leaves its input in tools/fuzz/out/crash-* (make it a regression test).
 # Usage: tools/fuzz/run.sh [SECONDS per target] [TARGET...]
+#   env FUZZ_RUNS=N stops each target after N executions; FUZZ_OUT=DIR keeps corpora and logs there (two runs side by side).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"; shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session)
-out="$here/out"; corpus="$out/corpus"
+out="${FUZZ_OUT:-$here/out}"; corpus="$out/corpus"
 mkdir -p "$out"
-(cd "$root" && swift build --product TapFuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld \
-   --build-path .build-fuzz 2>&1 | grep -E "error|Build of product" || true)
-fuzz="$root/.build-fuzz/debug/TapFuzz"
+# FUZZ_SANITIZE=fuzzer builds without AddressSanitizer (several times the executions per second, for long runs of
+# the pure-Swift parsers); the default keeps it.
+sanitize="${FUZZ_SANITIZE:-fuzzer,address}"
+build=".build-fuzz"; [ "$sanitize" = "fuzzer,address" ] || build=".build-fuzz-${sanitize//,/-}"
+(cd "$root" && swift build --product TapFuzz -Xswiftc -sanitize="$sanitize" -Xswiftc -DFUZZING -Xswiftc -use-ld=lld \
+   --build-path "$build" 2>&1 | grep -E "error|Build of product" || true)
+fuzz="$root/$build/debug/TapFuzz"
 [ -x "$fuzz" ] || { echo "the fuzz build failed"; exit 1; }
 
 # Seed corpora, made fresh each run from what the repository holds.
@@ -76,6 +81,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus/$t"
   log="$out/$t.log"
   maxlen=(); [ "$t" = session ] && maxlen=(-max_len=131072)
+  [ -n "${FUZZ_RUNS:-}" ] && maxlen+=(-runs="$FUZZ_RUNS")   # stop after this many executions (or SECONDS, if first)
   if (cd "$out" && SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$fuzz" "$t" -max_total_time="$secs" -rss_limit_mb=4096 "${maxlen[@]}" \
         -artifact_prefix="$out/" "$corpus/$t" >"$log" 2>&1); then
     result="no crash"
