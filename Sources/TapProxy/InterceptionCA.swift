@@ -15,27 +15,31 @@ public struct UserHome: Sendable {
 
     public init(path: String) { self.path = path }
 
-    /// What in this directory others could read: directories that are not 0700 and private files (keys, key logs)
-    /// that are not 0600, each as one warning line. Certificates may be world-readable; they are public.
+    /// What in this directory others could read: private files (keys, key logs) that are not 0600, and directories
+    /// holding such files that are not 0700, each as one warning line. Certificates are public and may be readable.
     public func permissionWarnings() -> [String] {
         let fm = FileManager.default
         guard fm.fileExists(atPath: path) else { return [] }
         var out: [String] = []
         func mode(_ p: String) -> Int? { (try? fm.attributesOfItem(atPath: p)[.posixPermissions] as? NSNumber)?.intValue }
         func visit(_ dir: String, depth: Int) {
-            if let m = mode(dir), m & 0o077 != 0 {
-                out.append("\(dir) is open to other users (mode \(String(m, radix: 8))); it holds private keys: chmod 700 it")
-            }
             guard depth < 4, let names = try? fm.contentsOfDirectory(atPath: dir) else { return }
+            var holdsPrivate = false
+            var lines: [String] = []
             for name in names.sorted() {
                 let p = (dir as NSString).appendingPathComponent(name)
                 var isDir: ObjCBool = false
                 guard fm.fileExists(atPath: p, isDirectory: &isDir) else { continue }
                 if isDir.boolValue { visit(p, depth: depth + 1); continue }
                 let lower = name.lowercased()
-                guard lower.contains("key") || lower.hasSuffix(".log"), !lower.hasSuffix("-cert.pem"), let m = mode(p), m & 0o077 != 0 else { continue }
-                out.append("\(p) is readable by other users (mode \(String(m, radix: 8))): chmod 600 it")
+                guard lower.contains("key") || lower.hasSuffix(".log"), !lower.hasSuffix("-cert.pem") else { continue }
+                holdsPrivate = true
+                if let m = mode(p), m & 0o077 != 0 { lines.append("\(p) is readable by other users (mode \(String(m, radix: 8))): chmod 600 it") }
             }
+            if holdsPrivate, let m = mode(dir), m & 0o077 != 0 {
+                out.append("\(dir) is open to other users (mode \(String(m, radix: 8))); it holds private keys: chmod 700 it")
+            }
+            out += lines
         }
         visit(path, depth: 0)
         return out
