@@ -34,6 +34,8 @@ final class ClientSession: ConnectionDelegate {
     var closed = false
     /// Waiting for the session writer to catch up (backpressure).
     var isDeferred = false
+    /// This request has had its pacing delay (it is not delayed twice).
+    var pacedOnce = false
     /// What the session is waiting for, and until when (monotonic ns); checked by the server's sweep,
     /// so that no per-request timer is created.
     var waitingFor: Wait = .idle
@@ -159,6 +161,18 @@ final class ClientSession: ConnectionDelegate {
             pausedWhileInFlight = false
             client.resumeReading()
         }
+        if !parser.isIdle, !pacedOnce {
+            let delay = server.pacingDelay()
+            if delay > 0 {
+                // The writer is falling behind: this request waits a little (see `pacingDelay`), then goes on.
+                isDeferred = true
+                pacedOnce = true
+                client.pauseReading()
+                server.loop.schedule(after: delay) { [weak self] in self?.resumeAfterBackpressure() }
+                return
+            }
+        }
+        pacedOnce = false
         if server.writerIsBehind, !parser.isIdle {
             isDeferred = true
             client.pauseReading()

@@ -115,6 +115,21 @@ public final class ProxyServer: @unchecked Sendable {
 
     var writerIsBehind: Bool { (writer?.backlog ?? 0) > writerBacklogLimit || (writer?.backlogBytes ?? 0) > writerBacklogByteLimit }
 
+    /// How long a new request waits before it is handled while the writer's backlog is between a quarter of the
+    /// limit and the limit: 0 below, rising linearly to `maxPacingDelay` at the limit. Traffic faster than the
+    /// writer slows down by fractions of a millisecond per request, so that the backlog settles where the two
+    /// rates meet, instead of filling up and parking every request until a large batch is written.
+    func pacingDelay() -> Double {
+        guard let writer else { return 0 }
+        let events = Double(writer.backlog - writerBacklogLimit / 4) / Double(writerBacklogLimit - writerBacklogLimit / 4)
+        let bytes = Double(writer.backlogBytes - writerBacklogByteLimit / 4) / Double(writerBacklogByteLimit - writerBacklogByteLimit / 4)
+        let f = max(events, bytes)
+        return f <= 0 ? 0 : min(f, 1) * ProxyServer.maxPacingDelay
+    }
+
+    /// The pacing delay at the backlog limit.
+    static let maxPacingDelay = 0.002
+
     /// Body bytes waiting for the writer beyond which new requests wait too (hardening: 60 uploads of 15 MiB once
     /// held 1 GB while the event count stayed low).
     let writerBacklogByteLimit = 32 << 20

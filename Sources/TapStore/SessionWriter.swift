@@ -85,6 +85,8 @@ public final class SessionWriter: Sendable {
 
     /// Events that wake the writer at once.
     public static let batchSize = 128
+    /// The most events one transaction writes.
+    static let maxTransaction = 256
     /// The longest an event waits in memory before its transaction starts.
     public static let flushInterval = DispatchTimeInterval.milliseconds(20)
 
@@ -167,30 +169,41 @@ public final class SessionWriter: Sendable {
                 continue
             }
             do {
-                var lines: [ExchangeLine] = []
-                try db.transaction { for e in batch { if let l = try s.write(e) { lines.append(l) } } }
-                if let onExchange { lines.forEach(onExchange) }
-                let n = batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
-                written.add(n, ordering: .relaxed)
-                queued.subtract(batch.count, ordering: .relaxed)
-                queuedBytes.subtract(batch.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
+                // In transactions of at most `maxTransaction` events, each counted off the backlog as it commits,
+                // so that a large backlog shrinks in steps and the proxy's backpressure eases step by step.
+                var start = 0
+                while start < batch.count {
+                    let part = batch[start..<min(batch.count, start + SessionWriter.maxTransaction)]
+                    var lines: [ExchangeLine] = []
+                    do {
+                        try db.transaction { for e in part { if let l = try s.write(e) { lines.append(l) } } }
+                    } catch {
+                        // What was not committed goes back to the queue's front, for the handlers below.
+                        queue.withLock { $0.insert(contentsOf: batch[start...], at: 0) }
+                        throw error
+                    }
+                    if let onExchange { lines.forEach(onExchange) }
+                    written.add(part.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }, ordering: .relaxed)
+                    queued.subtract(part.count, ordering: .relaxed)
+                    queuedBytes.subtract(part.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
+                    start += part.count
+                }
                 if locked {
                     locked = false
                     onProblem?("the session file is writable again; \(batch.count) waiting events written")
                 }
             } catch let e as SQLiteError where e.isBusy && !stopping.load(ordering: .sequentiallyConsistent) {
-                // Another process holds the file's lock: keep the events (backpressure slows the traffic) and try again.
-                queue.withLock { $0.insert(contentsOf: batch, at: 0) }
+                // Another process holds the file's lock: the events stay queued (backpressure slows the traffic); try again.
                 if !locked {
                     locked = true
                     onProblem?("the session file is locked by another process (\(e.message)); events wait in memory and are written when it is released")
                 }
             } catch let e as SQLiteError where e.isFull {
                 stop("the session file is full (\(e.message))")
-                drop(batch)
+                drop(queue.withLock { q in defer { q.removeAll() }; return q })
             } catch {
                 stop("\(error)")
-                drop(batch)
+                drop(queue.withLock { q in defer { q.removeAll() }; return q })
             }
             if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
         }

@@ -4,8 +4,10 @@
 # with a 3 KB ARes-like JSON by an nginx upstream, keep-alive.
 #   - under load: wrk, 2 threads, 16 connections
 #   - one connection: wrk, 1 thread, 1 connection (added latency per exchange = p50 - direct p50)
-# Prints requests/s, p50, p99, each proxy's ratio to nginx, 3dstape's peak RSS, and whether every
-# request wrk completed is in the session file.
+# The upstream is its own nginx process and the nginx proxy another (one worker each), so each proxy has its own
+# process as in a real deployment. Prints for each path requests/s, p50, p99, max, the proxy process's CPU% and
+# requests/s per core of it, its peak RSS, and the ratio to nginx; and whether every request wrk completed is in
+# the session file.
 # Needs: wrk, nginx (Debian), mitmproxy (PyPI, into tools/bench/.venv), sqlite3. Loopback only.
 # Usage: tools/bench/proxy.sh [SECONDS per run, default 10]
 set -euo pipefail
@@ -36,29 +38,38 @@ body = json.dumps(areq).replace("\\", "\\\\").replace('"', '\\"')
 open(sys.argv[1], "w").write(f'wrk.method = "POST"\nwrk.body = "{body}"\nwrk.headers["Content-Type"] = "application/json"\n')
 PY
 
-cat > "$work/nginx.conf" <<NGX
-worker_processes 1;
+# Two nginx processes, one worker each (master_process off): the upstream on its own, and the nginx proxy on its
+# own, as in a real deployment, so that the nginx row is not halved by sharing one worker with its upstream.
+for role in upstream proxy; do
+  port=$UP; [ $role = proxy ] && port=$NGX
+  if [ $role = upstream ]; then
+    body="location / { default_type application/json; return 200 '$ares'; }"
+    up=""
+  else
+    body='location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+    up="upstream up { server 127.0.0.1:$UP; keepalive 64; }"
+  fi
+  mkdir -p "$work/$role"
+  cat > "$work/$role/nginx.conf" <<NGX
+master_process off;
 daemon off;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
+worker_processes 1;
+pid $work/$role/nginx.pid;
+error_log $work/$role/error.log warn;
 events { worker_connections 1024; }
 http {
   access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  upstream up { server 127.0.0.1:$UP; keepalive 64; }
-  server {
-    listen 127.0.0.1:$UP;
-    location / { default_type application/json; return 200 '$ares'; }
-  }
-  server {
-    listen 127.0.0.1:$NGX;
-    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
+  client_body_temp_path $work/$role/body;
+  proxy_temp_path $work/$role/proxy;
+  $up
+  server { listen 127.0.0.1:$port; $body }
 }
 NGX
-nginx -c "$work/nginx.conf" -p "$work" & pids+=($!)
-"$here/.venv/bin/mitmdump" --mode "reverse:http://127.0.0.1:$UP" --listen-host 127.0.0.1 -p $MITM -w "$work/flows.mitm" -q & pids+=($!)
+done
+nginx -c "$work/upstream/nginx.conf" -p "$work/upstream" & pids+=($!)
+nginx -c "$work/proxy/nginx.conf" -p "$work/proxy" & ngx_pid=$!; pids+=($ngx_pid)
+"$here/.venv/bin/mitmdump" --mode "reverse:http://127.0.0.1:$UP" --listen-host 127.0.0.1 -p $MITM -w "$work/flows.mitm" -q & mitm_pid=$!
+pids+=($mitm_pid)
 "$tape" record --reverse "http://127.0.0.1:$UP" --listen "127.0.0.1:$TAPE" --session "$work/bench.3dstape" --quiet 2>"$work/tape.log" & tape_pid=$!
 pids+=($tape_pid)
 for port in $UP $NGX $MITM $TAPE; do
@@ -67,40 +78,49 @@ done
 check=$(curl -s -X POST -d '{}' "http://127.0.0.1:$TAPE/ds/areq" | head -c 40)
 [ "${check:0:14}" = '{"messageType"' ] || { echo "3dstape did not answer with the ARes: $check"; exit 1; }
 
-run() { # name port threads conns -> "rps p50ms p99ms requests"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+run() { # name port threads conns pid -> "rps p50ms p99ms requests non2xx maxms cpu%"
+  local before after
+  [ -n "$5" ] && before=$(cpu_ticks "$5")
   wrk -t"$3" -c"$4" -d"${secs}s" -s "$work/post.lua" --latency "http://127.0.0.1:$2/ds/areq" > "$work/wrk-$1-$4.txt"
-  python3 "$here/wrk_summary.py" "$work/wrk-$1-$4.txt"
+  local cpu=-
+  if [ -n "$5" ]; then after=$(cpu_ticks "$5"); cpu=$(python3 -c "print(f'{($after - $before) / $hz / $secs * 100:.0f}')"); fi
+  echo "$(python3 "$here/wrk_summary.py" "$work/wrk-$1-$4.txt") $cpu"
 }
 
 declare -A R
 total_tape=0
 for load in "2 16" "1 1"; do
   set -- $load
-  for target in direct:$UP nginx:$NGX mitmproxy:$MITM 3dstape:$TAPE; do
-    name=${target%%:*}; port=${target##*:}
-    R[$name-$2]=$(run "$name" "$port" "$1" "$2")
+  for target in direct:$UP: nginx:$NGX:$ngx_pid mitmproxy:$MITM:$mitm_pid 3dstape:$TAPE:$tape_pid; do
+    IFS=: read -r name port pid <<<"$target"
+    R[$name-$2]=$(run "$name" "$port" "$1" "$2" "$pid")
     if [ "$name" = 3dstape ]; then total_tape=$((total_tape + $(echo "${R[$name-$2]}" | cut -d' ' -f4))); fi
   done
 done
-peak_kb=$(awk '/VmHWM/ {print $2}' "/proc/$tape_pid/status")
+declare -A RSS
+for x in nginx:$ngx_pid mitmproxy:$mitm_pid 3dstape:$tape_pid; do
+  RSS[${x%%:*}]=$(( $(awk '/VmHWM/ {print $2}' "/proc/${x##*:}/status") / 1024 ))
+done
 kill -INT "$tape_pid"; wait "$tape_pid" 2>/dev/null || true
 stored=$(sqlite3 "$work/bench.3dstape" "SELECT count(*) FROM exchanges WHERE path = '/ds/areq' AND status = 200")
 expected=$((total_tape + 2)) # plus the readiness probe and the check request
 
 echo
-echo "3dstape recording-proxy benchmark: POST 2 KB AReq -> 3 KB ARes, keep-alive, ${secs}s per run, $(nproc) cores"
+echo "3dstape recording-proxy benchmark: POST 2 KB AReq -> 3 KB ARes, keep-alive, ${secs}s per run, $(nproc) cores;"
+echo "upstream: its own nginx process (one worker); nginx proxy: its own process (one worker)"
 for c in 16 1; do
   [ $c = 16 ] && echo "-- under load (wrk -t2 -c16)" || echo "-- one connection (wrk -t1 -c1)"
-  printf '%-10s %10s %9s %9s %12s %12s %9s\n' target req/s p50_ms p99_ms ratio_nginx added_p50_ms non2xx
-  read -r _ d50 _ _ _ <<<"${R[direct-$c]}"
-  read -r nrps _ _ _ _ <<<"${R[nginx-$c]}"
+  printf '%-10s %9s %8s %8s %9s %6s %11s %8s %11s %7s\n' path req/s p50_ms p99_ms max_ms cpu% req/s/core peak_MiB ratio_nginx non2xx
+  read -r nrps _ _ _ _ _ _ <<<"${R[nginx-$c]}"
   for name in direct nginx mitmproxy 3dstape; do
-    read -r rps p50 p99 _ bad <<<"${R[$name-$c]}"
+    read -r rps p50 p99 _ bad mx cpu <<<"${R[$name-$c]}"
     ratio=$(python3 -c "print(f'{$rps/$nrps:.2f}x')")
-    added=$(python3 -c "print(f'{$p50-$d50:+.3f}')")
-    printf '%-10s %10s %9s %9s %12s %12s %9s\n' "$name" "$rps" "$p50" "$p99" "$ratio" "$added" "$bad"
+    per=$( [ "$cpu" = - ] && echo - || python3 -c "print(f'{$rps / max($cpu, 1) * 100:.0f}')" )
+    printf '%-10s %9s %8s %8s %9s %6s %11s %8s %11s %7s\n' "$name" "$rps" "$p50" "$p99" "$mx" "$cpu" "$per" "${RSS[$name]:--}" "$ratio" "$bad"
   done
 done
-echo "-- 3dstape peak memory (VmHWM): $((peak_kb / 1024)) MiB"
 echo "-- session file: $stored of $expected requests recorded ($(du -h "$work/bench.3dstape" | cut -f1))"
 [ "$stored" -ge "$expected" ] && echo "no exchange missing" || { echo "MISSING EXCHANGES"; exit 1; }

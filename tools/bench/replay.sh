@@ -144,7 +144,7 @@ echo "-- 1. timing accuracy: $n requests sent within 0.2 s, delays 10 ms - 1 s (
 printf '   p50 %+.3f ms   p99 %+.3f ms   max %+.3f ms   (min %+.3f ms)   target p99 <= 1 ms: %s\n' "$p50" "$p99" "$max" "$min" \
   "$(python3 -c "print('met' if $p99 <= 1 else 'NOT met')")"
 printf '   (the replayer'"'"'s own view, arrival to first byte written: p50 %+.3f ms, p99 %+.3f ms, max %+.3f ms)\n' "$s50" "$s99" "$smax"
-read -r nrps np50 np99 _ nbad <<<"$ngx_line"; read -r rrps rp50 rp99 _ rbad <<<"$rep_line"
+read -r nrps np50 np99 _ nbad _ <<<"$ngx_line"; read -r rrps rp50 rp99 _ rbad _ <<<"$rep_line"
 echo "-- 2. frictionless AReq -> ARes, --timing none, wrk -t2 -c16 ${secs}s x 3 rounds each (transaction IDs vary per request), medians"
 printf '   %-22s %9s %8s %8s %7s\n' target req/s p50_ms p99_ms non2xx
 printf '   %-22s %9s %8s %8s %7s\n' "nginx (static ARes)" "$nrps" "$np50" "$np99" "$nbad"
