@@ -73,3 +73,11 @@ public enum EMVErrorCode: String, Sendable {
     case permanentFailure = "404"
     case connectionFailure = "405"
 }
+
+extension MessageSummary {
+    /// A summary of `messageType` alone; the recorder's body scan fills in the rest.
+    init(messageType type: String) {
+        messageType = type
+        kind = MessageKind(messageType: type)
+    }
+}

@@ -5,16 +5,29 @@ public enum ThreeDSContent {
     /// A message found in a body: where (`body`, `form:creq`, `form:cres`, `form:threeDSMethodData`) and its JSON.
     public struct Found: Sendable {
         public let location: String
-        public let json: JSON
+        /// The message; for one that is the whole stored body and was found by the recorder's scan, parsed from
+        /// that body when first asked for (the recorder itself never needs it).
+        public var json: JSON { parsed ?? source.flatMap { try? JSON.parse($0) } ?? .null }
+        private let parsed: JSON?
+        private let source: [UInt8]?
         public let summary: MessageSummary?
         /// For app-channel JWE: how it was decrypted, or why it is still encrypted.
         public var decryption: String?
 
         public init(location: String, json: JSON, summary: MessageSummary?, decryption: String? = nil) {
             self.location = location
-            self.json = json
+            self.parsed = json
+            self.source = nil
             self.summary = summary
             self.decryption = decryption
+        }
+
+        /// A message that is the whole (stored) body, its JSON left unparsed.
+        init(body: [UInt8], summary: MessageSummary) {
+            location = "body"
+            parsed = nil
+            source = body
+            self.summary = summary
         }
 
         func with(decryption: String) -> Found {
@@ -27,8 +40,14 @@ public enum ThreeDSContent {
     /// Prepares a body for storage in one pass: masked (when `mask` is set, as `maskBody` does) and the 3DS
     /// messages found in the result, parsing a JSON body only once.
     /// `parsed`, when given, is `body` already parsed (a server that built or read the message), so it is not parsed twice.
-    public static func prepare(_ body: [UInt8], parsed: JSON? = nil, mask: Bool) -> (stored: [UInt8], messages: [Found]) {
+    /// `scan: false` always takes the full parse (the fuzzer compares the two paths).
+    public static func prepare(_ body: [UInt8], parsed: JSON? = nil, mask: Bool, scan: Bool = true) -> (stored: [UInt8], messages: [Found]) {
         let first = parsed != nil ? UInt8(ascii: "{") : body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
+        if scan, first == UInt8(ascii: "{"), parsed == nil, mask, let fast = JSONBodyScan.scan(body) {
+            // The common case, without building a tree (see JSONBodyScan); the same masking as below.
+            let stored = maskLuhnRuns(fast.stored)
+            return (stored, fast.summary.map { [Found(body: stored, summary: $0)] } ?? [])
+        }
         if first == UInt8(ascii: "{"), let json = parsed ?? (try? JSON.parse(body)) {
             guard mask else { return (body, MessageSummary(json).map { [Found(location: "body", json: json, summary: $0)] } ?? []) }
             let (masked, changed) = Masking.masking(json)

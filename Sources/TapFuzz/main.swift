@@ -40,7 +40,12 @@ enum FuzzTarget: String, CaseIterable {
         case .form:
             _ = FormBody.parse(String(decoding: bytes, as: UTF8.self))
         case .masking:
-            _ = ThreeDSContent.prepare(bytes, mask: true)
+            // The recorder's scan and the full parse must agree: the same messages, and stored bodies that parse alike.
+            let fast = ThreeDSContent.prepare(bytes, mask: true)
+            let full = ThreeDSContent.prepare(bytes, mask: true, scan: false)
+            if fast.messages.map(\.summary) != full.messages.map(\.summary) { fatalError("scan and parse found different messages") }
+            let a = try? JSON.parse(fast.stored), b = try? JSON.parse(full.stored)
+            if a != b { fatalError("scan and parse stored different JSON") }
             _ = ThreeDSContent.maskLuhnRuns(bytes)
         case .session:
             // A corrupted or truncated session file: the reader must refuse it or read what it can, never trap.

@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+import TapCore
+@testable import TapEMV
+
+/// The recorder's scan against the full parse: same masking, same summaries, and it gives up where it must.
+@Suite struct JSONBodyScanTests {
+    static func both(_ text: String) -> (fast: (stored: [UInt8], messages: [ThreeDSContent.Found]), full: (stored: [UInt8], messages: [ThreeDSContent.Found])) {
+        let b = Array(text.utf8)
+        return (ThreeDSContent.prepare(b, mask: true), ThreeDSContent.prepare(b, mask: true, scan: false))
+    }
+
+    @Test(arguments: [
+        #"{"messageType":"AReq","messageVersion":"2.2.0","acctNumber":"4000000000001091","threeDSServerTransID":"8a880dc0-d2d2-4067-bcb1-b08d1690b26e"}"#,
+        #"{ "messageType" : "CReq", "challengeDataEntry" : "1234", "nested": {"otp": "9999", "list": [ {"cvv": "123"}, 1.5e3, -0, true, null ] } }"#,
+        #"{"messageType":"ARes","transStatus":"Y","authenticationValue":"AAABBBCCCDDDEEEFFFGGGHHHIII=","note":"card 4000000000001091 in text"}"#,
+        #"{"messageType":"RReq","messageType":"Erro","acctNumber":"12","CVV2":"***"}"#,
+        #"{"messageType":1,"transStatus":"Y"}"#,
+        #"{"a":"x\"y","messageType":"PReq","b":"\/path"}"#,
+        #"{"acctNumber":{"inner":"4000000000001091"},"otp":{"x":"1"}}"#,
+        #"{}"#,
+    ])
+    func scanAgreesWithTheFullParse(_ text: String) throws {
+        let (fast, full) = Self.both(text)
+        #expect(fast.messages.map(\.summary) == full.messages.map(\.summary))
+        #expect((try? JSON.parse(fast.stored)) == (try? JSON.parse(full.stored)), "\(String(decoding: fast.stored, as: UTF8.self))")
+        let stored = String(decoding: fast.stored, as: UTF8.self)
+        for secret in ["4000000000001091", "1234", "9999", "\"123\"", "AAABBBCCC"] { #expect(!stored.contains(secret), "\(secret) in \(stored)") }
+    }
+
+    @Test func theScanKeepsTheBodysOwnFormattingAndFindsTheSummary() throws {
+        let text = #"{ "messageType": "AReq",  "messageVersion": "2.3.1", "acctNumber": "4000000000001091" }"#
+        let r = try #require(JSONBodyScan.scan(Array(text.utf8)))
+        #expect(String(decoding: r.stored, as: UTF8.self) == #"{ "messageType": "AReq",  "messageVersion": "2.3.1", "acctNumber": "400000******1091" }"#)
+        #expect(r.summary?.messageType == "AReq" && r.summary?.messageVersion == "2.3.1" && r.changed)
+    }
+
+    @Test(arguments: [
+        #"{"messageType":"A\u0052eq"}"#,                        // \u escapes: the full parse decides
+        #"{"jwt":"eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.sig"}"#,          // a JWT: its payload is masked by the full path
+        #"{"acct\nNumber":"1"}"#,                                 // an escaped key
+        #"{"a":01}"#, #"{"a":}"#, #"{"a":1,}"#, #"{"a":1} x"#, #"[1]"#, // not strict JSON, or not an object
+    ])
+    func theScanGivesUpWhereItMust(_ text: String) {
+        #expect(JSONBodyScan.scan(Array(text.utf8)) == nil)
+        let (fast, full) = Self.both(text)
+        #expect(fast.stored == full.stored && fast.messages.map(\.summary) == full.messages.map(\.summary))
+    }
+
+    @Test func invalidUTF8IsNotJSONForEither() {
+        let body = Array(#"{"messageType":"AReq","x":""#.utf8) + [0xFF, 0xFE] + Array(#""}"#.utf8)
+        #expect(JSONBodyScan.scan(body) == nil)
+        #expect(ThreeDSContent.prepare(body, mask: true).messages.isEmpty)
+    }
+}
