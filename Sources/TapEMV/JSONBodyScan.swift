@@ -13,10 +13,14 @@ enum JSONBodyScan {
     }
 
     static func scan(_ body: [UInt8]) -> Result? {
+        // What the scan found, taken out of the closure (the scanner's pointer is valid only inside it).
+        let scanned: (splices: [(Range<Int>, [UInt8])], top: [String: String], nonASCII: Bool)? = body.withUnsafeBufferPointer { u in
+            var s = Scanner(u: u)
+            return s.run() ? (s.splices, s.top, s.nonASCII) : nil
+        }
+        guard let s = scanned else { return nil }
         // As the full parse does, invalid UTF-8 makes it not JSON at all.
-        guard body.allSatisfy({ $0 < 0x80 }) || String(validating: body, as: UTF8.self) != nil else { return nil }
-        var s = Scanner(u: body)
-        guard s.run() else { return nil }
+        if s.nonASCII, String(validating: body, as: UTF8.self) == nil { return nil }
         var out = body
         // Splices from the end, so that earlier offsets stay valid.
         for (range, replacement) in s.splices.sorted(by: { $0.0.lowerBound > $1.0.lowerBound }) {
@@ -37,23 +41,48 @@ enum JSONBodyScan {
         return Result(stored: out, summary: summary, changed: !s.splices.isEmpty)
     }
 
-    /// Top-level members whose string values make the summary.
-    static let summaryKeys: Set<[UInt8]> = Set(["messageType", "messageVersion", "threeDSServerTransID", "dsTransID", "acsTransID",
-                                                "sdkTransID", "transStatus", "errorCode"].map { Array($0.utf8) })
-    static let secretKeys: Set<[UInt8]> = Set(Masking.secretFields.map { Array($0.utf8) })
-    static let acctNumber = Array("acctNumber".utf8)
+    /// What a member's key means to the scan.
+    enum Key: Equatable {
+        case other
+        case acctNumber
+        case secret
+        /// A top-level summary member, by its index in `summaryNames`.
+        case summary(Int)
+    }
+
+    static let summaryNames = ["messageType", "messageVersion", "threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID",
+                               "transStatus", "errorCode"]
+    /// The keys the scan acts on, by length, so that most keys are set aside by their length alone, without a copy.
+    static let keysByLength: [[([UInt8], Key)]] = {
+        var table = [[([UInt8], Key)]](repeating: [], count: 33)
+        func add(_ name: String, _ k: Key) { let b = Array(name.utf8); if b.count < table.count { table[b.count].append((b, k)) } }
+        add("acctNumber", .acctNumber)
+        for n in Masking.secretFields where n != "acctNumber" { add(n, .secret) }
+        for (i, n) in summaryNames.enumerated() { add(n, .summary(i)) }
+        return table
+    }()
     static let masked = Array("***".utf8)
 
     struct Scanner {
-        let u: [UInt8]
+        let u: UnsafeBufferPointer<UInt8>
         var i = 0
         var splices: [(Range<Int>, [UInt8])] = []
         /// Top-level summary values, first occurrence kept (as `JSON`'s subscript does).
         var top: [String: String] = [:]
-        /// Top-level keys seen with a non-string value: the full parse would read them as absent, so must we.
-        var topSeen = Set<[UInt8]>()
+        /// Top-level summary keys already seen (with any value): later duplicates are ignored, as the full parse does.
+        var topSeen = [Bool](repeating: false, count: JSONBodyScan.summaryNames.count)
+        /// A byte above 0x7F was seen inside a string (the body's UTF-8 is then checked).
+        var nonASCII = false
 
-        init(u: [UInt8]) { self.u = u }
+        init(u: UnsafeBufferPointer<UInt8>) { self.u = u }
+
+        func key(_ r: Range<Int>) -> Key {
+            guard r.count < JSONBodyScan.keysByLength.count else { return .other }
+            for (name, k) in JSONBodyScan.keysByLength[r.count] where name.withUnsafeBufferPointer({ n in
+                (0..<r.count).allSatisfy { n[$0] == u[r.lowerBound + $0] }
+            }) { return k }
+            return .other
+        }
 
         mutating func run() -> Bool {
             skipSpace()
@@ -76,6 +105,7 @@ enum JSONBodyScan {
                 let c = u[i]
                 if c == UInt8(ascii: "\"") { i += 1; return (start..<(i - 1), escaped) }
                 if c < 0x20 { return nil }
+                if c >= 0x80 { nonASCII = true }
                 if c == UInt8(ascii: "\\") {
                     guard i + 1 < u.count, u[i + 1] != UInt8(ascii: "u") else { return nil } // \u: the full parse decides
                     escaped = true
@@ -100,25 +130,31 @@ enum JSONBodyScan {
                 i += 1
                 skipSpace()
                 guard i < u.count else { return false }
-                let key = Array(u[keyRange])
+                let key = key(keyRange)
                 if u[i] == UInt8(ascii: "\"") {
                     guard let (valueRange, valueEscaped) = string() else { return false }
-                    let value = u[valueRange]
                     // A string that may be a JWT goes to the full path (its payload is masked there).
-                    if value.count > 3, value.starts(with: [0x65, 0x79, 0x4A]), value.contains(UInt8(ascii: ".")) { return false }
-                    if key == JSONBodyScan.acctNumber {
-                        guard !valueEscaped, value.allSatisfy({ $0 < 0x80 }) else { return false }
+                    if mayBeJWT(valueRange) { return false }
+                    switch key {
+                    case .acctNumber:
+                        guard !valueEscaped, (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] < 0x80 }) else { return false }
+                        let value = Array(u[valueRange])
                         let maskedPAN = Array(Masking.maskPAN(String(decoding: value, as: UTF8.self)).utf8)
-                        if maskedPAN != Array(value) { splices.append((valueRange, maskedPAN)) }
-                    } else if JSONBodyScan.secretKeys.contains(key) {
-                        if Array(value) != JSONBodyScan.masked { splices.append((valueRange, JSONBodyScan.masked)) }
-                    } else if depth == 1, JSONBodyScan.summaryKeys.contains(key), !topSeen.contains(key) {
-                        guard !valueEscaped else { return false }
-                        top[String(decoding: key, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
+                        if maskedPAN != value { splices.append((valueRange, maskedPAN)) }
+                    case .secret:
+                        if !(valueRange.count == 3 && (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] == UInt8(ascii: "*") })) {
+                            splices.append((valueRange, JSONBodyScan.masked))
+                        }
+                    case let .summary(n) where depth == 1:
+                        if !topSeen[n] {
+                            guard !valueEscaped else { return false }
+                            top[JSONBodyScan.summaryNames[n]] = String(decoding: UnsafeBufferPointer(rebasing: u[valueRange]), as: UTF8.self)
+                        }
+                        topSeen[n] = true
+                    default: break
                     }
-                    if depth == 1 { topSeen.insert(key) }
                 } else {
-                    if depth == 1 { topSeen.insert(key) }
+                    if depth == 1, case let .summary(n) = key { topSeen[n] = true }
                     guard value(depth: depth) else { return false }
                 }
                 skipSpace()
@@ -153,13 +189,18 @@ enum JSONBodyScan {
             case UInt8(ascii: "["): return array(depth: depth + 1)
             case UInt8(ascii: "\""):
                 guard let (r, _) = string() else { return false }
-                let v = u[r]
-                return !(v.count > 3 && v.starts(with: [0x65, 0x79, 0x4A]) && v.contains(UInt8(ascii: ".")))
+                return !mayBeJWT(r)
             case UInt8(ascii: "t"): return literal("true")
             case UInt8(ascii: "f"): return literal("false")
             case UInt8(ascii: "n"): return literal("null")
             default: return number()
             }
+        }
+
+        /// `eyJ…` with a dot: perhaps a compact JWS.
+        func mayBeJWT(_ r: Range<Int>) -> Bool {
+            r.count > 3 && u[r.lowerBound] == 0x65 && u[r.lowerBound + 1] == 0x79 && u[r.lowerBound + 2] == 0x4A
+                && (r.lowerBound..<r.upperBound).contains { u[$0] == UInt8(ascii: ".") }
         }
 
         mutating func literal(_ word: StaticString) -> Bool {
