@@ -62,6 +62,8 @@ enum JSONBodyScan {
         return table
     }()
     static let masked = Array("***".utf8)
+    /// Bytes a string scan must stop at: the quote, the backslash, control characters and non-ASCII bytes.
+    static let stringStop: [Bool] = (0..<256).map { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 }
 
     struct Scanner {
         let u: UnsafeBufferPointer<UInt8>
@@ -101,7 +103,11 @@ enum JSONBodyScan {
             i += 1
             let start = i
             var escaped = false
+            let stop = JSONBodyScan.stringStop
             while i < u.count {
+                // Ordinary string bytes are skipped by one table lookup each.
+                while i < u.count, !stop[Int(u[i])] { i += 1 }
+                guard i < u.count else { break }
                 let c = u[i]
                 if c == UInt8(ascii: "\"") { i += 1; return (start..<(i - 1), escaped) }
                 if c < 0x20 { return nil }
