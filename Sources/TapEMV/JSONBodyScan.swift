@@ -62,6 +62,8 @@ enum JSONBodyScan {
         return table
     }()
     static let masked = Array("***".utf8)
+    /// The characters that may follow a backslash, `u` aside.
+    static let simpleEscapes: Set<UInt8> = Set(#""\/bfnrt"#.utf8)
     /// Bytes a string scan must stop at: the quote, the backslash, control characters and non-ASCII bytes.
     static let stringStop: [Bool] = (0..<256).map { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 }
 
@@ -113,7 +115,8 @@ enum JSONBodyScan {
                 if c < 0x20 { return nil }
                 if c >= 0x80 { nonASCII = true }
                 if c == UInt8(ascii: "\\") {
-                    guard i + 1 < u.count, u[i + 1] != UInt8(ascii: "u") else { return nil } // \u: the full parse decides
+                    // The escapes JSON allows, but \u (the full parse decides those); anything else is not JSON.
+                    guard i + 1 < u.count, JSONBodyScan.simpleEscapes.contains(u[i + 1]) else { return nil }
                     escaped = true
                     i += 2
                     continue

@@ -40,6 +40,7 @@ import TapCore
         #"{"jwt":"eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.sig"}"#,          // a JWT: its payload is masked by the full path
         #"{"acct\nNumber":"1"}"#,                                 // an escaped key
         #"{"a":01}"#, #"{"a":}"#, #"{"a":1,}"#, #"{"a":1} x"#, #"[1]"#, // not strict JSON, or not an object
+        #"{"messageType":"ARes","padding":"x\x"}"#,               // an escape JSON does not have (found by the fuzzer)
     ])
     func theScanGivesUpWhereItMust(_ text: String) {
         #expect(JSONBodyScan.scan(Array(text.utf8)) == nil)
