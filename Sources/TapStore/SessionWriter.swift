@@ -127,9 +127,27 @@ public final class SessionWriter: Sendable {
 
     /// Lets a batch go without writing it (recording has stopped), keeping the counters that backpressure reads right.
     private func drop(_ batch: [SessionEvent]) {
-        dropped.add(batch.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }, ordering: .relaxed)
-        queued.subtract(batch.count, ordering: .relaxed)
-        queuedBytes.subtract(batch.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
+        dropped.add(SessionWriter.exchanges(in: batch), ordering: .relaxed)
+        countOff(batch)
+    }
+
+    /// Takes these events off the backlog counters (written or dropped).
+    private func countOff(_ events: some Collection<SessionEvent>) {
+        queued.subtract(events.count, ordering: .relaxed)
+        queuedBytes.subtract(events.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
+    }
+
+    /// How many of these events are exchanges.
+    static func exchanges(in events: some Sequence<SessionEvent>) -> Int {
+        events.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }
+    }
+
+    /// Everything queued, the queue left empty.
+    private func takeQueued() -> [SessionEvent] {
+        queue.withLock { q in
+            defer { q.removeAll(keepingCapacity: true) }
+            return q
+        }
     }
 
     /// Writes everything queued, checkpoints the WAL into the main file, and stops the thread.
@@ -154,62 +172,55 @@ public final class SessionWriter: Sendable {
                     stop("\(path) was deleted while recording (what was written is gone with it)")
                 }
             }
-            let batch = queue.withLock { q -> [SessionEvent] in
-                let b = q
-                q.removeAll(keepingCapacity: true)
-                return b
-            }
-            guard !batch.isEmpty else {
-                if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
-                continue
-            }
-            guard let s = statements, failure.withLock({ $0 }) == nil else {
-                drop(batch)
-                if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
-                continue
-            }
-            do {
-                // In transactions of at most `maxTransaction` events, each counted off the backlog as it commits,
-                // so that a large backlog shrinks in steps and the proxy's backpressure eases step by step.
-                var start = 0
-                while start < batch.count {
-                    let part = batch[start..<min(batch.count, start + SessionWriter.maxTransaction)]
-                    var lines: [ExchangeLine] = []
-                    do {
-                        try db.transaction { for e in part { if let l = try s.write(e) { lines.append(l) } } }
-                    } catch {
-                        // What was not committed goes back to the queue's front, for the handlers below.
-                        queue.withLock { $0.insert(contentsOf: batch[start...], at: 0) }
-                        throw error
-                    }
-                    if let onExchange { lines.forEach(onExchange) }
-                    written.add(part.reduce(0) { if case .exchange = $1 { return $0 + 1 }; return $0 }, ordering: .relaxed)
-                    queued.subtract(part.count, ordering: .relaxed)
-                    queuedBytes.subtract(part.reduce(0) { $0 + $1.bodyBytes }, ordering: .relaxed)
-                    start += part.count
-                }
-                if locked {
-                    locked = false
-                    onProblem?("the session file is writable again; \(batch.count) waiting events written")
-                }
-            } catch let e as SQLiteError where e.isBusy && !stopping.load(ordering: .sequentiallyConsistent) {
-                // Another process holds the file's lock: the events stay queued (backpressure slows the traffic); try again.
-                if !locked {
-                    locked = true
-                    onProblem?("the session file is locked by another process (\(e.message)); events wait in memory and are written when it is released")
-                }
-            } catch let e as SQLiteError where e.isFull {
-                stop("the session file is full (\(e.message))")
-                drop(queue.withLock { q in defer { q.removeAll() }; return q })
-            } catch {
-                stop("\(error)")
-                drop(queue.withLock { q in defer { q.removeAll() }; return q })
+            let batch = takeQueued()
+            if !batch.isEmpty {
+                if let s = statements, failure.withLock({ $0 }) == nil { write(batch, with: s, in: db, locked: &locked) } else { drop(batch) }
             }
             if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
         }
         statements = nil
         try? db.execute("PRAGMA synchronous=FULL; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
         finished.signal()
+    }
+
+    /// Writes a batch in transactions of at most `maxTransaction` events, each counted off the backlog as it commits,
+    /// so that a large backlog shrinks in steps and the proxy's backpressure eases step by step. On a lock held by
+    /// another process the rest stays queued; on any other error recording stops.
+    private func write(_ batch: [SessionEvent], with s: Statements, in db: Database, locked: inout Bool) {
+        do {
+            var start = 0
+            while start < batch.count {
+                let part = batch[start..<min(batch.count, start + SessionWriter.maxTransaction)]
+                var lines: [ExchangeLine] = []
+                do {
+                    try db.transaction { for e in part { if let l = try s.write(e) { lines.append(l) } } }
+                } catch {
+                    // What was not committed goes back to the queue's front, for the handlers below.
+                    queue.withLock { $0.insert(contentsOf: batch[start...], at: 0) }
+                    throw error
+                }
+                if let onExchange { lines.forEach(onExchange) }
+                written.add(SessionWriter.exchanges(in: part), ordering: .relaxed)
+                countOff(part)
+                start += part.count
+            }
+            if locked {
+                locked = false
+                onProblem?("the session file is writable again; \(batch.count) waiting events written")
+            }
+        } catch let e as SQLiteError where e.isBusy && !stopping.load(ordering: .sequentiallyConsistent) {
+            // Another process holds the file's lock: the events stay queued (backpressure slows the traffic); try again.
+            if !locked {
+                locked = true
+                onProblem?("the session file is locked by another process (\(e.message)); events wait in memory and are written when it is released")
+            }
+        } catch let e as SQLiteError where e.isFull {
+            stop("the session file is full (\(e.message))")
+            drop(takeQueued())
+        } catch {
+            stop("\(error)")
+            drop(takeQueued())
+        }
     }
 }
 
