@@ -61,9 +61,13 @@ let package = Package(
                 swiftSettings: strict),
         // Inspection and interchange: validation against the 3DS rules, session diffs, HAR, Mermaid and JSON lines.
         .target(name: "TapInspect", dependencies: ["TapStore", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"], swiftSettings: strict),
+        // The web inspector (`3dstape web`): a read-only JSON API over session files and a single page, built in.
+        .target(name: "TapWeb", dependencies: ["TapInspect", "TapStore", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
+                resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css")],
+                swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapInspect", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                          dependencies: ["TapArguments", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
@@ -89,6 +93,7 @@ let package = Package(
         .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapSQLite", "TapCore"]),
         .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
+        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

@@ -3,7 +3,7 @@ import TapArguments
 import TapProxy
 
 /// The subcommands, in the order `3dstape --help` lists them.
-let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
+let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), WebCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
 
 let version = "0.1.0"
 

@@ -109,6 +109,12 @@ public final class SessionReader {
         try readExchanges(whereClause: "WHERE e.id = ?", [.integer(id)]).first
     }
 
+    /// The exchanges with these ids, in time order, with bodies.
+    public func exchanges(ids: [Int64]) throws -> [StoredExchange] {
+        guard !ids.isEmpty else { return [] }
+        return try readExchanges(whereClause: "WHERE e.id IN (\(ids.map { String($0) }.joined(separator: ",")))", [])
+    }
+
     /// Connection details by id.
     public func connections() throws -> [Int64: (client: String, tls: String?, sni: String?, alpn: String?)] {
         var out: [Int64: (String, String?, String?, String?)] = [:]
@@ -128,7 +134,9 @@ public final class SessionReader {
             """, args)
         var messagesByExchange: [Int64: [RecordedMessage]] = [:]
         let decryptionColumn = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
-        for m in try db.query("SELECT exchange_id, direction, location, message_type, json, \(decryptionColumn) FROM messages ORDER BY id") {
+        // Only the selected exchanges' messages (one exchange of a 100,000-exchange session reads a handful of rows).
+        let only = whereClause.isEmpty ? "" : "WHERE exchange_id IN (SELECT e.id FROM exchanges e \(whereClause))"
+        for m in try db.query("SELECT exchange_id, direction, location, message_type, json, \(decryptionColumn) FROM messages \(only) ORDER BY id", args) {
             messagesByExchange[m[0].integer ?? 0, default: []].append(
                 RecordedMessage(direction: m[1].text ?? "", location: m[2].text ?? "", type: m[3].text,
                                 json: m[4].text.flatMap { try? JSON.parse($0) }, decryption: m[5].text))
@@ -136,7 +144,8 @@ public final class SessionReader {
         var replays: [Int64: ReplayAnnotation] = [:]
         if try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='replay_matches'").isEmpty == false {
             let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
-            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) FROM replay_matches") {
+            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) "
+                                  + "FROM replay_matches \(only)", args) {
                 replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
                                                               scheduledDelayMs: m[4].real, actualDelayMs: m[5].real, faults: m[6].text)
             }

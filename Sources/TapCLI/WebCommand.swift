@@ -1,0 +1,50 @@
+import Foundation
+import TapArguments
+import TapHTTP
+import TapHTTPService
+import TapNet
+import TapWeb
+
+/// `3dstape web`: the web inspector over session files.
+struct WebCommand: Command {
+    let name = "web"
+    let abstract = "Browse sessions in a web page: timeline waterfall, decrypted 3DS messages, sequence diagrams, validation, diffs; live while recording"
+    let usage = "3dstape web [DIR | SESSION...] [--listen HOST:PORT] [--open] [--allow-remote]"
+    let maxPositionals = 64
+    let options: [OptionSpec] = [
+        .option("listen", "HOST:PORT", help: "address to serve on (default 127.0.0.1:8470; port 0 picks a free one)"),
+        .flag("open", help: "open the page in the desktop's browser (xdg-open)"),
+        .flag("allow-remote", help: "serve on an address other machines can reach (the page has no login; sessions hold masked card data)"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let listen = HostPort(args.value("listen") ?? "127.0.0.1:8470") else { throw InvalidArguments("--listen: expected HOST:PORT") }
+        if !ClientAuthorization.isLoopback(listen.host), !args.has("allow-remote") {
+            throw InvalidArguments("--listen \(listen) is reachable from other machines and the inspector has no login: "
+                                   + "add --allow-remote to serve there anyway")
+        }
+        let catalog: SessionCatalog
+        do { catalog = try SessionCatalog(paths: args.positionals.isEmpty ? ["sessions"] : args.positionals) } catch {
+            throw CommandFailure("\(error)")
+        }
+        let loop = try EventLoop()
+        let inspector = WebInspector(catalog: catalog, loop: loop)
+        let bound: HostPort
+        do { bound = try inspector.start(on: listen) } catch { throw CommandFailure("cannot listen on \(listen): \(error)") }
+        let host = bound.host.contains(":") ? "[\(bound.host)]" : bound.host
+        let url = "http://\(host):\(bound.port)/"
+        let served = catalog.entries()
+        io.out("3dstape web: \(url)  (\(served.count) session\(served.count == 1 ? "" : "s"); read-only; Ctrl-C stops)")
+        if args.has("open") {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            p.arguments = ["xdg-open", url]
+            do { try p.run() } catch { io.err("3dstape: web: --open: cannot start xdg-open (\(error)); open \(url) yourself") }
+        }
+        let signals = SignalWatcher { loop.stop() }
+        loop.run()
+        signals.cancel()
+        inspector.stop()
+        return 0
+    }
+}

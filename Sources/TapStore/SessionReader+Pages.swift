@@ -1,0 +1,185 @@
+import Foundation
+import TapSQLite
+
+/// Which exchanges a timeline shows: every condition given must hold.
+public struct ExchangeFilter: Sendable, Equatable {
+    /// Exchanges carrying a 3DS message of this type (`AReq`, `CRes`, `Erro` …).
+    public var messageType: String?
+    /// Exchanges carrying a message with this transStatus.
+    public var transStatus: String?
+    /// Only exchanges that went wrong: a transport error, HTTP 4xx/5xx, a client abort, an Erro message or an
+    /// errorCode, a replay miss or an injected fault.
+    public var errorsOnly = false
+    /// Exchanges to this host (`host:port` as recorded).
+    public var host: String?
+    /// Text in the URL, a transaction ID (threeDSServerTransID, dsTransID, acsTransID, sdkTransID), a message type,
+    /// or an exchange number.
+    public var search: String?
+
+    public init(messageType: String? = nil, transStatus: String? = nil, errorsOnly: Bool = false, host: String? = nil, search: String? = nil) {
+        self.messageType = messageType
+        self.transStatus = transStatus
+        self.errorsOnly = errorsOnly
+        self.host = host
+        self.search = search
+    }
+}
+
+/// A 3DS message's type and outcome, without its body: what a timeline row shows.
+public struct MessageTag: Sendable {
+    public var direction: String
+    public var type: String?
+    public var location: String
+    public var transStatus: String?
+    public var errorCode: String?
+    /// An app-channel JWE that was not decrypted.
+    public var encrypted: Bool
+    public var threeDSServerTransID: String?
+    public var acsTransID: String?
+    public var version: String?
+}
+
+/// One exchange as a timeline row: addresses, status, timestamps and message tags, without headers or bodies.
+public struct ExchangeRow: Sendable {
+    public var id: Int64
+    public var method: String
+    public var url: String
+    public var host: String?
+    public var status: Int?
+    public var requestStart: Double
+    public var upstreamConnect: Double?
+    public var tlsDone: Double?
+    public var requestSent: Double?
+    public var firstByte: Double?
+    public var done: Double?
+    public var error: String?
+    public var clientAbortAt: Double?
+    public var messages: [MessageTag]
+    public var replay: ReplayAnnotation?
+}
+
+extension SessionReader {
+    /// The rows of exchanges that pass `filter`, in storage order, `limit` from `offset`, and how many pass in all.
+    /// Reads only the page's rows (and the small messages table for filters), so that a 100,000-exchange session
+    /// pages as fast as a small one.
+    public func rows(matching filter: ExchangeFilter, offset: Int, limit: Int) throws -> (total: Int, rows: [ExchangeRow]) {
+        let (clause, args) = try whereClause(filter)
+        let total = Int(try db.query("SELECT count(*) FROM exchanges e \(clause)", args)[0][0].integer ?? 0)
+        let ids = try db.query("SELECT e.id FROM exchanges e \(clause) ORDER BY e.id LIMIT ? OFFSET ?",
+                               args + [.integer(Int64(max(0, min(limit, 1000)))), .integer(Int64(max(0, offset)))]).compactMap { $0[0].integer }
+        return (total, try rows(ids: ids))
+    }
+
+    /// Timeline rows for these exchange ids, in id order.
+    public func rows(ids: [Int64]) throws -> [ExchangeRow] {
+        guard !ids.isEmpty else { return [] }
+        let list = ids.map { String($0) }.joined(separator: ",")
+        var tags: [Int64: [MessageTag]] = [:]
+        let decryption = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
+        for m in try db.query("""
+            SELECT exchange_id, direction, message_type, location, trans_status, error_code, \(decryption), three_ds_server_trans_id,
+                   acs_trans_id, message_version FROM messages WHERE exchange_id IN (\(list)) ORDER BY id
+            """) {
+            tags[m[0].integer ?? 0, default: []].append(MessageTag(
+                direction: m[1].text ?? "", type: m[2].text, location: m[3].text ?? "", transStatus: m[4].text, errorCode: m[5].text,
+                encrypted: m[3].text == "jwe" && m[6].text?.hasPrefix("decrypted") != true, threeDSServerTransID: m[7].text,
+                acsTransID: m[8].text, version: m[9].text))
+        }
+        var replays: [Int64: ReplayAnnotation] = [:]
+        if try hasTable("replay_matches") {
+            let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
+            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) "
+                                  + "FROM replay_matches WHERE exchange_id IN (\(list))") {
+                replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
+                                                              scheduledDelayMs: m[4].real, actualDelayMs: m[5].real, faults: m[6].text)
+            }
+        }
+        return try db.query("""
+            SELECT id, method, url, host, status, t_request_start, t_upstream_connect, t_tls_done, t_request_sent, t_first_byte, t_done,
+                   error, client_abort_at FROM exchanges WHERE id IN (\(list)) ORDER BY id
+            """).map { r in
+            let id = r[0].integer ?? 0
+            return ExchangeRow(id: id, method: r[1].text ?? "", url: r[2].text ?? "", host: r[3].text, status: r[4].integer.map(Int.init),
+                               requestStart: r[5].real ?? 0, upstreamConnect: r[6].real, tlsDone: r[7].real, requestSent: r[8].real,
+                               firstByte: r[9].real, done: r[10].real, error: r[11].text, clientAbortAt: r[12].real,
+                               messages: tags[id] ?? [], replay: replays[id])
+        }
+    }
+
+    /// Every 3DS message's tag with its exchange id, in storage order (for grouping transactions without bodies).
+    public func messageTags() throws -> [(exchangeID: Int64, tag: MessageTag)] {
+        let decryption = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
+        return try db.query("""
+            SELECT exchange_id, direction, message_type, location, trans_status, error_code, \(decryption), three_ds_server_trans_id,
+                   acs_trans_id, message_version FROM messages WHERE message_type IS NOT NULL ORDER BY exchange_id, id
+            """).map { m in
+            (m[0].integer ?? 0, MessageTag(direction: m[1].text ?? "", type: m[2].text, location: m[3].text ?? "", transStatus: m[4].text,
+                                           errorCode: m[5].text, encrypted: m[3].text == "jwe" && m[6].text?.hasPrefix("decrypted") != true,
+                                           threeDSServerTransID: m[7].text, acsTransID: m[8].text, version: m[9].text))
+        }
+    }
+
+    /// The values the timeline's filters offer: message types, transStatus values and hosts.
+    public func facets() throws -> (types: [String], statuses: [String], hosts: [String]) {
+        let types = try db.query("SELECT DISTINCT message_type FROM messages WHERE message_type IS NOT NULL ORDER BY 1").compactMap { $0[0].text }
+        let statuses = try db.query("SELECT DISTINCT trans_status FROM messages WHERE trans_status IS NOT NULL ORDER BY 1").compactMap { $0[0].text }
+        let hosts = try db.query("SELECT DISTINCT host FROM exchanges WHERE host IS NOT NULL ORDER BY 1").compactMap { $0[0].text }
+        return (types, statuses, hosts)
+    }
+
+    /// How many exchanges are stored and the newest id (a live page polls this to see new ones).
+    public func head() throws -> (count: Int, lastID: Int64) {
+        let r = try db.query("SELECT count(*), coalesce(max(id), 0) FROM exchanges")[0]
+        return (Int(r[0].integer ?? 0), r[1].integer ?? 0)
+    }
+
+    /// Whether this session was written by `replay` (it has replay annotations).
+    public var isReplay: Bool {
+        get throws { try hasTable("replay_matches") && !(try db.query("SELECT 1 FROM replay_matches LIMIT 1").isEmpty) }
+    }
+
+    func hasTable(_ name: String) throws -> Bool {
+        !(try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(name)]).isEmpty)
+    }
+
+    func whereClause(_ f: ExchangeFilter) throws -> (String, [SQLiteValue]) {
+        var conditions: [String] = []
+        var args: [SQLiteValue] = []
+        if let t = f.messageType {
+            conditions.append("e.id IN (SELECT exchange_id FROM messages WHERE message_type = ?)")
+            args.append(.text(t))
+        }
+        if let s = f.transStatus {
+            conditions.append("e.id IN (SELECT exchange_id FROM messages WHERE trans_status = ?)")
+            args.append(.text(s))
+        }
+        if f.errorsOnly {
+            var c = "e.error IS NOT NULL OR e.status >= 400 OR e.client_abort_at IS NOT NULL"
+                + " OR e.id IN (SELECT exchange_id FROM messages WHERE message_type = 'Erro' OR error_code IS NOT NULL)"
+            if try hasTable("replay_matches") {
+                c += " OR e.id IN (SELECT exchange_id FROM replay_matches WHERE miss IS NOT NULL"
+                    + (try hasColumn("replay_matches", "faults") ? " OR faults IS NOT NULL)" : ")")
+            }
+            conditions.append("(\(c))")
+        }
+        if let h = f.host {
+            conditions.append("e.host = ?")
+            args.append(.text(h))
+        }
+        if let q = f.search?.trimmingCharacters(in: .whitespaces), !q.isEmpty {
+            let like = "%" + q.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+                .replacingOccurrences(of: "_", with: "\\_") + "%"
+            var c = "e.url LIKE ? ESCAPE '\\' OR e.id IN (SELECT exchange_id FROM messages WHERE three_ds_server_trans_id = ?1x OR ds_trans_id = ?1x"
+                + " OR acs_trans_id = ?1x OR sdk_trans_id = ?1x OR message_type = ?1x)"
+            args.append(.text(like))
+            c = c.replacingOccurrences(of: "?1x", with: "?\(args.count + 1)")
+            args.append(.text(q))
+            if let n = Int64(q) {
+                c += " OR e.id = ?\(args.count + 1)"
+                args.append(.integer(n))
+            }
+            conditions.append("(\(c))")
+        }
+        return (conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "), args)
+    }
+}

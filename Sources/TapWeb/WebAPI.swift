@@ -1,0 +1,204 @@
+import Foundation
+import TapCore
+import TapInspect
+import TapStore
+
+/// The inspector's JSON API under `/api`, read-only, over the sessions of a `SessionCatalog`. Each call opens the
+/// session it needs (so a session being recorded is read as it grows); the page and scripts use the same routes:
+///
+///     GET /api/sessions                                   the sessions, with `ls`'s columns
+///     GET /api/sessions/NAME                              metadata, exchange count, newest id
+///     GET /api/sessions/NAME/facets                       message types, transStatus values and hosts present
+///     GET /api/sessions/NAME/exchanges?offset&limit&type&status&errors=1&host&q    timeline rows, paged
+///     GET /api/sessions/NAME/exchanges/ID                 one exchange in full, 3DS messages decoded
+///     GET /api/sessions/NAME/transactions?offset&limit    3DS transactions
+///     GET /api/sessions/NAME/transactions/N               one transaction: its sequence diagram as data
+///     GET /api/sessions/NAME/transactions/N/diagram.svg   … drawn as SVG
+///     GET /api/sessions/NAME/validation                   `validate`'s findings
+///     GET /api/diff?a=NAME&b=NAME                         `diff`'s changes
+///     GET /api/glossary                                   what 3DS elements and values mean
+public final class WebAPI: @unchecked Sendable {
+    // Safe: `WebInspector` calls `handle` only on its one serial query queue; the summary cache is touched nowhere else.
+    let catalog: SessionCatalog
+    /// `ls` rows by file, kept while the file's size and modification time stay the same.
+    private var summaries: [String: (stamp: String, row: JSON)] = [:]
+
+    public init(catalog: SessionCatalog) {
+        self.catalog = catalog
+    }
+
+    /// A reply: status, content type and body.
+    public struct Reply: Sendable {
+        public var status: Int
+        public var contentType: String
+        public var body: [UInt8]
+        static func json(_ j: JSON, status: Int = 200) -> Reply { Reply(status: status, contentType: "application/json", body: j.bytes) }
+    }
+
+    /// Answers a GET of `path` (percent-encoded, without the query) with `query`'s parameters.
+    public func handle(path: String, query: [String: String]) -> Reply {
+        do {
+            return try route(path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init), query)
+        } catch let e as WebError {
+            return .json(.object([("error", .string(e.message))]), status: e.status)
+        } catch {
+            return .json(.object([("error", .string("\(error)"))]), status: 500)
+        }
+    }
+
+    func route(_ parts: [String], _ q: [String: String]) throws -> Reply {
+        guard parts.first == "api" else { throw WebError("not found", status: 404) }
+        let p = Array(parts.dropFirst())
+        switch p.count {
+        case 1 where p[0] == "sessions": return .json(sessions())
+        case 1 where p[0] == "glossary": return .json(Glossary.json)
+        case 1 where p[0] == "diff": return .json(try diff(q))
+        case 2 where p[0] == "sessions": return .json(try head(try open(p[1]), name: try decoded(p[1])))
+        case 3 where p[0] == "sessions":
+            let reader = try open(p[1])
+            switch p[2] {
+            case "facets":
+                let f = try reader.facets()
+                return .json(.object([("types", .array(f.types.map(JSON.string))), ("statuses", .array(f.statuses.map(JSON.string))),
+                                      ("hosts", .array(f.hosts.map(JSON.string)))]))
+            case "exchanges": return .json(try exchanges(reader, q))
+            case "transactions": return .json(try transactions(reader, q))
+            case "validation": return .json(try validation(reader))
+            default: throw WebError("not found", status: 404)
+            }
+        case 4 where p[0] == "sessions" && p[2] == "exchanges":
+            let reader = try open(p[1])
+            guard let id = Int64(p[3]), let x = try reader.exchange(id: id) else { throw WebError("no exchange \(p[3])", status: 404) }
+            return .json(WebJSON.exchange(x))
+        case 4 where p[0] == "sessions" && p[2] == "transactions":
+            let reader = try open(p[1])
+            return .json(WebJSON.diagram(try diagram(reader, p[3])))
+        case 5 where p[0] == "sessions" && p[2] == "transactions" && p[4] == "diagram.svg":
+            let reader = try open(p[1])
+            return Reply(status: 200, contentType: "image/svg+xml", body: Array(SequenceSVG.render(try diagram(reader, p[3])).utf8))
+        default: throw WebError("not found", status: 404)
+        }
+    }
+
+    func decoded(_ segment: String) throws -> String {
+        guard let s = segment.removingPercentEncoding else { throw WebError("bad percent-encoding in the path") }
+        return s
+    }
+
+    /// The reader of a served session; anything else is 404.
+    func open(_ segment: String) throws -> SessionReader {
+        let name = try decoded(segment)
+        guard let path = catalog.path(named: name) else { throw WebError("no session called \(name) is served here", status: 404) }
+        do { return try SessionReader(path: path) } catch { throw WebError("\(name): \(error)", status: 422) }
+    }
+
+    func sessions() -> JSON {
+        var rows: [JSON] = []
+        var problems: [JSON] = []
+        var seen = Set<String>()
+        for e in catalog.entries() {
+            seen.insert(e.path)
+            let attrs = try? FileManager.default.attributesOfItem(atPath: e.path)
+            let size = (attrs?[.size] as? NSNumber)?.int64Value ?? 0
+            let wal = (try? FileManager.default.attributesOfItem(atPath: e.path + "-wal"))?[.size] as? NSNumber
+            let stamp = "\(size) \(wal?.int64Value ?? -1) \((attrs?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)"
+            if let cached = summaries[e.path], cached.stamp == stamp { rows.append(cached.row.setting("name", to: .string(e.name))); continue }
+            do {
+                let reader = try SessionReader(path: e.path)
+                let s = try reader.summary()
+                let row = JSON.object([
+                    ("name", .string(e.name)), ("label", .string(s.label)), ("created", .string(s.created)),
+                    ("exchanges", .number(String(s.exchanges))), ("transactions", .number(String(s.transactions))),
+                    ("outcome", .string(s.outcome)), ("duration_s", s.durationSeconds.map { .number(String(format: "%.3f", $0)) } ?? .null),
+                    ("bytes", .number(String(size))), ("replay", .bool(try reader.isReplay)),
+                    ("mode", .string(reader.meta["mode"] ?? "")),
+                ])
+                summaries[e.path] = (stamp, row)
+                rows.append(row)
+            } catch {
+                problems.append(.object([("name", .string(e.name)), ("error", .string("\(error)"))]))
+            }
+        }
+        summaries = summaries.filter { seen.contains($0.key) }
+        return .object([("sessions", .array(rows)), ("problems", .array(problems))])
+    }
+
+    func head(_ r: SessionReader, name: String) throws -> JSON {
+        let h = try r.head()
+        return .object([("name", .string(name)), ("meta", .object(r.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                        ("exchanges", .number(String(h.count))), ("last_id", .number(String(h.lastID))), ("replay", .bool(try r.isReplay))])
+    }
+
+    func filter(_ q: [String: String]) -> ExchangeFilter {
+        func v(_ k: String) -> String? { q[k].flatMap { $0.isEmpty ? nil : $0 } }
+        return ExchangeFilter(messageType: v("type"), transStatus: v("status"), errorsOnly: q["errors"] == "1", host: v("host"), search: v("q"))
+    }
+
+    func int(_ q: [String: String], _ key: String, _ fallback: Int) throws -> Int {
+        guard let s = q[key], !s.isEmpty else { return fallback }
+        guard let n = Int(s), n >= 0 else { throw WebError("\(key)=\(s): expected a number") }
+        return n
+    }
+
+    func exchanges(_ r: SessionReader, _ q: [String: String]) throws -> JSON {
+        let offset = try int(q, "offset", 0), limit = min(try int(q, "limit", 100), 1000)
+        let page = try r.rows(matching: filter(q), offset: offset, limit: limit)
+        return .object([("total", .number(String(page.total))), ("offset", .number(String(offset))), ("rows", .array(page.rows.map(WebJSON.row)))])
+    }
+
+    /// Transactions grouped from the messages table alone (no bodies are read), numbered from 1 in the order they began.
+    func transactionList(_ r: SessionReader) throws -> [(tx: ThreeDSTransaction, channel: String)] {
+        let tags = try r.messageTags()
+        let messages = tags.map { t -> InspectedMessage in
+            var fields: [(String, JSON)] = []
+            if let v = t.tag.threeDSServerTransID { fields.append(("threeDSServerTransID", .string(v))) }
+            if let v = t.tag.acsTransID { fields.append(("acsTransID", .string(v))) }
+            if let v = t.tag.transStatus { fields.append(("transStatus", .string(v))) }
+            if let v = t.tag.errorCode { fields.append(("errorCode", .string(v))) }
+            if let v = t.tag.version { fields.append(("messageVersion", .string(v))) }
+            return InspectedMessage(exchangeID: t.exchangeID, direction: t.tag.direction, location: t.tag.location, type: t.tag.type ?? "?",
+                                    json: .object(fields))
+        }
+        return ThreeDSTransaction.group(messages).map { tx in
+            let channel = tx.messages.contains { $0.location == "jwe" } ? "app"
+                : tx.messages.contains { $0.location.hasPrefix("form:") } ? "browser" : "-"
+            return (tx, channel)
+        }
+    }
+
+    func transactions(_ r: SessionReader, _ q: [String: String]) throws -> JSON {
+        let all = try transactionList(r)
+        let offset = try int(q, "offset", 0), limit = min(try int(q, "limit", 500), 5000)
+        let page = all.enumerated().dropFirst(offset).prefix(limit)
+        return .object([("total", .number(String(all.count))), ("transactions", .array(page.map { i, t in
+            .object([("n", .number(String(i + 1))), ("key", .string(t.tx.key)), ("channel", .string(t.channel)),
+                     ("version", t.tx.version.map(JSON.string) ?? .null), ("outcome", .string(t.tx.outcome)),
+                     ("shape", .string(t.tx.shape.joined(separator: " "))),
+                     ("exchanges", .array(Array(Set(t.tx.messages.map(\.exchangeID))).sorted().map { .number(String($0)) }))])
+        }))])
+    }
+
+    func diagram(_ r: SessionReader, _ segment: String) throws -> SequenceDiagram {
+        let all = try transactionList(r)
+        guard let n = Int(segment), n >= 1, n <= all.count else { throw WebError("no transaction \(segment)", status: 404) }
+        let ids = Array(Set(all[n - 1].tx.messages.map(\.exchangeID))).sorted()
+        return SequenceDiagram(try r.exchanges(ids: ids))
+    }
+
+    func validation(_ r: SessionReader) throws -> JSON {
+        let findings = Validator.validate(try r.exchanges())
+        let errors = findings.filter { $0.severity == .error }.count
+        return .object([("errors", .number(String(errors))), ("warnings", .number(String(findings.count - errors))),
+                        ("findings", .array(findings.map(\.json)))])
+    }
+
+    func diff(_ q: [String: String]) throws -> JSON {
+        guard let a = q["a"], let b = q["b"] else { throw WebError("give two sessions: /api/diff?a=NAME&b=NAME") }
+        let ra = try open(a.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? a)
+        let rb = try open(b.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? b)
+        let d = SessionDiff.compare(try ra.exchanges(), try rb.exchanges())
+        return .object([("a", .string(a)), ("b", .string(b)), ("paired", .number(String(d.pairedTransactions))),
+                        ("transactions_a", .number(String(d.transactionsA))), ("transactions_b", .number(String(d.transactionsB))),
+                        ("changes", .array(d.changes.map(\.json)))])
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import TapCore
+import TapInspect
+import TapStore
+
+/// The JSON shapes of the inspector's API: timeline rows, exchanges and sequence diagrams.
+enum WebJSON {
+    static func num(_ d: Double?, _ digits: Int = 3) -> JSON { d.map { .number(String(format: "%.\(digits)f", $0)) } ?? .null }
+    static func str(_ s: String?) -> JSON { s.map(JSON.string) ?? .null }
+
+    /// A row's phases in milliseconds: connect (to the upstream), TLS, send, wait (for the first byte), receive.
+    /// A missing timestamp (a reused connection has no connect) makes its phase zero.
+    static func phases(start: Double, connect: Double?, tls: Double?, sent: Double?, firstByte: Double?, done: Double?) -> [(String, Double)] {
+        var t = start
+        var out: [(String, Double)] = []
+        for (name, mark) in [("connect", connect), ("tls", tls), ("send", sent), ("wait", firstByte), ("receive", done)] {
+            guard let m = mark, m >= t else { out.append((name, 0)); continue }
+            out.append((name, (m - t) * 1000))
+            t = m
+        }
+        return out
+    }
+
+    static func row(_ r: ExchangeRow) -> JSON {
+        let p = phases(start: r.requestStart, connect: r.upstreamConnect, tls: r.tlsDone, sent: r.requestSent, firstByte: r.firstByte, done: r.done)
+        return .object([
+            ("id", .number(String(r.id))), ("method", .string(r.method)), ("url", .string(r.url)), ("host", str(r.host)),
+            ("status", r.status.map { .number(String($0)) } ?? .null), ("start", num(r.requestStart, 6)),
+            ("duration_ms", num(r.done.map { ($0 - r.requestStart) * 1000 })),
+            ("phases", .object(p.map { ($0.0, num($0.1)) })),
+            ("messages", .array(r.messages.map { m in
+                .object([("direction", .string(m.direction)), ("type", str(m.type)), ("location", .string(m.location)),
+                         ("trans_status", str(m.transStatus)), ("error_code", str(m.errorCode)), ("encrypted", .bool(m.encrypted))])
+            })),
+            ("error", str(r.error)), ("client_aborted", .bool(r.clientAbortAt != nil)),
+            ("replay", r.replay.map(ExchangeJSON.replay) ?? .null),
+        ])
+    }
+
+    static func exchange(_ x: StoredExchange) -> JSON {
+        let p = phases(start: x.requestStart, connect: x.upstreamConnect, tls: x.tlsDone, sent: x.requestSent, firstByte: x.firstByte, done: x.done)
+        return ExchangeJSON.full(x)
+            .setting("phases", to: .object(p.map { ($0.0, num($0.1)) }))
+            .setting("upstream", to: str(x.upstream))
+            .setting("messages", to: .array(x.messages.map { m in
+                .object([("direction", .string(m.direction)), ("location", .string(m.location)), ("type", str(m.type)),
+                         ("json", m.json ?? .null), ("decryption", str(m.decryption)),
+                         ("encrypted", .bool(m.location == "jwe" && !m.isDecrypted))])
+            }))
+    }
+
+    static func diagram(_ d: SequenceDiagram) -> JSON {
+        .object([
+            ("participants", .array(d.participants.map { .object([("alias", .string($0.alias)), ("name", .string($0.name))]) })),
+            ("items", .array(d.items.map { item in
+                switch item {
+                case let .note(from, to, text):
+                    return .object([("note", .string(text)), ("from", .string(from)), ("to", .string(to))])
+                case let .arrow(a):
+                    let kind = a.kind == .request ? "request" : a.kind == .response ? "response" : "failure"
+                    return .object([("kind", .string(kind)), ("from", .string(a.from)), ("to", .string(a.to)), ("label", .string(a.label)),
+                                    ("exchange", .number(String(a.exchangeID))), ("timing", .string(a.timing)), ("replay", str(a.replay))])
+                }
+            })),
+        ])
+    }
+}
