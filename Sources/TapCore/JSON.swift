@@ -35,6 +35,18 @@ public enum JSON: Sendable, Equatable {
         return nil
     }
 
+    /// The elements of an array, or nil for any other kind.
+    public var arrayValue: [JSON]? {
+        if case let .array(a) = self { return a }
+        return nil
+    }
+
+    /// A number's text as it was written (or will be), or nil for any other kind.
+    public var numberValue: String? {
+        if case let .number(n) = self { return n }
+        return nil
+    }
+
     /// The members of an object, or nil for any other kind.
     public var objectMembers: [(String, JSON)]? {
         if case let .object(m) = self { return m }

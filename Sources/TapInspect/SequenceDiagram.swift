@@ -10,6 +10,10 @@ public struct SequenceDiagram: Sendable {
     public struct Participant: Sendable, Equatable {
         public var alias: String
         public var name: String
+        public init(alias: String, name: String) {
+            self.alias = alias
+            self.name = name
+        }
     }
 
     /// What a line of the diagram is.
@@ -32,6 +36,15 @@ public struct SequenceDiagram: Sendable {
         public var timing: String
         /// In a replay session: the recorded exchange the answer came from, its delays and faults.
         public var replay: String?
+        public init(from: String, to: String, label: String, kind: Kind, exchangeID: Int64, timing: String, replay: String? = nil) {
+            self.from = from
+            self.to = to
+            self.label = label
+            self.kind = kind
+            self.exchangeID = exchangeID
+            self.timing = timing
+            self.replay = replay
+        }
     }
 
     public var participants: [Participant]
@@ -42,11 +55,14 @@ public struct SequenceDiagram: Sendable {
                                        .init(alias: "Server", name: "3DS Server"), .init(alias: "DS", name: "DS"),
                                        .init(alias: "ACS", name: "ACS")]
 
-    /// The diagram of these exchanges (a whole session, or the exchanges of one transaction), in their order.
-    public init(_ exchanges: [StoredExchange]) {
+    /// The diagram of these exchanges (a whole session, or the exchanges of one transaction), in their order; the
+    /// transactions' notes are numbered from `firstTransaction` (a transaction drawn alone keeps its number in the session).
+    public init(_ exchanges: [StoredExchange], firstTransaction: Int = 1) {
         let transactions = ThreeDSTransaction.group(exchanges)
         var txOf: [Int64: (Int, ThreeDSTransaction)] = [:]
-        for (i, t) in transactions.enumerated() { for m in t.messages where txOf[m.exchangeID] == nil { txOf[m.exchangeID] = (i + 1, t) } }
+        for (i, t) in transactions.enumerated() {
+            for m in t.messages where txOf[m.exchangeID] == nil { txOf[m.exchangeID] = (i + firstTransaction, t) }
+        }
         var originRole: [String: String] = [:] // URL origin → role, learnt from 3DS exchanges
         var items: [Item] = []
         var used: [String] = []

@@ -167,10 +167,14 @@ public final class WebAPI: @unchecked Sendable {
     }
 
     func transactions(_ r: SessionReader, _ q: [String: String]) throws -> JSON {
-        let all = try transactionList(r)
+        var all = Array(try transactionList(r).enumerated())
+        if let x = q["exchange"] { // the transactions an exchange belongs to
+            guard let id = Int64(x) else { throw WebError("exchange=\(x): expected a number") }
+            all = all.filter { $0.element.tx.messages.contains { $0.exchangeID == id } }
+        }
         let offset = try int(q, "offset", 0), limit = min(try int(q, "limit", 500), 5000)
-        let page = all.enumerated().dropFirst(offset).prefix(limit)
-        return .object([("total", .number(String(all.count))), ("transactions", .array(page.map { i, t in
+        let page = all.dropFirst(offset).prefix(limit)
+        return .object([("total", .number(String(all.count))), ("transactions", .array(page.map { i, t in // i: the transaction's index in the session
             .object([("n", .number(String(i + 1))), ("key", .string(t.tx.key)), ("channel", .string(t.channel)),
                      ("version", t.tx.version.map(JSON.string) ?? .null), ("outcome", .string(t.tx.outcome)),
                      ("shape", .string(t.tx.shape.joined(separator: " "))),
@@ -182,7 +186,7 @@ public final class WebAPI: @unchecked Sendable {
         let all = try transactionList(r)
         guard let n = Int(segment), n >= 1, n <= all.count else { throw WebError("no transaction \(segment)", status: 404) }
         let ids = Array(Set(all[n - 1].tx.messages.map(\.exchangeID))).sorted()
-        return SequenceDiagram(try r.exchanges(ids: ids))
+        return SequenceDiagram(try r.exchanges(ids: ids), firstTransaction: n)
     }
 
     func validation(_ r: SessionReader) throws -> JSON {

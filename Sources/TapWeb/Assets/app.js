@@ -281,6 +281,8 @@ async function exchangeView(name, id) {
       : (m.json && typeof m.json === "object" ? kvTable(m.json) : bodyBlock(m.json))));
   const nav = el("p", {}, el("a", { href: "#/s/" + enc(name) + "/x/" + (Number(id) - 1), id: "prev" }, "← previous"), " · ",
     el("a", { href: "#/s/" + enc(name) + "/x/" + (Number(id) + 1), id: "next" }, "next →"));
+  api("sessions/" + enc(name) + "/transactions?exchange=" + enc(id)).then(d => d.transactions.forEach(t => nav.append(" · ",
+    el("a", { href: "#/s/" + enc(name) + "/t/" + t.n, class: "tx-link" }, "transaction " + t.n + " (" + t.channel + ", " + t.outcome + "): sequence diagram")))).catch(() => {});
   setMain(el("h2", {}, x.method + " " + x.url),
     el("p", {}, "status ", el("b", {}, x.status ?? "none"), " · ", ms(x.duration_ms), " · ", phases,
       x.error ? el("span", { class: "error" }, " · " + x.error) : null), replay, nav,
