@@ -99,7 +99,7 @@ public final class ProxyServer: @unchecked Sendable {
         statsBox.withLock { $0.connections += 1 }
         let upstream: String? = { if case let .reverse(u) = config.mode { return u.description }; return nil }()
         writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer, acceptedAt: wallNow(), mode: config.modeName, upstream: upstream)))
-        session.armIdleTimer()
+        session.start()
     }
 
     /// True while the session writer is behind: new requests wait, so memory stays bounded.

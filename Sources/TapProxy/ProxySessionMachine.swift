@@ -1,0 +1,596 @@
+import Foundation
+import TapCore
+import TapEMV
+import TapHTTP
+import TapNet
+import TapStore
+
+/// Where a request goes.
+struct Target: Equatable {
+    var tls: Bool
+    var address: HostPort
+    var hostHeader: String
+    var path: String
+
+    var urlPrefix: String { "\(tls ? "https" : "http")://\(hostHeader)" }
+}
+
+/// What a proxy session asks of the world around it besides its events: clocks, the session writer's backlog and
+/// the shared memory budget. The I/O driver implements it; tests give fixed values.
+protocol ProxySessionEnvironment {
+    /// Wall-clock seconds (timestamps recorded in the session).
+    func wallClock() -> Double
+    /// Monotonic nanoseconds (deadlines).
+    func monotonicClock() -> UInt64
+    /// How long a new request should wait because the writer is falling behind (0: not at all).
+    func pacingDelay() -> Double
+    /// The writer is so far behind that new requests wait until it catches up.
+    var writerIsBehind: Bool { get }
+    /// Tells the shared budget how many request bytes this connection holds; false when that is over the limit.
+    func holdBudget(_ bytes: Int) -> Bool
+    /// The budget's limit, for the 503 answer.
+    var budgetLimit: Int { get }
+}
+
+/// One proxied client connection as a state machine, free of I/O (sans-IO, as in mitmproxy's layers and SwiftNIO's
+/// embedded channel): events in (client bytes, the upstream connected, upstream bytes, a deadline, the writer
+/// caught up), actions out (write, connect, start TLS, close, pause reading, record an exchange). It parses the
+/// client's requests and forwards them one at a time (pipelined requests wait their turn), resolves targets
+/// (reverse, forward with absolute URLs, CONNECT with interception), strips hop-by-hop headers, applies key
+/// substitution, enforces the timeouts and the writer's backpressure, and builds each exchange's record.
+/// `ClientSession` is the thin driver that carries events in from sockets and timers and performs the actions.
+struct ProxySessionMachine {
+    /// Something that happened to the connection.
+    enum Event {
+        case clientBytes([UInt8])
+        /// The client closed (or the connection failed); `tlsFailure` when its TLS handshake failed.
+        case clientClosed(error: String?, tlsFailure: Bool)
+        /// The upstream connection is ready (TCP and, for https, TLS), with those moments in wall-clock seconds.
+        case upstreamConnected(connectedAt: Double?, tlsDoneAt: Double?)
+        case upstreamBytes([UInt8])
+        case upstreamClosed(UpstreamFailure?)
+        /// The deadline the machine set (`deadline`) has passed.
+        case deadlinePassed
+        /// A pacing delay ended, or the writer caught up: go on with the next request.
+        case resume
+    }
+
+    /// Why the upstream connection ended, when it was not a clean close.
+    enum UpstreamFailure: Equatable {
+        case connect(String)
+        case tls(String)
+        case other(String)
+    }
+
+    /// Something the driver must do.
+    enum Action {
+        case writeClient([UInt8])
+        case closeClient(afterFlush: Bool)
+        /// Answer a CONNECT: terminate the client's TLS with a leaf minted for this host.
+        case startClientTLS(serverName: String)
+        case pauseClientReading
+        case resumeClientReading
+        /// Open a connection to this target (closing any other first); report `upstreamConnected` or `upstreamClosed`.
+        case connectUpstream(Target)
+        case writeUpstream([UInt8])
+        case closeUpstream
+        /// A finished exchange for the session writer.
+        case record(ExchangeRecord)
+        /// An event for the session file's `events` table.
+        case note(kind: String, detail: String)
+        case log(String)
+        /// The budget refused this connection (the server logs it, once a second at most).
+        case budgetRefused
+        /// Send `resume` after this many seconds.
+        case pace(Double)
+        /// Send `resume` when the writer has caught up.
+        case waitForWriter
+        /// The connection is over: release its budget and forget it.
+        case ended
+    }
+
+    enum Wait: Equatable { case idle, requestHead, upstream }
+
+    /// The exchange being forwarded.
+    struct InFlight {
+        var record: ExchangeRecord
+        var keepAlive: Bool
+        var target: Target
+        /// Set when key substitution rewrote the request and must rewrite the response.
+        var substitution: KeySubstitution.Context?
+    }
+
+    /// The connection to the current upstream, kept alive between exchanges.
+    struct Upstream {
+        var target: Target
+        var parser: HTTPParser
+        var pending: [UInt8] = []
+        var awaiting = false
+        var connected = false
+        var closed = false
+        var connectedAt: Double?
+        var tlsDoneAt: Double?
+        var requestSentAt: Double?
+        var firstByteAt: Double?
+
+        /// Open, idle and with nothing buffered: fit for the next request.
+        var isUsable: Bool { !closed && !awaiting && connected && parser.isIdle }
+    }
+
+    /// Bytes read ahead from a client while its previous request is with the upstream.
+    static let pipelineAllowance = 256 * 1024
+
+    let config: ProxyConfiguration
+    let peer: String
+    private(set) var parser: HTTPParser
+    /// The CONNECT target once a tunnel is being intercepted.
+    private(set) var tunnel: HostPort?
+    private(set) var upstream: Upstream?
+    private(set) var inFlight: InFlight?
+    let connectionID: Int64
+    private var seq = 0
+    private var requestStartedAt: Double?
+    private var sentContinue = false
+    private(set) var closed = false
+    /// Waiting for a pacing delay or for the writer (backpressure).
+    private(set) var isDeferred = false
+    /// This request has had its pacing delay (it is not delayed twice).
+    private var pacedOnce = false
+    /// Reading from the client is paused (by this machine).
+    private(set) var readingPaused = false
+    /// Reading was paused because too much arrived while a request was in flight.
+    private var pausedWhileInFlight = false
+    /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The server's sweep sends
+    /// `deadlinePassed`, so that no per-request timer is created.
+    private(set) var waitingFor: Wait = .idle
+    private(set) var deadline: UInt64 = 0
+
+    private var actions: [Action] = []
+
+    init(config: ProxyConfiguration, connectionID: Int64, peer: String) {
+        self.config = config
+        self.connectionID = connectionID
+        self.peer = peer
+        parser = HTTPParser(mode: .request, limits: config.limits)
+    }
+
+    /// Arms the idle deadline (a new connection starts idle).
+    mutating func start(_ env: some ProxySessionEnvironment) {
+        wait(for: .idle, seconds: config.idleTimeout, env)
+    }
+
+    /// Feeds one event; returns what the driver must do, in order.
+    mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
+        actions = []
+        switch event {
+        case let .clientBytes(bytes): clientBytes(bytes, env)
+        case let .clientClosed(error, tlsFailure): clientClosed(error: error, tlsFailure: tlsFailure, env)
+        case let .upstreamConnected(connectedAt, tlsDoneAt): upstreamConnected(connectedAt, tlsDoneAt, env)
+        case let .upstreamBytes(bytes): upstreamBytes(bytes, env)
+        case let .upstreamClosed(failure): upstreamClosed(failure, env)
+        case .deadlinePassed: deadlinePassed(env)
+        case .resume: resume(env)
+        }
+        defer { actions = [] }
+        return actions
+    }
+
+    // MARK: client side
+
+    private mutating func clientBytes(_ bytes: [UInt8], _ env: some ProxySessionEnvironment) {
+        guard !closed else { return }
+        if parser.isIdle, requestStartedAt == nil { requestStartedAt = env.wallClock() }
+        parser.append(bytes)
+        guard holdBudget(env) else {
+            actions.append(.budgetRefused)
+            reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(env.budgetLimit) bytes); try again", env)
+            return
+        }
+        if inFlight == nil {
+            processNext(env)
+        } else if parser.bufferedCount > Self.pipelineAllowance, !readingPaused {
+            // A request is with the upstream: hold at most a little of what follows (pipelined requests), then stop
+            // reading until its response is written (hardening: 1.5 GiB sent behind one unanswered GET was buffered).
+            pauseReading()
+            pausedWhileInFlight = true
+        }
+    }
+
+    private mutating func clientClosed(error: String?, tlsFailure: Bool, _ env: some ProxySessionEnvironment) {
+        guard !closed else { return }
+        closed = true
+        if var f = inFlight {
+            f.record.clientAbortAt = env.wallClock()
+            f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
+            f.record.done = env.wallClock()
+            inFlight = nil
+            actions.append(.record(f.record))
+        } else if let error, tlsFailure {
+            actions.append(.log("client \(peer): \(error)"))
+            actions.append(.note(kind: "client-tls-failed", detail: "\(peer): \(error)"))
+        }
+        if upstream != nil {
+            actions.append(.closeUpstream)
+            upstream = nil
+        }
+        deadline = 0
+        actions.append(.ended)
+    }
+
+    private mutating func deadlinePassed(_ env: some ProxySessionEnvironment) {
+        guard !closed else { return }
+        deadline = 0
+        switch waitingFor {
+        case .idle:
+            if inFlight == nil, parser.isIdle { actions.append(.closeClient(afterFlush: false)) }
+        case .requestHead:
+            if inFlight == nil, !parser.isIdle { reject(status: 408, "request not received within \(Int(config.headerTimeout)) s", env) }
+        case .upstream:
+            if let f = inFlight {
+                upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Int(config.upstreamTimeout)) s",
+                               closeUpstream: true, env)
+            }
+        }
+    }
+
+    private mutating func resume(_ env: some ProxySessionEnvironment) {
+        isDeferred = false
+        guard !closed else { return }
+        resumeReading()
+        processNext(env)
+    }
+
+    private mutating func wait(for what: Wait, seconds: Double, _ env: some ProxySessionEnvironment) {
+        waitingFor = what
+        deadline = env.monotonicClock() + UInt64(seconds * 1e9)
+    }
+
+    private mutating func pauseReading() {
+        readingPaused = true
+        actions.append(.pauseClientReading)
+    }
+
+    private mutating func resumeReading() {
+        readingPaused = false
+        actions.append(.resumeClientReading)
+    }
+
+    /// Tells the budget what this connection holds: bytes read and not handled, and the body in flight.
+    @discardableResult
+    private func holdBudget(_ env: some ProxySessionEnvironment) -> Bool {
+        env.holdBudget(parser.bufferedCount + (inFlight?.record.request.body.count ?? 0))
+    }
+
+    // MARK: requests
+
+    private mutating func processNext(_ env: some ProxySessionEnvironment) {
+        guard !closed, inFlight == nil, !isDeferred else { return }
+        if pausedWhileInFlight {
+            pausedWhileInFlight = false
+            resumeReading()
+        }
+        if !parser.isIdle, !pacedOnce {
+            let delay = env.pacingDelay()
+            if delay > 0 {
+                // The writer is falling behind: this request waits a little (see `ProxyServer.pacingDelay`), then goes on.
+                isDeferred = true
+                pacedOnce = true
+                pauseReading()
+                actions.append(.pace(delay))
+                return
+            }
+        }
+        pacedOnce = false
+        if env.writerIsBehind, !parser.isIdle {
+            isDeferred = true
+            pauseReading()
+            actions.append(.waitForWriter)
+            return
+        }
+        let request: HTTPRequest
+        do {
+            if !sentContinue, let head = try parser.peekRequestHead(), head.headers["Expect"]?.lowercased() == "100-continue",
+               parser.isInBody {
+                sentContinue = true
+                actions.append(.writeClient(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)))
+            }
+            guard let r = try parser.nextRequest() else {
+                if !parser.isIdle, waitingFor != .requestHead { wait(for: .requestHead, seconds: config.headerTimeout, env) }
+                return
+            }
+            request = r
+        } catch {
+            reject(status: error.status == 502 ? 400 : error.status, error.message, env)
+            return
+        }
+        sentContinue = false
+        let startedAt = requestStartedAt ?? env.wallClock()
+        requestStartedAt = parser.isIdle ? nil : env.wallClock()
+        handle(request, startedAt: startedAt, env)
+        holdBudget(env)
+    }
+
+    private mutating func handle(_ request: HTTPRequest, startedAt: Double, _ env: some ProxySessionEnvironment) {
+        let head = request.head
+        if let auth = config.authorization, tunnel == nil,
+           let refused = auth.refusal(for: head, viaProxy: head.method == "CONNECT" || head.target.contains("://")) {
+            actions.append(.note(kind: "rejected", detail: "\(peer): \(refused.status) no valid credentials"))
+            actions.append(.writeClient(ProxyErrorResponse.bytes(status: refused.status, error: "authentication required (3dstape was started with --auth)",
+                                                                 upstream: nil, close: true, extraHeaders: [refused.challenge])))
+            actions.append(.closeClient(afterFlush: true))
+            return
+        }
+        if head.method == "CONNECT" {
+            guard case .forward = config.mode, config.interceptTLS != nil, tunnel == nil else {
+                reject(status: 405, "CONNECT is only accepted by a forward proxy, once per connection", env)
+                return
+            }
+            guard let hp = HostPort(head.target), !head.target.hasPrefix(":"), !hp.host.isEmpty else {
+                reject(status: 400, "CONNECT target '\(head.target)' is not host:port", env)
+                return
+            }
+            actions.append(.writeClient(Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)))
+            actions.append(.startClientTLS(serverName: hp.host))
+            tunnel = hp
+            requestStartedAt = nil
+            return
+        }
+        let target: Target
+        switch resolveTarget(head) {
+        case let .success(t): target = t
+        case let .failure(e):
+            reject(status: 400, e.message, env)
+            return
+        }
+        seq += 1
+        let captured = CapturedMessage(headers: head.headers.fields.map { ($0.name, $0.value) }, body: request.body,
+                                       wireSize: request.rawHead.count + request.rawBody.count)
+        var record = ExchangeRecord(connectionID: connectionID, seq: seq, method: head.method, url: target.urlPrefix + target.path,
+                                    host: target.hostHeader, path: target.path, upstream: target.address.description,
+                                    request: captured, requestStart: startedAt)
+        record.mask = config.mask
+
+        var out = upstreamHead(head, target: target)
+        var forwardBody = request.rawBody
+        var context: KeySubstitution.Context?
+        if let sub = config.substitution {
+            let (action, ctx) = sub.request(request.body)
+            switch action {
+            case let .unchanged(note):
+                if let note { actions.append(.note(kind: "substitution", detail: note)) }
+            case let .replaced(body, note):
+                if let note { actions.append(.note(kind: "substitution", detail: note)) }
+                forwardBody = body
+                context = ctx
+                out.headers.remove("Transfer-Encoding")
+                out.headers.replaceOrAdd("Content-Length", String(body.count))
+            case let .answer(status, body, note):
+                actions.append(.note(kind: "substitution", detail: note))
+                let headers = HTTPHeaders([("Content-Type", "application/json; charset=utf-8"), ("Content-Length", String(body.count))])
+                actions.append(.writeClient(HTTPResponseHead(status: status, headers: headers).bytes + body))
+                record.status = status
+                record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: body.count)
+                record.done = env.wallClock()
+                actions.append(.record(record))
+                if head.keepAlive { processNext(env) } else { actions.append(.closeClient(afterFlush: true)) }
+                return
+            }
+        }
+        let bytes = out.bytes + forwardBody
+
+        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context)
+        wait(for: .upstream, seconds: config.upstreamTimeout, env)
+        if var link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
+            link.awaiting = true
+            link.parser.requestMethod = head.method
+            link.firstByteAt = nil
+            link.requestSentAt = env.wallClock()
+            upstream = link
+            actions.append(.writeUpstream(bytes))
+        } else {
+            if upstream != nil { actions.append(.closeUpstream) }
+            var link = Upstream(target: target, parser: HTTPParser(mode: .response, limits: config.limits))
+            link.awaiting = true
+            link.parser.requestMethod = head.method
+            link.pending = bytes
+            upstream = link
+            actions.append(.connectUpstream(target))
+        }
+    }
+
+    /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged).
+    func upstreamHead(_ head: HTTPRequestHead, target: Target) -> HTTPRequestHead {
+        var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
+        for h in ["Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"] { out.headers.remove(h) }
+        if config.authorization != nil, case .reverse = config.mode { out.headers.remove("Authorization") } // it was 3dstape's
+        out.headers.remove("Connection")
+        // A reverse proxy names its upstream; a forward proxy given an absolute URL replaces the client's Host with that
+        // URL's authority (RFC 9112 §3.2.2), so that what is recorded is what the upstream sees. In a tunnel the
+        // client's own Host goes through, and the recorded URL comes from the CONNECT target.
+        if case .reverse = config.mode { out.headers.replaceOrAdd("Host", target.hostHeader) }
+        if case .forward = config.mode, tunnel == nil { out.headers.replaceOrAdd("Host", target.hostHeader) }
+        if out.headers["Host"] == nil { out.headers.add("Host", target.hostHeader) }
+        return out
+    }
+
+    func resolveTarget(_ head: HTTPRequestHead) -> Result<Target, HTTPParseError> {
+        switch config.mode {
+        case let .reverse(u):
+            guard head.target.hasPrefix("/") || head.target == "*" else {
+                return .failure(HTTPParseError(status: 400, "a reverse proxy expects origin-form targets, got '\(head.target.prefix(60))'"))
+            }
+            return .success(Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: u.basePath + head.target))
+        case .forward:
+            if let tunnel {
+                let host = tunnel.port == 443 ? tunnel.host : tunnel.description
+                return .success(Target(tls: true, address: tunnel, hostHeader: host, path: head.target))
+            }
+            if let scheme = head.target.range(of: "://"),
+               head.target[scheme.upperBound...].prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" }).contains("@") {
+                return .failure(HTTPParseError(status: 400, "credentials in the request URL (user@host) are neither forwarded nor recorded"))
+            }
+            guard let u = UpstreamURL(head.target) else {
+                return .failure(HTTPParseError(status: 400, "a forward proxy needs an absolute URL (http://host/path) or CONNECT, got '\(head.target.prefix(60))'"))
+            }
+            let t = head.target
+            let afterScheme = t.index(t.startIndex, offsetBy: u.tls ? 8 : 7)
+            let path = t[afterScheme...].firstIndex(of: "/").map { String(t[$0...]) } ?? "/"
+            return .success(Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: path))
+        }
+    }
+
+    /// Answers the client with an error of our own and closes after it (malformed or refused request).
+    private mutating func reject(status: Int, _ message: String, _ env: some ProxySessionEnvironment) {
+        actions.append(.log("\(peer): \(status) \(message)"))
+        actions.append(.note(kind: "rejected", detail: "\(peer): \(status) \(message)"))
+        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: nil, close: true)))
+        actions.append(.closeClient(afterFlush: true))
+    }
+
+    // MARK: upstream side
+
+    private mutating func upstreamConnected(_ connectedAt: Double?, _ tlsDoneAt: Double?, _ env: some ProxySessionEnvironment) {
+        guard var link = upstream, !link.closed else { return }
+        link.connected = true
+        link.connectedAt = connectedAt
+        link.tlsDoneAt = tlsDoneAt
+        actions.append(.writeUpstream(link.pending))
+        link.pending = []
+        link.requestSentAt = env.wallClock()
+        upstream = link
+    }
+
+    private mutating func upstreamBytes(_ bytes: [UInt8], _ env: some ProxySessionEnvironment) {
+        guard var link = upstream, !link.closed else { return }
+        if link.firstByteAt == nil { link.firstByteAt = env.wallClock() }
+        link.parser.append(bytes)
+        do {
+            if let response = try link.parser.nextResponse() {
+                link.awaiting = false
+                let first = link.firstByteAt
+                link.firstByteAt = nil
+                if !response.head.keepAlive {
+                    link.closed = true
+                    actions.append(.closeUpstream)
+                }
+                upstream = link
+                responseReceived(response, firstByteAt: first, env)
+            } else if !link.awaiting, !link.parser.isIdle {
+                upstream = link
+                failUpstream(502, "upstream \(link.target.address) sent data without a request", env)
+            } else {
+                upstream = link
+            }
+        } catch {
+            upstream = link
+            failUpstream(502, "upstream \(link.target.address) sent an invalid response: \(error.message)", env)
+        }
+    }
+
+    private mutating func upstreamClosed(_ failure: UpstreamFailure?, _ env: some ProxySessionEnvironment) {
+        guard var link = upstream, !link.closed else { return }
+        link.closed = true
+        upstream = link
+        guard link.awaiting else { return }
+        if failure == nil, let response = try? link.parser.finish() {
+            link.awaiting = false
+            upstream = link
+            responseReceived(response, firstByteAt: link.firstByteAt, env)
+            return
+        }
+        let why: String
+        switch failure {
+        case let .connect(reason)?: why = "upstream \(link.target.address) unreachable: \(reason)"
+        case let .tls(m)?: why = "TLS to upstream \(link.target.address) failed: \(m)"
+        case let .other(e)?: why = "upstream \(link.target.address): \(e)"
+        case nil: why = "upstream \(link.target.address) closed the connection before a complete response"
+        }
+        failUpstream(502, why, env)
+    }
+
+    private mutating func failUpstream(_ status: Int, _ message: String, _ env: some ProxySessionEnvironment) {
+        upstream?.awaiting = false
+        upstream?.closed = true
+        actions.append(.closeUpstream)
+        upstreamFailed(status: status, message, closeUpstream: true, env)
+    }
+
+    private mutating func responseReceived(_ response: HTTPResponse, firstByteAt: Double?, _ env: some ProxySessionEnvironment) {
+        guard var f = inFlight else { return }
+        inFlight = nil
+        holdBudget(env)
+        var headers = response.head.headers
+        var body = response.body
+        var wire = response.rawHead + response.rawBody
+        if let ctx = f.substitution, let sub = config.substitution {
+            switch sub.response(response.body, context: ctx) {
+            case let .unchanged(note):
+                if let note { actions.append(.note(kind: "substitution", detail: note)) }
+            case let .replaced(newBody, note):
+                if let note { actions.append(.note(kind: "substitution", detail: note)) }
+                headers.remove("Transfer-Encoding")
+                headers.replaceOrAdd("Content-Length", String(newBody.count))
+                body = newBody
+                wire = HTTPResponseHead(status: response.head.status, reason: response.head.reason, version: response.head.version,
+                                        headers: headers).bytes + newBody
+            case .answer:
+                break
+            }
+        }
+        // The client gets (and the session stores) the response as the client sees it.
+        actions.append(.writeClient(wire))
+        f.record.status = response.head.status
+        f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: wire.count)
+        fillUpstreamTimes(&f.record)
+        f.record.firstByte = firstByteAt
+        f.record.done = env.wallClock()
+        actions.append(.record(f.record))
+        let closeDelimited = response.head.headers["Content-Length"] == nil && response.head.headers["Transfer-Encoding"] == nil
+            && !(response.head.status == 204 || response.head.status == 304 || f.record.method == "HEAD")
+        if !f.keepAlive || closeDelimited {
+            deadline = 0
+            actions.append(.closeClient(afterFlush: true))
+            return
+        }
+        wait(for: .idle, seconds: config.idleTimeout, env)
+        processNext(env)
+    }
+
+    private mutating func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool, _ env: some ProxySessionEnvironment) {
+        guard var f = inFlight else { return }
+        inFlight = nil
+        holdBudget(env)
+        wait(for: .idle, seconds: config.idleTimeout, env)
+        fillUpstreamTimes(&f.record)
+        if closeUpstream {
+            if upstream?.closed == false { actions.append(.closeUpstream) }
+            upstream = nil
+        }
+        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.address.description, close: !f.keepAlive)))
+        f.record.status = status
+        f.record.error = message
+        f.record.done = env.wallClock()
+        actions.append(.record(f.record))
+        if !f.keepAlive { actions.append(.closeClient(afterFlush: true)) } else { processNext(env) }
+    }
+
+    private func fillUpstreamTimes(_ r: inout ExchangeRecord) {
+        guard let link = upstream else { return }
+        r.upstreamConnect = link.connectedAt
+        r.tlsDone = link.tlsDoneAt
+        r.requestSent = link.requestSentAt
+    }
+}
+
+/// The JSON error answers the proxy itself gives (malformed requests, unreachable upstreams, timeouts).
+enum ProxyErrorResponse {
+    static func bytes(status: Int, error: String, upstream: String?, close: Bool, extraHeaders: [(String, String)] = []) -> [UInt8] {
+        var members: [(String, JSON)] = [("error", .string(error)), ("status", .number(String(status))), ("proxy", .string("3dstape"))]
+        if let upstream { members.append(("upstream", .string(upstream))) }
+        let body = JSON.object(members).bytes + [0x0A]
+        var headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", String(body.count)), ("X-3dstape-Error", "1")]
+                                  + extraHeaders)
+        if close { headers.add("Connection", "close") }
+        return HTTPResponseHead(status: status, headers: headers).bytes + body
+    }
+}
