@@ -1,0 +1,345 @@
+import Testing
+import TapCrypto
+import TapHTTP
+import TapNet
+import TapStore
+@testable import TapProxy
+
+/// A fixed world for the machine: a clock the test moves, a writer backlog it sets, a budget it limits.
+final class FakeEnvironment: ProxySessionEnvironment {
+    var wall = 1_000.0
+    var mono: UInt64 = 1_000_000_000
+    var pacing = 0.0
+    var behind = false
+    var limit = 1 << 20
+    var held = 0
+    func wallClock() -> Double { wall }
+    func monotonicClock() -> UInt64 { mono }
+    func pacingDelay() -> Double { pacing }
+    var writerIsBehind: Bool { behind }
+    func holdBudget(_ bytes: Int) -> Bool {
+        held = bytes
+        return bytes <= limit
+    }
+    var budgetLimit: Int { limit }
+    /// Moves both clocks.
+    func advance(_ seconds: Double) {
+        wall += seconds
+        mono += UInt64(seconds * 1e9)
+    }
+}
+
+/// Drives a machine with byte arrays and keeps what it asked for, in the style of SwiftNIO's EmbeddedChannel.
+struct Harness {
+    var machine: ProxySessionMachine
+    let env = FakeEnvironment()
+
+    init(_ mode: ProxyConfiguration.Mode, configure: (inout ProxyConfiguration) -> Void = { _ in }) throws {
+        var config = ProxyConfiguration(mode: mode, upstreamTLS: try TLSContext(clientRoots: []), interceptTLS: nil)
+        if case .forward = mode { config.interceptTLS = try TLSContext(clientRoots: []) } // only its presence matters here
+        configure(&config)
+        machine = ProxySessionMachine(config: config, connectionID: 7, peer: "127.0.0.1:5555")
+        machine.start(env)
+    }
+
+    static func reverse(_ configure: (inout ProxyConfiguration) -> Void = { _ in }) throws -> Harness {
+        try Harness(.reverse(UpstreamURL("http://ds.example:8443/base")!), configure: configure)
+    }
+
+    mutating func feed(_ e: ProxySessionMachine.Event) -> [ProxySessionMachine.Action] { machine.handle(e, env) }
+    mutating func client(_ text: String) -> [ProxySessionMachine.Action] { feed(.clientBytes(Array(text.utf8))) }
+    mutating func upstream(_ text: String) -> [ProxySessionMachine.Action] { feed(.upstreamBytes(Array(text.utf8))) }
+}
+
+extension Array where Element == ProxySessionMachine.Action {
+    var clientWrites: [String] { compactMap { if case let .writeClient(b) = $0 { return String(decoding: b, as: UTF8.self) }; return nil } }
+    var upstreamWrites: [String] { compactMap { if case let .writeUpstream(b) = $0 { return String(decoding: b, as: UTF8.self) }; return nil } }
+    var connects: [Target] { compactMap { if case let .connectUpstream(t) = $0 { return t }; return nil } }
+    var records: [ExchangeRecord] { compactMap { if case let .record(r) = $0 { return r }; return nil } }
+    var closesClient: Bool { contains { if case .closeClient = $0 { return true }; return false } }
+    var closesUpstream: Bool { contains { if case .closeUpstream = $0 { return true }; return false } }
+    var pauses: Bool { contains { if case .pauseClientReading = $0 { return true }; return false } }
+    var resumes: Bool { contains { if case .resumeClientReading = $0 { return true }; return false } }
+    var notes: [String] { compactMap { if case let .note(kind, _) = $0 { return kind }; return nil } }
+    var names: [String] {
+        map {
+            switch $0 {
+            case .writeClient: "writeClient"
+            case .closeClient: "closeClient"
+            case .startClientTLS: "startClientTLS"
+            case .pauseClientReading: "pause"
+            case .resumeClientReading: "resume"
+            case .connectUpstream: "connect"
+            case .writeUpstream: "writeUpstream"
+            case .closeUpstream: "closeUpstream"
+            case .record: "record"
+            case .note: "note"
+            case .log: "log"
+            case .budgetRefused: "budgetRefused"
+            case .pace: "pace"
+            case .waitForWriter: "waitForWriter"
+            case .ended: "ended"
+            }
+        }
+    }
+}
+
+let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 21\r\n\r\n{\"messageType\":\"ARes\"}"
+    .replacingOccurrences(of: "Length: 21", with: "Length: 22")
+
+@Suite struct ReverseModeTests {
+    @Test func aRequestIsForwardedAndItsResponseWrittenBackAndRecorded() throws {
+        var h = try Harness.reverse()
+        let request = "POST /areq?x=1 HTTP/1.1\r\nHost: proxy.local\r\nProxy-Connection: keep-alive\r\nKeep-Alive: 5\r\nTE: trailers\r\n"
+            + "Upgrade: h2c\r\nConnection: Upgrade, keep-alive\r\nContent-Length: 4\r\n\r\nbody"
+        var a = h.client(request)
+        #expect(a.names == ["connect"])
+        let t = try #require(a.connects.first)
+        #expect(t.address == HostPort(host: "ds.example", port: 8443) && t.path == "/base/areq?x=1" && !t.tls)
+        h.env.advance(0.001)
+        a = h.feed(.upstreamConnected(connectedAt: 1000.0005, tlsDoneAt: nil))
+        let sent = try #require(a.upstreamWrites.first)
+        #expect(sent.hasPrefix("POST /base/areq?x=1 HTTP/1.1\r\n"))
+        #expect(sent.contains("Host: ds.example:8443\r\n") && sent.hasSuffix("\r\n\r\nbody"))
+        for hop in ["Proxy-Connection", "Keep-Alive", "TE:", "Upgrade", "Connection:"] { #expect(!sent.contains(hop), "\(hop)") }
+        h.env.advance(0.002)
+        a = h.upstream(ares)
+        #expect(a.clientWrites == [ares])
+        let r = try #require(a.records.first)
+        #expect(r.status == 200 && r.method == "POST" && r.url == "http://ds.example:8443/base/areq?x=1" && r.connectionID == 7 && r.seq == 1)
+        func near(_ a: Double?, _ b: Double) -> Bool { a.map { abs($0 - b) < 1e-9 } ?? false }
+        #expect(near(r.requestStart, 1000) && near(r.upstreamConnect, 1000.0005) && near(r.requestSent, 1000.001))
+        #expect(near(r.firstByte, 1000.003) && near(r.done, 1000.003))
+        #expect(r.request.body == Array("body".utf8) && r.response?.body == Array("{\"messageType\":\"ARes\"}".utf8))
+        #expect(!a.closesClient && h.machine.waitingFor == .idle)
+    }
+
+    @Test func keepAliveReusesTheUpstreamAndPipelinedRequestsWaitTheirTurn() throws {
+        var h = try Harness.reverse()
+        var a = h.client("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(a.connects.count == 1)
+        a = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        #expect(a.upstreamWrites.count == 1 && a.upstreamWrites[0].hasPrefix("GET /base/a "))
+        a = h.upstream("HTTP/1.1 204 No Content\r\n\r\n")
+        // The first answer goes back, then the second request leaves on the same upstream connection.
+        #expect(a.names == ["writeClient", "record", "writeUpstream"])
+        #expect(a.upstreamWrites[0].hasPrefix("GET /base/b "))
+        a = h.upstream("HTTP/1.1 204 No Content\r\n\r\n")
+        #expect(a.records.map(\.seq) == [2] && a.connects.isEmpty)
+    }
+
+    @Test func aRequestArrivingByteByByteIsForwardedOnceComplete() throws {
+        var h = try Harness.reverse()
+        let request = Array("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc".utf8)
+        var all: [ProxySessionMachine.Action] = []
+        for b in request { all += h.feed(.clientBytes([b])) }
+        #expect(all.connects.count == 1 && all.names == ["connect"])
+        #expect(h.machine.waitingFor == .upstream)
+    }
+
+    @Test func aSlowHeadIsAnswered408AtItsDeadline() throws {
+        var h = try Harness.reverse { $0.headerTimeout = 2 }
+        #expect(h.client("POST /x HTTP/1.1\r\nHost: a\r\n").isEmpty)
+        #expect(h.machine.waitingFor == .requestHead)
+        h.env.advance(2.5)
+        let a = h.feed(.deadlinePassed)
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 408 ") == true && a.closesClient && a.notes == ["rejected"])
+    }
+
+    @Test func anIdleConnectionIsClosedAtItsDeadline() throws {
+        var h = try Harness.reverse { $0.idleTimeout = 5 }
+        #expect(h.machine.deadline == h.env.mono + 5_000_000_000)
+        let a = h.feed(.deadlinePassed)
+        #expect(a.names == ["closeClient"])
+    }
+
+    @Test func anAbsoluteTargetIsRefusedInReverseModeAndCONNECTToo() throws {
+        var h = try Harness.reverse()
+        var a = h.client("GET http://elsewhere/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 400 ") == true && a.clientWrites.first?.contains("origin-form") == true && a.closesClient)
+        h = try Harness.reverse()
+        a = h.client("CONNECT ds.example:443 HTTP/1.1\r\nHost: ds.example:443\r\n\r\n")
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 405 ") == true)
+    }
+
+    @Test func malformedRequestsGet400AndTheConnectionCloses() throws {
+        var h = try Harness.reverse()
+        let a = h.client("GARBAGE\r\n\r\n")
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 400 ") == true && a.closesClient && a.connects.isEmpty)
+    }
+
+    @Test func expect100ContinueIsAnsweredBeforeTheBody() throws {
+        var h = try Harness.reverse()
+        var a = h.client("POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+        #expect(a.clientWrites == ["HTTP/1.1 100 Continue\r\n\r\n"])
+        a = h.client("abc")
+        #expect(a.connects.count == 1 && a.clientWrites.isEmpty)
+        a = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        #expect(!(a.upstreamWrites.first?.contains("Expect") ?? true))
+    }
+
+    @Test func connectionCloseFromTheClientClosesAfterTheResponse() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        let a = h.upstream(ares)
+        #expect(a.names == ["writeClient", "record", "closeClient"])
+    }
+}
+
+@Suite struct UpstreamFailureTests {
+    @Test func anUpstreamThatDoesNotAnswerGets504AtTheDeadline() throws {
+        var h = try Harness.reverse { $0.upstreamTimeout = 3 }
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: 1000.001, tlsDoneAt: nil))
+        h.env.advance(3.1)
+        let a = h.feed(.deadlinePassed)
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 504 ") == true && a.closesUpstream)
+        let r = try #require(a.records.first)
+        #expect(r.status == 504 && r.error == "upstream ds.example:8443 did not answer within 3 s" && r.upstreamConnect == 1000.001)
+        #expect(!a.closesClient) // keep-alive: the client may send another request
+        let next = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(next.connects.count == 1)
+    }
+
+    @Test func anUnreachableUpstreamGets502() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        let a = h.feed(.upstreamClosed(.connect("connection refused")))
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 502 ") == true)
+        #expect(a.records.first?.error == "upstream ds.example:8443 unreachable: connection refused")
+    }
+
+    @Test func aResponseCutShortGets502AndAnInvalidOneToo() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        _ = h.upstream("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+        var a = h.feed(.upstreamClosed(nil))
+        #expect(a.records.first?.error == "upstream ds.example:8443 closed the connection before a complete response")
+        h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        a = h.upstream("NOT HTTP AT ALL\r\n\r\n")
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 502 ") == true && a.closesUpstream)
+        #expect(a.records.first?.error?.hasPrefix("upstream ds.example:8443 sent an invalid response") == true)
+    }
+
+    @Test func aCloseDelimitedResponseEndsWithTheUpstreamAndClosesTheClient() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        #expect(h.upstream("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello ").isEmpty)
+        let a = h.feed(.upstreamClosed(nil))
+        #expect(a.names == ["writeClient", "record", "closeClient"])
+        #expect(a.records.first?.response?.body == Array("hello ".utf8))
+    }
+
+    @Test func anUpstreamThatClosesAfterItsAnswerIsReopenedForTheNext() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET /1 HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        var a = h.upstream("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+        #expect(a.names == ["closeUpstream", "writeClient", "record"])
+        a = h.client("GET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(a.connects.count == 1)
+    }
+
+    @Test func aClientThatLeavesMidExchangeIsRecordedAsAnAbort() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        h.env.advance(0.5)
+        let a = h.feed(.clientClosed(error: nil, tlsFailure: false))
+        let r = try #require(a.records.first)
+        #expect(r.clientAbortAt == 1000.5 && r.error == "client closed the connection before the response")
+        #expect(a.names == ["record", "closeUpstream", "ended"])
+        #expect(h.upstream(ares).isEmpty) // a late answer goes nowhere
+    }
+}
+
+@Suite struct ForwardModeTests {
+    @Test func anAbsoluteURLGoesToItsHostWithTheHostHeaderReplaced() throws {
+        var h = try Harness(.forward)
+        var a = h.client("GET http://acs.example:8080/challenge?id=1 HTTP/1.1\r\nHost: wrong.example\r\nProxy-Authorization: Basic eA==\r\n\r\n")
+        let t = try #require(a.connects.first)
+        #expect(t.address == HostPort(host: "acs.example", port: 8080) && t.path == "/challenge?id=1")
+        a = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        let sent = try #require(a.upstreamWrites.first)
+        #expect(sent.hasPrefix("GET /challenge?id=1 HTTP/1.1\r\n") && sent.contains("Host: acs.example:8080\r\n") && !sent.contains("wrong.example"))
+        #expect(!sent.contains("Proxy-Authorization"))
+    }
+
+    @Test func credentialsInTheURLAndOriginFormAreRefused() throws {
+        var h = try Harness(.forward)
+        var a = h.client("GET http://user:pw@acs.example/ HTTP/1.1\r\nHost: acs.example\r\n\r\n")
+        #expect(a.clientWrites.first?.contains("credentials in the request URL") == true && a.connects.isEmpty)
+        h = try Harness(.forward)
+        a = h.client("GET /relative HTTP/1.1\r\nHost: acs.example\r\n\r\n")
+        #expect(a.clientWrites.first?.contains("needs an absolute URL") == true)
+    }
+
+    @Test func connectIsInterceptedAndRequestsInsideGoToTheTunnelsHost() throws {
+        var h = try Harness(.forward)
+        var a = h.client("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n")
+        #expect(a.clientWrites == ["HTTP/1.1 200 Connection established\r\n\r\n"])
+        #expect(a.names == ["writeClient", "startClientTLS"])
+        if case let .startClientTLS(name) = a[1] { #expect(name == "acs.example") }
+        a = h.client("POST /challenge HTTP/1.1\r\nHost: acs.example\r\nContent-Length: 0\r\n\r\n")
+        let t = try #require(a.connects.first)
+        #expect(t.tls && t.address == HostPort(host: "acs.example", port: 443) && t.hostHeader == "acs.example")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        a = h.upstream(ares)
+        #expect(a.records.first?.url == "https://acs.example/challenge")
+        a = h.client("CONNECT other.example:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n")
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 405 ") == true)
+    }
+
+    @Test func withAuthAClientWithoutCredentialsGets407() throws {
+        var h = try Harness(.forward) { $0.authorization = ClientAuthorization("qa:secret") }
+        var a = h.client("GET http://acs.example/ HTTP/1.1\r\nHost: acs.example\r\n\r\n")
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 407 ") == true && a.clientWrites.first?.contains("Proxy-Authenticate: Basic") == true)
+        #expect(a.closesClient && a.connects.isEmpty)
+        h = try Harness(.forward) { $0.authorization = ClientAuthorization("qa:secret") }
+        a = h.client("GET http://acs.example/ HTTP/1.1\r\nHost: acs.example\r\nProxy-Authorization: Basic cWE6c2VjcmV0\r\n\r\n")
+        #expect(a.connects.count == 1)
+    }
+}
+
+@Suite struct BackpressureTests {
+    @Test func aRequestIsPacedWhileTheWriterFallsBehindThenGoesOn() throws {
+        var h = try Harness.reverse()
+        h.env.pacing = 0.0015
+        var a = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(a.names == ["pause", "pace"])
+        if case let .pace(d) = a[1] { #expect(d == 0.0015) }
+        a = h.feed(.resume)
+        #expect(a.names == ["resume", "connect"]) // paced once, not twice
+    }
+
+    @Test func aRequestWaitsForTheWriterWhenItIsFarBehind() throws {
+        var h = try Harness.reverse()
+        h.env.behind = true
+        var a = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(a.names == ["pause", "waitForWriter"])
+        h.env.behind = false
+        a = h.feed(.resume)
+        #expect(a.names == ["resume", "connect"])
+    }
+
+    @Test func overTheMemoryBudgetTheClientGets503() throws {
+        var h = try Harness.reverse()
+        h.env.limit = 10
+        let a = h.client("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
+        #expect(a.names.first == "budgetRefused" && a.clientWrites.first?.hasPrefix("HTTP/1.1 503 ") == true && a.closesClient)
+    }
+
+    @Test func readingPausesWhenTooMuchFollowsARequestInFlight() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        var a = h.feed(.clientBytes(Array(repeating: UInt8(ascii: "G"), count: ProxySessionMachine.pipelineAllowance + 1)))
+        #expect(a.names == ["pause"])
+        a = h.upstream("HTTP/1.1 204 No Content\r\n\r\n")
+        #expect(a.resumes && a.records.count == 1)
+    }
+}
