@@ -75,16 +75,7 @@ extension SessionReader {
         guard !ids.isEmpty else { return [] }
         let list = ids.map { String($0) }.joined(separator: ",")
         var tags: [Int64: [MessageTag]] = [:]
-        let decryption = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
-        for m in try db.query("""
-            SELECT exchange_id, direction, message_type, location, trans_status, error_code, \(decryption), three_ds_server_trans_id,
-                   acs_trans_id, message_version FROM messages WHERE exchange_id IN (\(list)) ORDER BY id
-            """) {
-            tags[m[0].integer ?? 0, default: []].append(MessageTag(
-                direction: m[1].text ?? "", type: m[2].text, location: m[3].text ?? "", transStatus: m[4].text, errorCode: m[5].text,
-                encrypted: m[3].text == "jwe" && m[6].text?.hasPrefix("decrypted") != true, threeDSServerTransID: m[7].text,
-                acsTransID: m[8].text, version: m[9].text))
-        }
+        for (id, tag) in try messageTags(where: "exchange_id IN (\(list))") { tags[id, default: []].append(tag) }
         var replays: [Int64: ReplayAnnotation] = [:]
         if try hasTable("replay_matches") {
             let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
@@ -108,10 +99,14 @@ extension SessionReader {
 
     /// Every 3DS message's tag with its exchange id, in storage order (for grouping transactions without bodies).
     public func messageTags() throws -> [(exchangeID: Int64, tag: MessageTag)] {
+        try messageTags(where: "message_type IS NOT NULL")
+    }
+
+    func messageTags(where condition: String) throws -> [(exchangeID: Int64, tag: MessageTag)] {
         let decryption = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
         return try db.query("""
             SELECT exchange_id, direction, message_type, location, trans_status, error_code, \(decryption), three_ds_server_trans_id,
-                   acs_trans_id, message_version FROM messages WHERE message_type IS NOT NULL ORDER BY exchange_id, id
+                   acs_trans_id, message_version FROM messages WHERE \(condition) ORDER BY exchange_id, id
             """).map { m in
             (m[0].integer ?? 0, MessageTag(direction: m[1].text ?? "", type: m[2].text, location: m[3].text ?? "", transStatus: m[4].text,
                                            errorCode: m[5].text, encrypted: m[3].text == "jwe" && m[6].text?.hasPrefix("decrypted") != true,

@@ -321,10 +321,11 @@ def main():
         check(evil in page, "markup from the session is shown as text (URL, header, message element)")
         check(driver.execute_script("return window.__pwned === undefined && document.querySelectorAll('main img, main script').length === 0"),
               "and runs nothing: no img or script element was made, window.__pwned is unset")
+        shot("11-injection-exchange")
         driver.get(base + "#/")
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "tr.session-row[data-name='inject.3dstape']"))
         check(driver.execute_script("return window.__pwned === undefined"), "the label with markup in the sessions list runs nothing either")
-        shot("11-injection")
+        shot("12-injection-sessions")
 
         print("== path traversal", flush=True)
         for path in ("api/sessions/..%2F..%2F..%2Fetc%2Fpasswd", "api/sessions/%2Fetc%2Fpasswd", "api/sessions/link-out.3dstape",
@@ -358,7 +359,7 @@ def main():
         WebDriverWait(driver, 5, poll_frequency=0.02).until(lambda d: len(rows()) > before)
         live_s = time.time() - t
         check(live_s < 1.0, f"live: an exchange recorded while the page is open shows {live_s * 1000:.0f} ms after its answer")
-        shot("12-live")
+        shot("13-live")
 
         print("== 100,000 exchanges", flush=True)
         timings = []
@@ -380,7 +381,7 @@ def main():
         WebDriverWait(driver, 10, poll_frequency=0.01).until(
             lambda d: any(r.get_attribute("data-id") == "100000" for r in rows()))
         check(True, f"scrolled to the end, exchange #100000 is drawn in {(time.time() - t) * 1000:.0f} ms")
-        shot("13-large-session-end")
+        shot("14-large-session-end")
         Select(driver.find_element(By.ID, "f-status")).select_by_value("N")
         t = time.time()
         wait.until(lambda d: d.find_element(By.ID, "count").text.startswith("10000 "))
