@@ -125,8 +125,11 @@ public final class WebAPI: @unchecked Sendable {
 
     func head(_ r: SessionReader, name: String) throws -> JSON {
         let h = try r.head()
+        // A replay names the session it replayed: when that file is served too, the page links each answer to its recording.
+        let recording = r.meta["replayed_session"].flatMap(SessionCatalog.realPath).flatMap { real in catalog.entries().first { $0.path == real }?.name }
         return .object([("name", .string(name)), ("meta", .object(r.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
-                        ("exchanges", .number(String(h.count))), ("last_id", .number(String(h.lastID))), ("replay", .bool(try r.isReplay))])
+                        ("exchanges", .number(String(h.count))), ("last_id", .number(String(h.lastID))), ("replay", .bool(try r.isReplay)),
+                        ("recording", recording.map(JSON.string) ?? .null)])
     }
 
     func filter(_ q: [String: String]) -> ExchangeFilter {

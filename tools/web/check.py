@@ -293,14 +293,18 @@ def main():
         driver.find_element(By.CSS_SELECTOR, "#diagram svg g.message.response").click()
         wait.until(lambda d: d.find_elements(By.ID, "replay-info"))
         check("recorded exchange #" in driver.find_element(By.ID, "replay-info").text, "and an exchange of it: "
-              + driver.find_element(By.ID, "replay-info").text[:120])
+              + driver.find_element(By.ID, "replay-info").text[:160])
+        shot("9-replay-exchange")
+        driver.find_element(By.ID, "recorded-link").click()
+        wait.until(lambda d: "/s/demo.3dstape/x/" in d.current_url and d.find_elements(By.CSS_SELECTOR, ".msg"))
+        check(True, "which links to the recorded exchange in the recording: " + driver.current_url.split("#")[1])
 
         print("== validation and diff", flush=True)
         driver.get(base + "#/s/demo.3dstape/validation")
         wait.until(lambda d: d.find_elements(By.ID, "validation-summary"))
         check(driver.find_element(By.ID, "validation-summary").text.startswith("0 errors"),
               "validation of the demo recording: " + driver.find_element(By.ID, "validation-summary").text)
-        shot("9-validation")
+        shot("10-validation")
         driver.get(base + "#/")
         wait.until(lambda d: d.find_elements(By.ID, "diff-a"))
         Select(driver.find_element(By.ID, "diff-a")).select_by_value("demo.3dstape")
@@ -309,7 +313,7 @@ def main():
         wait.until(lambda d: d.find_elements(By.ID, "diff-summary"))
         check("no differences" in driver.find_element(By.ID, "diff-summary").text,
               "the diff of the recording and its replay: " + driver.find_element(By.ID, "diff-summary").text)
-        shot("10-diff")
+        shot("11-diff")
 
         print("== injection", flush=True)
         driver.get(base + "#/")
@@ -321,11 +325,11 @@ def main():
         check(evil in page, "markup from the session is shown as text (URL, header, message element)")
         check(driver.execute_script("return window.__pwned === undefined && document.querySelectorAll('main img, main script').length === 0"),
               "and runs nothing: no img or script element was made, window.__pwned is unset")
-        shot("11-injection-exchange")
+        shot("12-injection-exchange")
         driver.get(base + "#/")
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "tr.session-row[data-name='inject.3dstape']"))
         check(driver.execute_script("return window.__pwned === undefined"), "the label with markup in the sessions list runs nothing either")
-        shot("12-injection-sessions")
+        shot("13-injection-sessions")
 
         print("== path traversal", flush=True)
         for path in ("api/sessions/..%2F..%2F..%2Fetc%2Fpasswd", "api/sessions/%2Fetc%2Fpasswd", "api/sessions/link-out.3dstape",
@@ -359,7 +363,7 @@ def main():
         WebDriverWait(driver, 5, poll_frequency=0.02).until(lambda d: len(rows()) > before)
         live_s = time.time() - t
         check(live_s < 1.0, f"live: an exchange recorded while the page is open shows {live_s * 1000:.0f} ms after its answer")
-        shot("13-live")
+        shot("14-live")
 
         print("== 100,000 exchanges", flush=True)
         timings = []
@@ -381,7 +385,7 @@ def main():
         WebDriverWait(driver, 10, poll_frequency=0.01).until(
             lambda d: any(r.get_attribute("data-id") == "100000" for r in rows()))
         check(True, f"scrolled to the end, exchange #100000 is drawn in {(time.time() - t) * 1000:.0f} ms")
-        shot("14-large-session-end")
+        shot("15-large-session-end")
         Select(driver.find_element(By.ID, "f-status")).select_by_value("N")
         t = time.time()
         wait.until(lambda d: d.find_element(By.ID, "count").text.startswith("10000 "))

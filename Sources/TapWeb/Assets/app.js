@@ -131,7 +131,10 @@ async function timelineView(name) {
   const headRow = el("div", { class: "xhead" }, ["#", "time", "method", "URL", "3DS messages", "status", "duration", "waterfall"].map(t => el("span", {}, t)));
   box.append(headRow, spacer);
 
-  setMain(el("h2", {}, name + (head.replay ? " (replay)" : "")), sessionTabs(name, "timeline"),
+  setMain(el("h2", {}, name + (head.replay ? " (replay)" : "")),
+    head.recording ? el("p", { class: "replay" }, "A replay of ", el("a", { href: "#/s/" + enc(head.recording) }, head.recording),
+      "; each answer names the recorded exchange it came from.") : null,
+    sessionTabs(name, "timeline"),
     el("div", { class: "filters" }, typeSel, statusSel, hostSel, el("label", {}, errors, " errors only"), search,
       el("label", {}, live, " live"), count), legend, box);
 
@@ -267,11 +270,14 @@ function bodyBlock(body) {
 
 async function exchangeView(name, id) {
   crumbs(["sessions", "#/"], [name, "#/s/" + enc(name)], ["#" + id]);
-  const x = await api("sessions/" + enc(name) + "/exchanges/" + enc(id));
+  const [x, head] = await Promise.all([api("sessions/" + enc(name) + "/exchanges/" + enc(id)), api("sessions/" + enc(name))]);
   const phases = Object.entries(x.phases).map(([k, v]) => k + " " + ms(v)).join(" · ");
-  const replay = x.replay ? el("p", { class: "replay", id: "replay-info" },
-    "Replayed: " + (x.replay.recorded_exchange !== null ? "answer from recorded exchange #" + x.replay.recorded_exchange : "no recorded answer")
-    + (x.replay.matched_by ? " (matched by " + x.replay.matched_by + ")" : "")
+  const recorded = x.replay && x.replay.recorded_exchange !== null
+    ? (head.recording ? el("a", { href: "#/s/" + enc(head.recording) + "/x/" + x.replay.recorded_exchange, id: "recorded-link" },
+        "recorded exchange #" + x.replay.recorded_exchange + " of " + head.recording) : "recorded exchange #" + x.replay.recorded_exchange)
+    : "no recorded answer";
+  const replay = x.replay ? el("p", { class: "replay", id: "replay-info" }, "Replayed: answer from ", recorded,
+    (x.replay.matched_by ? " (matched by " + x.replay.matched_by + ")" : "")
     + (x.replay.scheduled_delay_ms !== null ? " · scheduled delay " + ms(x.replay.scheduled_delay_ms) : "")
     + (x.replay.actual_delay_ms !== null ? " · actual " + ms(x.replay.actual_delay_ms) : "")
     + (x.replay.faults ? " · fault " + x.replay.faults : "") + (x.replay.miss ? " · miss: " + x.replay.miss : "")) : null;
