@@ -159,6 +159,9 @@ struct DemoCommand: Command {
         io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); "
                + "try '3dstape show \(out) --exchange \(challenge)' (a CReq/CRes in full), "
                + "or '3dstape replay \(out) --scenario challenge-timeout' ('3dstape scenarios' lists the others)")
+        let dir = (out as NSString).deletingLastPathComponent
+        io.out("browse it: '3dstape web\(dir == "sessions" || dir.isEmpty ? "" : " \(dir)")', then open http://127.0.0.1:8470/ "
+               + "(timeline, decrypted CReq/CRes, sequence diagrams, the replay beside the recording)")
         return failures == 0 ? 0 : 1
     }
 

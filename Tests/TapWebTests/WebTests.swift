@@ -237,3 +237,42 @@ struct WebFixture {
         #expect(svg.contains("T+0 ms\u{FFFD}"))
     }
 }
+
+@Suite struct ReplaySessionTests {
+    /// A replay session written by the session writer: an answer with an injected fault and a miss.
+    @Test func faultsAndMissesShowInRowsFiltersAndTheDiagram() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-web-replay-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("r.3dstape").path
+        let writer = try SessionWriter(path: path, meta: [("mode", "replay"), ("label", "replay test")])
+        writer.submit(.connectionOpened(ConnectionRecord(id: 1, clientAddress: "127.0.0.1:1", acceptedAt: 1000, mode: "replay", upstream: nil)))
+        let areq = #"{"messageType":"AReq","messageVersion":"2.2.0","threeDSServerTransID":"8a880dc0-d2d2-4067-bcb1-b08d1690b26e","deviceChannel":"01"}"#
+        let erro = #"{"messageType":"Erro","messageVersion":"2.2.0","threeDSServerTransID":"8a880dc0-d2d2-4067-bcb1-b08d1690b26e","errorCode":"402","errorComponent":"D"}"#
+        for (i, (answer, annotation)) in [
+            (erro, ReplayAnnotation(recordedExchangeID: 4, matchedBy: "AReq: version", miss: nil, scheduledDelayMs: 120, actualDelayMs: 121.5, faults: "erro:402")),
+            (#"{"error":"no match"}"#, ReplayAnnotation(recordedExchangeID: nil, matchedBy: nil, miss: "path: live /x, recorded /y", scheduledDelayMs: nil, actualDelayMs: nil)),
+        ].enumerated() {
+            var x = ExchangeRecord(connectionID: 1, seq: i + 1, method: "POST", url: "http://ds.example/areq", host: "ds.example", path: "/areq",
+                                   upstream: nil, request: CapturedMessage(headers: [("Content-Type", "application/json")], body: Array(areq.utf8), wireSize: areq.utf8.count),
+                                   requestStart: 1000 + Double(i))
+            x.status = i == 0 ? 200 : 404
+            x.response = CapturedMessage(headers: [("Content-Type", "application/json")], body: Array(answer.utf8), wireSize: answer.utf8.count)
+            x.done = 1000.2 + Double(i)
+            x.replay = annotation
+            writer.submit(.exchange(x))
+        }
+        writer.close()
+        let api = WebAPI(catalog: try SessionCatalog(paths: [dir.path]))
+        let (_, head) = WebFixture.get(api, "/api/sessions/r.3dstape")
+        #expect(head["replay"] == .bool(true) && head["exchanges"]?.numberValue == "2")
+        let rows = WebFixture.get(api, "/api/sessions/r.3dstape/exchanges").1["rows"]?.arrayValue ?? []
+        #expect(rows.first?["replay"]?["faults"]?.stringValue == "erro:402")
+        #expect(rows.first?["replay"]?["recorded_exchange"]?.numberValue == "4")
+        #expect(rows.last?["replay"]?["miss"]?.stringValue == "path: live /x, recorded /y")
+        #expect(WebFixture.get(api, "/api/sessions/r.3dstape/exchanges?errors=1").1["total"]?.numberValue == "2")
+        let (_, d) = WebFixture.get(api, "/api/sessions/r.3dstape/transactions/1")
+        let replays = (d["items"]?.arrayValue ?? []).compactMap { $0["replay"]?.stringValue }
+        #expect(replays.first == "from #4 (AReq: version) · scheduled 120.0 ms · actual 121.5 ms · fault erro:402")
+    }
+}
