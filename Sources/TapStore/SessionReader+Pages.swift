@@ -36,6 +36,8 @@ public struct MessageTag: Sendable {
     public var encrypted: Bool
     public var threeDSServerTransID: String?
     public var acsTransID: String?
+    /// Present in app-channel messages only.
+    public var sdkTransID: String?
     public var version: String?
 }
 
@@ -106,11 +108,11 @@ extension SessionReader {
         let decryption = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
         return try db.query("""
             SELECT exchange_id, direction, message_type, location, trans_status, error_code, \(decryption), three_ds_server_trans_id,
-                   acs_trans_id, message_version FROM messages WHERE \(condition) ORDER BY exchange_id, id
+                   acs_trans_id, message_version, sdk_trans_id FROM messages WHERE \(condition) ORDER BY exchange_id, id
             """).map { m in
             (m[0].integer ?? 0, MessageTag(direction: m[1].text ?? "", type: m[2].text, location: m[3].text ?? "", transStatus: m[4].text,
                                            errorCode: m[5].text, encrypted: m[3].text == "jwe" && m[6].text?.hasPrefix("decrypted") != true,
-                                           threeDSServerTransID: m[7].text, acsTransID: m[8].text, version: m[9].text))
+                                           threeDSServerTransID: m[7].text, acsTransID: m[8].text, sdkTransID: m[10].text, version: m[9].text))
         }
     }
 

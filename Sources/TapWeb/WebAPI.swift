@@ -162,9 +162,12 @@ public final class WebAPI: @unchecked Sendable {
             return InspectedMessage(exchangeID: t.exchangeID, direction: t.tag.direction, location: t.tag.location, type: t.tag.type ?? "?",
                                     json: .object(fields))
         }
+        // The channel without reading the AReq's body: app-channel messages carry an sdkTransID (and CReq/CRes go as JWE),
+        // browser challenges as forms; a frictionless browser or 3RI transaction has neither.
+        let app = Set(tags.filter { $0.tag.sdkTransID != nil || $0.tag.location == "jwe" }.map(\.exchangeID))
         return ThreeDSTransaction.group(messages).map { tx in
-            let channel = tx.messages.contains { $0.location == "jwe" } ? "app"
-                : tx.messages.contains { $0.location.hasPrefix("form:") } ? "browser" : "-"
+            let channel = tx.messages.contains { app.contains($0.exchangeID) } ? "app"
+                : tx.messages.contains { $0.location.hasPrefix("form:") } ? "browser" : "browser/3RI"
             return (tx, channel)
         }
     }
