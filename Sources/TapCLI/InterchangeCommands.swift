@@ -50,28 +50,29 @@ struct DiffCommand: Command {
     }
 }
 
-/// `3dstape export`: a session as HAR 1.2, a Mermaid sequence diagram, or JSON lines.
+/// `3dstape export`: a session as HAR 1.2, a sequence diagram (Mermaid or SVG), or JSON lines.
 struct ExportCommand: Command {
     let name = "export"
-    let abstract = "Export a session as HAR 1.2 (Chrome DevTools, mitmproxy), a Mermaid sequence diagram, or JSON lines (jq)"
-    let usage = "3dstape export SESSION --format har|mermaid|jsonl [--out FILE] [--force]"
+    let abstract = "Export a session as HAR 1.2 (Chrome DevTools, mitmproxy), a sequence diagram (Mermaid or SVG), or JSON lines (jq)"
+    let usage = "3dstape export SESSION --format har|mermaid|svg|jsonl [--out FILE] [--force]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
-        .option("format", "FORMAT", help: "har, mermaid or jsonl"),
+        .option("format", "FORMAT", help: "har, mermaid, svg (the sequence diagram '3dstape web' draws) or jsonl"),
         .option("out", "FILE", help: "write to FILE (created 0600; default standard output)"),
         .flag("force", help: "replace FILE if it exists"),
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw CommandFailure("give a session file (see '3dstape ls')") }
-        guard let format = args.value("format") else { throw InvalidArguments("--format is required: har, mermaid or jsonl") }
-        guard ["har", "mermaid", "jsonl"].contains(format) else { throw InvalidArguments("--format \(format): expected har, mermaid or jsonl") }
+        guard let format = args.value("format") else { throw InvalidArguments("--format is required: har, mermaid, svg or jsonl") }
+        guard ["har", "mermaid", "svg", "jsonl"].contains(format) else { throw InvalidArguments("--format \(format): expected har, mermaid, svg or jsonl") }
         let reader = try SessionReader(path: path)
         let exchanges = try reader.exchanges()
         let text: String
         switch format {
         case "har": text = HAR.export(exchanges, meta: reader.meta, creatorVersion: version).pretty + "\n"
         case "mermaid": text = Mermaid.sequenceDiagram(exchanges)
+        case "svg": text = SequenceSVG.render(SequenceDiagram(exchanges)) + "\n"
         default: text = exchanges.map { ExchangeJSON.full($0).compact + "\n" }.joined()
         }
         if let out = args.value("out"), out != "-" {

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
 import Testing
 import TapCore
 
@@ -91,8 +94,14 @@ import TapCore
         let rows = lines.stdout.split(separator: "\n")
         #expect(rows.count == 41)
         #expect(rows.allSatisfy { (try? JSON.parse(String($0)))?["method"]?.stringValue == "POST" })
+        let svg = try CLIRunner.run(["export", session, "--format", "svg"])
+        #expect(svg.status == 0 && svg.stdout.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""))
+        #expect(svg.stdout.components(separatedBy: "class=\"message request\"").count - 1 == 41)
+        #expect(svg.stdout.contains(">ACS</text>") && svg.stdout.contains(">3DS Server</text>"))
+        let xml = XMLParser(data: Data(svg.stdout.utf8))
+        #expect(xml.parse(), "the SVG is well-formed XML: \(String(describing: xml.parserError))")
         let wrong = try CLIRunner.run(["export", session, "--format", "pdf"])
-        #expect(wrong.status == 2 && wrong.stderr.contains("expected har, mermaid or jsonl"))
+        #expect(wrong.status == 2 && wrong.stderr.contains("expected har, mermaid, svg or jsonl"))
     }
 
     @Test func profilesOfTheSeedGuides() throws {
