@@ -62,7 +62,7 @@ let package = Package(
         // Inspection and interchange: validation against the 3DS rules, session diffs, HAR, Mermaid and JSON lines.
         .target(name: "TapInspect", dependencies: ["TapStore", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"], swiftSettings: strict),
         // The web inspector (`3dstape web`): a read-only JSON API over session files and a single page, built in.
-        .target(name: "TapWeb", dependencies: ["TapInspect", "TapStore", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
+        .target(name: "TapWeb", dependencies: ["TapInspect", "TapStore", "TapEMV", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
                 resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css")],
                 swiftSettings: strict),
         // The `3dstape` command line.

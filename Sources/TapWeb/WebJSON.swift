@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapEMV
 import TapInspect
 import TapStore
 
@@ -45,8 +46,22 @@ enum WebJSON {
             .setting("messages", to: .array(x.messages.map { m in
                 .object([("direction", .string(m.direction)), ("location", .string(m.location)), ("type", str(m.type)),
                          ("json", m.json ?? .null), ("decryption", str(m.decryption)),
-                         ("encrypted", .bool(m.location == "jwe" && !m.isDecrypted))])
+                         ("encrypted", .bool(m.location == "jwe" && !m.isDecrypted)), ("decoded", decodedElements(m.json))])
             }))
+    }
+
+    /// The message's elements that hold JOSE (acsSignedContent's JWS, sdkEncData's JWE, a JWT), decoded as
+    /// `3dstape decode` does without keys: header and payload shown (masked), signatures and ciphertexts not checked.
+    static func decodedElements(_ json: JSON?) -> JSON {
+        guard let members = json?.objectMembers else { return .object([]) }
+        var out: [(String, JSON)] = []
+        for (name, value) in members {
+            guard let text = value.stringValue, text.hasPrefix("eyJ"), text.utf8.count < 1 << 20 else { continue }
+            let dots = text.utf8.reduce(0) { $0 + ($1 == UInt8(ascii: ".") ? 1 : 0) }
+            guard dots == 2 || dots == 4 else { continue }
+            out.append((name, Decoder.decode(Array(text.utf8), keys: DecodeKeys()).json))
+        }
+        return .object(out)
     }
 
     static func diagram(_ d: SequenceDiagram) -> JSON {

@@ -280,6 +280,18 @@ def main():
         sdk_to_acs = driver.find_elements(By.CSS_SELECTOR, "#diagram svg g.message.request[data-from=SDK][data-to=ACS]")
         check(len(sdk_to_acs) >= 1, f"CReqs go from the SDK to the ACS ({len(sdk_to_acs)})")
         shot("7-transaction-diagram")
+        areq_id = driver.find_element(By.CSS_SELECTOR, "#diagram svg g.message.request").get_attribute("data-exchange")
+        driver.get(base + f"#/s/demo.3dstape/x/{areq_id}")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".decoded[data-element=acsSignedContent]"))
+        asc = driver.find_element(By.CSS_SELECTOR, ".decoded[data-element=acsSignedContent]")
+        keys = {e.get_attribute("data-key") for e in asc.find_elements(By.CSS_SELECTOR, "tr[data-key]")}
+        check({"alg", "x5c", "acsURL", "acsEphemPubKey", "sdkEphemPubKey"} <= keys,
+              "the challenge ARes's acsSignedContent is decoded: JWS header (alg, x5c) and payload (acsURL, both ephemeral keys)")
+        check(driver.find_elements(By.CSS_SELECTOR, ".decoded[data-element=sdkEncData]"), "and the AReq's sdkEncData shows its JWE header")
+        driver.execute_script("arguments[0].scrollIntoView()", asc)
+        shot("8-exchange-acs-signed-content")
+        driver.back()
+        driver.back()
 
         print("== a replay session", flush=True)
         driver.get(base + "#/s/demo-replay.3dstape/tx")

@@ -284,7 +284,15 @@ async function exchangeView(name, id) {
   const messages = x.messages.filter(m => m.type).map(m => el("div", { class: "msg", "data-type": m.type, "data-direction": m.direction },
     el("h4", {}, m.direction + " · " + m.type + " · " + m.location + (m.decryption ? " · " + m.decryption : "")),
     m.encrypted ? el("p", { class: "muted" }, "Still encrypted" + (m.decryption ? ": " + m.decryption : "") + ". Record with key substitution or a key log to see it in clear.")
-      : (m.json && typeof m.json === "object" ? kvTable(m.json) : bodyBlock(m.json))));
+      : (m.json && typeof m.json === "object" ? kvTable(m.json) : bodyBlock(m.json)),
+    Object.entries(m.decoded || {}).map(([element, d]) => el("div", { class: "decoded", "data-element": element },
+      el("h5", {}, element + " · " + d.kind.toUpperCase() + (d.payload ? " decoded" : "") + (d.verified === true ? " · signature verified" : "")
+        + (d.error && !(d.kind === "jwe" && !d.payload) ? " · " + d.error : "")),
+      d.header ? el("div", {}, el("span", { class: "muted" }, "header"), kvTable(d.header)) : null,
+      d.payload && typeof d.payload === "object" ? el("div", {}, el("span", { class: "muted" }, "payload"), kvTable(d.payload)) : null,
+      d.kind === "jwe" && !d.payload ? el("p", { class: "muted" }, "Encrypted for the DS; the inspector holds no key. "
+        + "'3dstape decode --key' opens it with the DS's private key.") : null,
+      (d.notes || []).map(n => el("p", { class: "muted" }, n))))));
   const nav = el("p", {}, el("a", { href: "#/s/" + enc(name) + "/x/" + (Number(id) - 1), id: "prev" }, "← previous"), " · ",
     el("a", { href: "#/s/" + enc(name) + "/x/" + (Number(id) + 1), id: "next" }, "next →"));
   api("sessions/" + enc(name) + "/transactions?exchange=" + enc(id)).then(d => d.transactions.forEach(t => nav.append(" · ",
