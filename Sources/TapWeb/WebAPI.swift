@@ -15,6 +15,7 @@ import TapStore
 ///     GET /api/sessions/NAME/transactions/N               one transaction: its sequence diagram as data
 ///     GET /api/sessions/NAME/transactions/N/diagram.svg   … drawn as SVG
 ///     GET /api/sessions/NAME/validation                   `validate`'s findings
+///     GET /api/sessions/NAME/session.har, session.mmd     the session as HAR 1.2 or a Mermaid diagram (downloads)
 ///     GET /api/diff?a=NAME&b=NAME                         `diff`'s changes
 ///     GET /api/glossary                                   what 3DS elements and values mean
 public final class WebAPI: @unchecked Sendable {
@@ -32,6 +33,8 @@ public final class WebAPI: @unchecked Sendable {
         public var status: Int
         public var contentType: String
         public var body: [UInt8]
+        /// A file name: the browser saves the answer instead of showing it.
+        public var attachment: String? = nil
         static func json(_ j: JSON, status: Int = 200) -> Reply { Reply(status: status, contentType: "application/json", body: j.bytes) }
     }
 
@@ -64,12 +67,23 @@ public final class WebAPI: @unchecked Sendable {
             case "exchanges": return .json(try exchanges(reader, q))
             case "transactions": return .json(try transactions(reader, q))
             case "validation": return .json(try validation(reader))
+            case "session.har": // `export --format har`, for Chrome DevTools, Charles or mitmproxy
+                let har = HAR.export(try reader.exchanges(), meta: reader.meta, creatorVersion: "3dstape web")
+                return Reply(status: 200, contentType: "application/json", body: har.bytes,
+                             attachment: (try decoded(p[1]) as NSString).deletingPathExtension + ".har")
+            case "session.mmd":
+                return Reply(status: 200, contentType: "text/plain; charset=utf-8", body: Array(Mermaid.sequenceDiagram(try reader.exchanges()).utf8),
+                             attachment: (try decoded(p[1]) as NSString).deletingPathExtension + ".mmd")
             default: throw WebError("not found", status: 404)
             }
         case 4 where p[0] == "sessions" && p[2] == "exchanges":
             let reader = try open(p[1])
             guard let id = Int64(p[3]), let x = try reader.exchange(id: id) else { throw WebError("no exchange \(p[3])", status: 404) }
-            return .json(WebJSON.exchange(x))
+            let c = try reader.connections()[x.connectionID]
+            return .json(WebJSON.exchange(x).setting("connection", to: c.map { c in
+                .object([("id", .number(String(x.connectionID))), ("client", .string(c.client)), ("tls", c.tls.map(JSON.string) ?? .null),
+                         ("sni", c.sni.map(JSON.string) ?? .null), ("alpn", c.alpn.map(JSON.string) ?? .null)])
+            } ?? .null))
         case 4 where p[0] == "sessions" && p[2] == "transactions":
             let reader = try open(p[1])
             return .json(WebJSON.diagram(try diagram(reader, p[3])))

@@ -78,7 +78,13 @@ public final class WebInspector: @unchecked Sendable {
         queries.async {
             let r = api.handle(path: path, query: query)
             loop.execute {
-                responder.respond(HTTPReply(status: r.status, headers: [("Content-Type", r.contentType)] + Self.securityHeaders, body: r.body))
+                var headers = [("Content-Type", r.contentType)] + Self.securityHeaders
+                if let name = r.attachment {
+                    // The name comes from the catalog (a file name); quotes and controls are dropped all the same.
+                    let safe = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" && $0 != "\\" && $0.isASCII })
+                    headers.append(("Content-Disposition", "attachment; filename=\"\(safe)\""))
+                }
+                responder.respond(HTTPReply(status: r.status, headers: headers, body: r.body))
             }
         }
     }

@@ -222,6 +222,12 @@ struct WebFixture {
         #expect(try client.send("DELETE", try #require(HTTPURL(base + "/api/sessions/demo-app.3dstape"))).head.status == 405)
         #expect(try client.send("GET", try #require(HTTPURL(base + "/api/sessions")), headers: [("Host", "attacker.example:\(bound.port)")]).head.status == 421)
         #expect(try client.send("GET", try #require(HTTPURL(base + "/../etc/passwd"))).head.status == 404)
+
+        let har = try client.send("GET", try #require(HTTPURL(base + "/api/sessions/demo-app.3dstape/session.har")))
+        #expect(har.head.headers["Content-Disposition"] == "attachment; filename=\"demo-app.har\"")
+        #expect((try JSON.parse(har.body))["log"]?["entries"]?.arrayValue?.count == 41)
+        let x = try client.send("GET", try #require(HTTPURL(base + "/api/sessions/demo-app.3dstape/exchanges/1")))
+        #expect((try JSON.parse(x.body))["connection"]?["client"]?.stringValue?.hasPrefix("127.0.0.1:") == true)
     }
 }
 

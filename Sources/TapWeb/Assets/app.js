@@ -135,6 +135,8 @@ async function timelineView(name) {
     head.recording ? el("p", { class: "replay" }, "A replay of ", el("a", { href: "#/s/" + enc(head.recording) }, head.recording),
       "; each answer names the recorded exchange it came from.") : null,
     sessionTabs(name, "timeline"),
+    el("p", { class: "downloads" }, "Download: ", el("a", { href: "/api/sessions/" + enc(name) + "/session.har", download: "" }, "HAR"),
+      " (Chrome DevTools, Charles, mitmproxy) · ", el("a", { href: "/api/sessions/" + enc(name) + "/session.mmd", download: "" }, "Mermaid")),
     el("div", { class: "filters" }, typeSel, statusSel, hostSel, el("label", {}, errors, " errors only"), search,
       el("label", {}, live, " live"), count), legend, box);
 
@@ -297,9 +299,13 @@ async function exchangeView(name, id) {
     el("a", { href: "#/s/" + enc(name) + "/x/" + (Number(id) + 1), id: "next" }, "next →"));
   api("sessions/" + enc(name) + "/transactions?exchange=" + enc(id)).then(d => d.transactions.forEach(t => nav.append(" · ",
     el("a", { href: "#/s/" + enc(name) + "/t/" + t.n, class: "tx-link" }, "transaction " + t.n + " (" + t.channel + ", " + t.outcome + "): sequence diagram")))).catch(() => {});
+  const c = x.connection;
+  const conn = c ? el("p", { class: "muted", id: "connection" }, "connection #" + c.id + " from " + c.client
+    + (c.tls ? " · " + c.tls + (c.sni ? " · SNI " + c.sni : "") + (c.alpn ? " · ALPN " + c.alpn : "") : " · plain HTTP from the client")
+    + (x.upstream ? " · upstream " + x.upstream : "")) : null;
   setMain(el("h2", {}, x.method + " " + x.url),
     el("p", {}, "status ", el("b", {}, x.status ?? "none"), " · ", ms(x.duration_ms), " · ", phases,
-      x.error ? el("span", { class: "error" }, " · " + x.error) : null), replay, nav,
+      x.error ? el("span", { class: "error" }, " · " + x.error) : null), conn, replay, nav,
     el("h3", {}, "3DS messages"), messages.length ? messages : el("p", { class: "muted" }, "No 3DS message in this exchange."),
     el("h3", {}, "Request headers"), headersTable(x.request.headers), el("h3", {}, "Request body"), bodyBlock(x.request.body),
     el("h3", {}, "Response headers"), headersTable(x.response.headers), el("h3", {}, "Response body"), bodyBlock(x.response.body));
@@ -335,7 +341,9 @@ async function transactionView(name, n) {
     arrows.map(a => el("tr", { class: "link", onclick: () => { location.hash = "#/s/" + enc(name) + "/x/" + a.exchange; } },
       el("td", { class: "num" }, "#" + a.exchange), el("td", {}, a.from), el("td", {}, a.to), el("td", {}, a.label), el("td", {}, a.timing),
       el("td", { class: "replay" }, a.replay ?? ""))));
-  setMain(el("h2", {}, "Transaction " + n), sessionTabs(name, "transactions"), holder, el("h3", {}, "Steps"), table);
+  setMain(el("h2", {}, "Transaction " + n), sessionTabs(name, "transactions"),
+    el("p", { class: "downloads" }, el("a", { href: "/api/" + base + "/diagram.svg", download: "transaction-" + n + ".svg" }, "Download the diagram (SVG)")),
+    holder, el("h3", {}, "Steps"), table);
 }
 
 // ---------- validation and diff ----------
