@@ -180,6 +180,23 @@ struct WebFixture {
         }
     }
 
+    @Test func aBrokenSessionFileIsNamedNotFatal() throws {
+        let f = try WebFixture()
+        defer { f.remove() }
+        try Data("SQLite format 3\u{0}truncated".utf8).write(to: f.dir.appendingPathComponent("broken.3dstape"))
+        let whole = try Data(contentsOf: f.dir.appendingPathComponent("demo-app.3dstape"))
+        try whole.prefix(8192).write(to: f.dir.appendingPathComponent("cut.3dstape"))
+        let api = WebAPI(catalog: try SessionCatalog(paths: [f.dir.path]))
+        let (status, list) = WebFixture.get(api, "/api/sessions")
+        #expect(status == 200)
+        let problems = (list["problems"]?.arrayValue ?? []).compactMap { $0["name"]?.stringValue }
+        #expect(problems.contains("broken.3dstape") && problems.contains("cut.3dstape"))
+        #expect((list["sessions"]?.arrayValue ?? []).count == 3)
+        let (s, body) = WebFixture.get(api, "/api/sessions/broken.3dstape/exchanges")
+        #expect(s == 422 && body["error"]?.stringValue?.hasPrefix("broken.3dstape: ") == true, "\(body)")
+        #expect(WebFixture.get(api, "/api/sessions/demo-app.3dstape").0 == 200) // the others are still served
+    }
+
     func sqliteCount(_ path: String, _ sql: String) throws -> Int {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
