@@ -99,8 +99,8 @@ struct DemoCommand: Command {
                                            upstream: UpstreamDS(encryptionCertificate: keys.dsKeys[.rsa]!.cert,
                                                                 directoryServerID: keys.directoryServerID, roots: [keys.root.certificate]))
 
-        let background = try LoopThread(name: "3dstape-demo")
-        let loop = background.loop
+        let stack = try ServiceStack.background("3dstape-demo")
+        let loop = stack.loop
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
                                                         ("label", args.value("gateway").map { "3dstape demo: sandbox flows through the \($0) gateway" }
                                                             ?? "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
@@ -109,13 +109,15 @@ struct DemoCommand: Command {
         config.upstreamTimeout = 10
         config.substitution = substitution
         let proxy = ProxyServer(loop: loop, config: config, writer: writer)
+        stack.onStop { proxy.shutdown() }
+        stack.finally { writer.close() }
         let proxyAddress = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
         var options = SandboxOptions()
         options.outgoingProxy = proxyAddress
         options.decoupledDelay = 0.2
         let sandbox = Sandbox(keys: keys, options: options, loop: loop)
         try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
-        background.start()
+        stack.start()
         io.err("sandbox \(sandbox.baseURL), recorder http://\(proxyAddress), session \(out)")
 
         let channel = args.value("channel") ?? "all"
@@ -138,8 +140,7 @@ struct DemoCommand: Command {
                    + "\(pad(card, 44)) → \(got)\(r.rreqReceived ? "  (RReq)" : "")")
         }
         usleep(300_000) // the last RReqs are sent just after their final CRes
-        background.stop { proxy.shutdown() }
-        writer.close()
+        stack.stop()
         io.out("")
         if !args.has("quiet") {
             _ = try ShowCommand().run(try ArgumentParser.parse([out], options: ShowCommand().options, maxPositionals: 1), io)
@@ -192,13 +193,14 @@ struct DemoCommand: Command {
         let engine = ReplayEngine(catalog: catalog, options: options, identity: try ReplayCommand.acsIdentity(nil))
         let replayPath = (session as NSString).deletingPathExtension + "-replay.3dstape"
         try? FileManager.default.removeItem(atPath: replayPath)
-        let writer = try SessionWriter(path: replayPath, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
-                                                               ("label", "replay of \(session)"), ("replayed_session", session), ("masked", "yes")],
+        let writer = try SessionWriter(path: replayPath, meta: SessionWriter.replayMeta(of: session),
                                        keys: engine)
-        let background = try LoopThread(name: "3dstape-demo-replay")
-        let replayer = Replayer(loop: background.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        let stack = try ServiceStack.background("3dstape-demo-replay")
+        let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        stack.onStop { replayer.stop() }
+        stack.finally { writer.close() }
         let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: nil, scheme: "http")
-        background.start()
+        stack.start()
         io.out("\nthe sandbox is stopped; replaying the session as '3dstape replay' does (here on \(address)), the same flows through it:")
         var failures = 0
         for (flow, want) in zip(flows, recorded) {
@@ -210,8 +212,7 @@ struct DemoCommand: Command {
                    + "\(pad(TestCard.find(flow.card)?.summary ?? flow.card, 44)) → \(got) (recorded \(want))\(r.rreqReceived ? "  (RReq)" : "")")
         }
         usleep(300_000)
-        background.stop { replayer.stop() }
-        writer.close()
+        stack.stop()
         let c = replayer.counts
         io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "
                + "\(c.rreqs) RReqs sent; replay session \(replayPath)")

@@ -117,8 +117,8 @@ struct RecordCommand: Command {
             tally.add(line.requestTypes + line.responseTypes)
             live.print(line)
         })
-        let loop = try EventLoop()
-        let server = ProxyServer(loop: loop, config: config, writer: writer,
+        let stack = try ServiceStack.foreground()
+        let server = ProxyServer(loop: stack.loop, config: config, writer: writer,
                                  onLog: { line in FileHandle.standardError.write(Data("3dstape: \(line)\n".utf8)) })
         var bound: [HostPort] = []
         for l in listens { bound.append(try server.listen(on: l)) }
@@ -126,11 +126,9 @@ struct RecordCommand: Command {
         io.err("recording on \(bound.map { "http://\($0)" }.joined(separator: ", "))\(upstreamText)")
         io.err("session: \(sessionPath)   Ctrl-C to stop")
 
-        let signals = SignalWatcher { loop.stop() }
-        loop.run()
-        signals.cancel()
-        server.shutdown()
-        writer.close()
+        stack.onStop { server.shutdown() }
+        stack.finally { writer.close() }
+        stack.runUntilSignal()
         let s = server.stats
         let types = tally.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         io.err("")
@@ -152,24 +150,6 @@ final class MessageTally: Sendable {
     private let box = Locked<[String: Int]>([:])
     func add(_ types: [String]) { box.withLock { for t in types { $0[t, default: 0] += 1 } } }
     var counts: [String: Int] { box.withLock { $0 } }
-}
-
-/// Calls `handler` once on SIGINT or SIGTERM (which are otherwise ignored while it is active).
-final class SignalWatcher {
-    let sources: [any DispatchSourceSignal]
-
-    init(_ handler: @escaping @Sendable () -> Void) {
-        signal(SIGPIPE, SIG_IGN)
-        sources = [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler(handler: handler)
-            s.resume()
-            return s
-        }
-    }
-
-    func cancel() { sources.forEach { $0.cancel() } }
 }
 
 /// Prints one line per exchange as it completes.

@@ -58,15 +58,14 @@ struct ReplayCommand: Command {
         let identity = try ReplayCommand.acsIdentity(args.value("sign"))
         let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
         let out = args.value("session") ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
-        let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
-                                                         ("label", "replay of \(path)"), ("replayed_session", path), ("masked", "yes"),
-                                                         ("seed", String(options.schedule.seed)), ("tool_version", version)], keys: engine,
+        let writer = try SessionWriter(path: out, meta: SessionWriter.replayMeta(of: path)
+                                           + [("seed", String(options.schedule.seed)), ("tool_version", version)], keys: engine,
                                        onProblem: { FileHandle.standardError.write(Data("3dstape: replay: \($0)\n".utf8)) })
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
-        let loop = try EventLoop()
+        let stack = try ServiceStack.foreground()
         let view = ReplayView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines))
-        let replayer = Replayer(loop: loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
+        let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
         let tls = args.has("tls")
         var bound: [HostPort] = []
         let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
@@ -78,11 +77,9 @@ struct ReplayCommand: Command {
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")
         io.err("replay session: \(out)   Ctrl-C to stop")
-        let signals = SignalWatcher { loop.stop() }
-        loop.run()
-        signals.cancel()
-        replayer.stop()
-        writer.close()
+        stack.onStop { replayer.stop() }
+        stack.finally { writer.close() }
+        stack.runUntilSignal()
         let c = replayer.counts
         io.err("\nstopped: \(c.answered) answered, \(c.missed) missed, \(c.aborted) clients gave up, \(c.rreqs) RReqs sent; session: \(out)")
         return writer.writeError == nil ? 0 : 1

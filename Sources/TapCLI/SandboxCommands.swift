@@ -79,17 +79,15 @@ struct SandboxCommand: Command {
         o.authorization = authorization
         o.maxConnections = try args.maxConnections()
         o.maxBufferedBytes = try args.maxBuffered()
-        let loop = try EventLoop()
+        let stack = try ServiceStack.foreground()
         let quiet = args.has("quiet")
-        let sandbox = Sandbox(keys: keys, options: o, loop: loop) { line in
+        let sandbox = Sandbox(keys: keys, options: o, loop: stack.loop) { line in
             if !quiet { FileHandle.standardOutput.write(Data("sandbox: \(line)\n".utf8)) }
         }
         let bound = try sandbox.start(on: listen, tls: args.has("tls"))
         io.err("sandbox DS + ACS on \(sandbox.baseURL) (DS key \(dsKey.rawValue), acsSignedContent \(o.signing.rawValue)); bound \(bound)")
         io.err("clients: '3dstape sandbox certs --out DIR' then '3dstape client --ds \(sandbox.baseURL) --certs DIR --card PAN'")
-        let signals = SignalWatcher { loop.stop() }
-        loop.run()
-        signals.cancel()
+        stack.runUntilSignal()
         return 0
     }
 }

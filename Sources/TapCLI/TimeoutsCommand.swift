@@ -132,15 +132,16 @@ struct TimeoutsCommand: Command {
         options.schedule.seed = seed
         options.schedule.rules = [DelayRule(match: match, seconds: delay)]
         let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
-        let writer = try SessionWriter(path: session, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"),
-                                                            ("label", "timeouts: \(match) delayed \(ReplayFaults.describe(delay))"),
-                                                            ("replayed_session", catalog.path), ("masked", "yes")], keys: engine)
-        let background = try LoopThread(name: "3dstape-timeouts")
-        let replayer = Replayer(loop: background.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        let writer = try SessionWriter(path: session, meta: SessionWriter.replayMeta(of: catalog.path,
+                                                                                      label: "timeouts: \(match) delayed \(ReplayFaults.describe(delay))"), keys: engine)
+        let stack = try ServiceStack.background("3dstape-timeouts")
+        let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        stack.onStop { replayer.stop() }
+        stack.finally { writer.close() }
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
         let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: intercept, scheme: "http")
-        background.start()
+        stack.start()
         let url = "http://\(address)"
         let args = command.dropFirst().map { $0.replacingOccurrences(of: "{url}", with: url).replacingOccurrences(of: "{proxy}", with: url) }
         let p = Process()
@@ -163,8 +164,7 @@ struct TimeoutsCommand: Command {
             launched = false // reported for this run; the sweep goes on
         }
         usleep(200_000) // an RReq or a last request in flight
-        background.stop { replayer.stop() }
-        writer.close()
+        stack.stop()
         return try TimeoutsCommand.outcome(session: session, delay: delay, exit: exit, started: launched)
     }
 

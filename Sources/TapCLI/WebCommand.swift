@@ -27,8 +27,8 @@ struct WebCommand: Command {
         do { catalog = try SessionCatalog(paths: args.positionals.isEmpty ? ["sessions"] : args.positionals) } catch {
             throw CommandFailure("\(error)")
         }
-        let loop = try EventLoop()
-        let inspector = WebInspector(catalog: catalog, loop: loop)
+        let stack = try ServiceStack.foreground()
+        let inspector = WebInspector(catalog: catalog, loop: stack.loop)
         let bound: HostPort
         do { bound = try inspector.start(on: listen) } catch { throw CommandFailure("cannot listen on \(listen): \(error)") }
         let host = bound.host.contains(":") ? "[\(bound.host)]" : bound.host
@@ -41,10 +41,8 @@ struct WebCommand: Command {
             p.arguments = ["xdg-open", url]
             do { try p.run() } catch { io.err("3dstape: web: --open: cannot start xdg-open (\(error)); open \(url) yourself") }
         }
-        let signals = SignalWatcher { loop.stop() }
-        loop.run()
-        signals.cancel()
-        inspector.stop()
+        stack.onStop { inspector.stop() }
+        stack.runUntilSignal()
         return 0
     }
 }

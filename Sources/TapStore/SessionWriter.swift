@@ -40,6 +40,12 @@ public final class SessionWriter: Sendable {
 
     /// Creates the file (refusing to overwrite one that exists) and starts the writer thread.
     /// `onExchange` is called on the writer thread for each exchange, once prepared (the live view).
+    /// The metadata of a session written by a replay of the session at `path` (`web` links the two by it).
+    public static func replayMeta(of path: String, label: String? = nil) -> [(String, String)] {
+        [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "replay"), ("label", label ?? "replay of \(path)"),
+         ("replayed_session", path), ("masked", "yes")]
+    }
+
     /// `keys` decrypts app-channel CReq/CRes as they are stored (a key log).
     /// `maxBytes` caps the file's size (SQLite's `max_page_count`): past it, recording stops as on a full disk.
     /// `onProblem` is told when recording stops early or the file is locked (see the property).

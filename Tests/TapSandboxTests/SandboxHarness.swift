@@ -17,7 +17,7 @@ final class SandboxHarness {
 
     let loop: EventLoop
     let sandbox: Sandbox
-    let background: LoopThread
+    let stack: ServiceStack
     let certs: String
     let dir: URL
     var proxyAddress: HostPort?
@@ -35,8 +35,8 @@ final class SandboxHarness {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         certs = dir.appendingPathComponent("certs").path
         try (substitute ? SandboxHarness.identity : keys).writeClientCertificates(to: certs, dsKeyType: dsKey)
-        background = try LoopThread(name: "3dstape-test-harness")
-        loop = background.loop
+        stack = try ServiceStack.background("3dstape-test-harness")
+        loop = stack.loop
         var options = SandboxOptions()
         options.dsKeyType = dsKey
         options.signing = signing
@@ -60,12 +60,14 @@ final class SandboxHarness {
             proxyAddress = try p.listen(on: HostPort(host: "127.0.0.1", port: 0))
             options.outgoingProxy = proxyAddress
             writer = w
+            stack.onStop { p.shutdown() }
+            stack.finally { w.close() }
             proxy = p
         }
         configure(&options)
         sandbox = Sandbox(keys: keys, options: options, loop: loop)
         try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: tls)
-        background.start()
+        stack.start()
     }
 
     var sessionPath: String { dir.appendingPathComponent("s.3dstape").path }
@@ -94,9 +96,7 @@ final class SandboxHarness {
 
     /// Stops the loop (closing the proxy on its thread) and the writer; removes the files unless told not to.
     func stop(keepFiles: Bool = false) {
-        let p = proxy
-        background.stop { p?.shutdown() }
-        writer?.close()
+        stack.stop()
         if !keepFiles { try? FileManager.default.removeItem(at: dir) }
     }
 }
