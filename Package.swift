@@ -36,7 +36,7 @@ let package = Package(
         // The only importer of SQLite: connections, statements, typed errors.
         .target(name: "TapSQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // HTTP/1.1 messages and an incremental parser, free of I/O.
-        .target(name: "TapHTTP", swiftSettings: strict),
+        .target(name: "TapHTTP", dependencies: ["TapCore"], swiftSettings: strict),
         // Network I/O: epoll event loop, timers, non-blocking TCP connections with optional TLS, listeners.
         .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto", "TapCore"], swiftSettings: strict),
         // A small HTTP server on the event loop and a blocking HTTP client (proxy, TLS, timeouts).

@@ -1,3 +1,5 @@
+import TapCore
+
 /// The request bytes that all connections of one server hold in memory at once (heads and bodies being received,
 /// bodies of requests in flight), against one cap. Past the cap, the connection that asks for more is refused (503)
 /// instead of memory growing with the number of connections. Used from one event-loop thread only.
@@ -7,7 +9,7 @@ public final class BufferBudget {
     /// What all connections hold now.
     public private(set) var total = 0
     private var held: [ObjectIdentifier: Int] = [:]
-    private var lastLog: UInt64 = 0
+    private var logThrottle = LogThrottle()
     /// A connection holding no more than this is never refused, so that small requests always pass.
     public static let exempt = 64 * 1024
 
@@ -24,9 +26,5 @@ public final class BufferBudget {
     public func release(_ owner: ObjectIdentifier) { total -= held.removeValue(forKey: owner) ?? 0 }
 
     /// Whether a refusal should be logged now: one line a second at most.
-    public func shouldLog(nowNanos: UInt64) -> Bool {
-        guard nowNanos &- lastLog > 1_000_000_000 || lastLog == 0 else { return false }
-        lastLog = nowNanos
-        return true
-    }
+    public func shouldLog(nowNanos: UInt64) -> Bool { logThrottle.allow(nowNanos: nowNanos) }
 }

@@ -79,7 +79,7 @@ public final class HTTPServer: @unchecked Sendable {
     public var limits = HTTPLimits()
     /// Connections served at once; more are answered 503 and closed (with a log line).
     public var maxConnections = 1024
-    private var turnedAwayLogged: UInt64 = 0
+    private var turnAwayLog = LogThrottle()
     /// Request bytes held in memory across all connections (`--max-buffered`); past it a connection asking for more gets 503.
     public var maxBufferedBytes: Int {
         get { budget.limit }
@@ -122,15 +122,8 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func accept(_ fd: Int32, _ peer: String) {
-        guard connections.count < maxConnections else {
-            Listener.turnAway(fd, tls: tls != nil, reason: "too many connections (--max-connections \(maxConnections))")
-            let now = EventLoop.nowNanos()
-            if now - turnedAwayLogged > 1_000_000_000 { // one line a second at most
-                turnedAwayLogged = now
-                onLog?("\(maxConnections) connections open: turning new ones away with 503 (--max-connections)")
-            }
-            return
-        }
+        guard Listener.admit(fd, open: connections.count, max: maxConnections, tls: tls != nil, throttle: &turnAwayLog,
+                             log: { onLog?($0) }) else { return }
         let sc = ServerConnection(server: self, peer: peer)
         do {
             let c = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: sc)

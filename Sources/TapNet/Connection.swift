@@ -1,3 +1,4 @@
+import TapCore
 import CLinux
 import Glibc
 import TapCrypto
@@ -342,6 +343,18 @@ public final class Listener: EventHandler {
     /// Starts accepting. Call on the loop thread.
     public func start() throws(NetError) {
         registration = try loop.register(fd: fd, handler: self, readable: true, writable: false)
+    }
+
+    /// Admits an accepted socket when fewer than `max` connections are open; otherwise answers it 503 (see `turnAway`)
+    /// and returns false, telling `log` once a second at most.
+    public static func admit(_ fd: Int32, open: Int, max: Int, tls: Bool, throttle: inout LogThrottle, noun: String = "connections",
+                             log: (String) -> Void) -> Bool {
+        guard open >= max else { return true }
+        turnAway(fd, tls: tls, reason: "too many connections (--max-connections \(max))")
+        if throttle.allow(nowNanos: EventLoop.nowNanos()) {
+            log("\(max) \(noun) open: turning new ones away with 503 (--max-connections)")
+        }
+        return false
     }
 
     /// Answers an accepted socket that will not be served (a connection cap reached) with a 503 written straight to

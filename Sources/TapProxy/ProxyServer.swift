@@ -76,15 +76,8 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     private func accept(fd: Int32, peer: String) {
-        guard sessions.count < config.maxConnections else {
-            Listener.turnAway(fd, tls: false, reason: "too many connections (--max-connections \(config.maxConnections))")
-            let now = EventLoop.nowNanos()
-            if now - turnedAwayLogged > 1_000_000_000 { // one line a second at most
-                turnedAwayLogged = now
-                log("\(config.maxConnections) client connections open: turning new ones away with 503 (--max-connections)")
-            }
-            return
-        }
+        guard Listener.admit(fd, open: sessions.count, max: config.maxConnections, tls: false, throttle: &turnAwayLog,
+                             noun: "client connections", log: { log($0) }) else { return }
         let id = nextConnectionID
         nextConnectionID += 1
         let session = ClientSession(server: self, id: id, peer: peer)
@@ -155,7 +148,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
     }
 
-    private var turnedAwayLogged: UInt64 = 0
+    private var turnAwayLog = LogThrottle()
 
     func sessionEnded(_ s: ClientSession) {
         sessions.removeValue(forKey: ObjectIdentifier(s))
