@@ -1,4 +1,5 @@
 import Foundation
+import TapSandbox
 import TapArguments
 import TapHTTP
 import TapNet
@@ -110,6 +111,13 @@ extension ParsedArguments {
 }
 
 extension ParsedArguments {
+    /// `--gateway pxp|trustpayments`, or nil when not given.
+    func gateway() throws -> Gateway? {
+        guard let g = value("gateway") else { return nil }
+        guard let gateway = Gateway(rawValue: g) else { throw InvalidArguments("--gateway \(g): expected pxp or trustpayments") }
+        return gateway
+    }
+
     /// `--max-connections N` (default 1024).
     func maxConnections() throws -> Int {
         guard let v = value("max-connections") else { return 1024 }

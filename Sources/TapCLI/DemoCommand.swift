@@ -123,10 +123,7 @@ struct DemoCommand: Command {
         let channel = args.value("channel") ?? "all"
         guard ["app", "browser", "all"].contains(channel) else { throw CommandFailure("--channel \(channel): expected app, browser or all") }
         var flows = DemoCommand.flows.filter { channel == "all" || ($0.browser == (channel == "browser")) }
-        if let g = args.value("gateway") {
-            guard let gateway = Gateway(rawValue: g) else { throw InvalidArguments("--gateway \(g): expected pxp or trustpayments") }
-            flows = DemoCommand.gatewayFlows(gateway)
-        }
+        if let gateway = try args.gateway() { flows = DemoCommand.gatewayFlows(gateway) }
         var failures = 0
         var outcomes: [String] = []
         for flow in flows {

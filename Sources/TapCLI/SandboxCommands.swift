@@ -139,10 +139,7 @@ struct ClientCommand: Command {
         o.proxy = try args.forwardProxy()
         for path in args.all("ca") { o.extraRoots += try Certificate.parseAll(try readInput(path)) }
         if let t = try args.seconds("timeout") { o.timeout = t }
-        if let g = args.value("gateway") {
-            guard let gateway = Gateway(rawValue: g) else { throw InvalidArguments("--gateway \(g): expected pxp or trustpayments") }
-            o.gateway = gateway
-        }
+        if let gateway = try args.gateway() { o.gateway = gateway }
         if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
         let result = try SDKClient(options: o).run()
         if args.has("json") {

@@ -36,6 +36,13 @@ public enum Base64URL {
     /// Encodes the UTF-8 bytes of a string.
     public static func encode(_ text: String) -> String { encode(Array(text.utf8)) }
 
+    /// Standard base64 (RFC 4648 §4: `+`, `/` and `=` padding), as HTTP Basic credentials use.
+    public static func encodeStandard(_ bytes: some Sequence<UInt8>) -> String {
+        var out = Array(encode(bytes).utf8).map { $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0 }
+        while out.count % 4 != 0 { out.append(UInt8(ascii: "=")) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Decodes base64url, padded or not. Returns nil on any character outside the alphabet
     /// (standard base64's `+` and `/` are rejected unless `lenient` is set).
     public static func decode(_ text: String, lenient: Bool = false) -> [UInt8]? {

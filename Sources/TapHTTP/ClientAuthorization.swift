@@ -1,3 +1,5 @@
+import TapCore
+
 /// The credentials clients must present when 3dstape listens beyond loopback (`--auth USER:PASSWORD`): HTTP Basic,
 /// in `Proxy-Authorization` from clients using 3dstape as a proxy (absolute-form requests and CONNECT; 407 otherwise),
 /// in `Authorization` from clients pointed at it directly (401 otherwise).
@@ -8,7 +10,7 @@ public struct ClientAuthorization: Sendable, Equatable {
     /// From `USER:PASSWORD`; nil when there is no colon or the user is empty.
     public init?(_ userColonPassword: String) {
         guard let colon = userColonPassword.firstIndex(of: ":"), colon != userColonPassword.startIndex else { return nil }
-        expected = "Basic " + ClientAuthorization.base64(Array(userColonPassword.utf8))
+        expected = "Basic " + Base64URL.encodeStandard(Array(userColonPassword.utf8))
     }
 
     /// What the request lacks, or nil when it may pass. `viaProxy`: absolute-form or CONNECT.
@@ -28,20 +30,5 @@ public struct ClientAuthorization: Sendable, Equatable {
         let x = Array(a.utf8), y = Array(b.utf8)
         guard x.count == y.count else { return false }
         return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-    }
-
-    static func base64(_ bytes: [UInt8]) -> String {
-        let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out: [UInt8] = []
-        var i = 0
-        while i < bytes.count {
-            let b0 = bytes[i], b1 = i + 1 < bytes.count ? bytes[i + 1] : 0, b2 = i + 2 < bytes.count ? bytes[i + 2] : 0
-            out.append(table[Int(b0 >> 2)])
-            out.append(table[Int((b0 & 3) << 4 | b1 >> 4)])
-            out.append(i + 1 < bytes.count ? table[Int((b1 & 15) << 2 | b2 >> 6)] : UInt8(ascii: "="))
-            out.append(i + 2 < bytes.count ? table[Int(b2 & 63)] : UInt8(ascii: "="))
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -10,3 +10,13 @@ import TapCore
         #expect(allowed == [true, false, false, true, false])
     }
 }
+
+@Suite struct StandardBase64Tests {
+    /// RFC 4648 §10's test vectors, and the Basic credentials of RFC 7617 §2.
+    @Test func rfcVectors() {
+        let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy",
+                       "Aladdin:open sesame": "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="]
+        for (plain, encoded) in vectors { #expect(Base64URL.encodeStandard(Array(plain.utf8)) == encoded, "\(plain)") }
+        #expect(Base64URL.encodeStandard([0xFB, 0xFF]) == "+/8=")
+    }
+}
