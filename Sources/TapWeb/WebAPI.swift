@@ -163,8 +163,20 @@ public final class WebAPI: @unchecked Sendable {
         return .object([("total", .number(String(page.total))), ("offset", .number(String(offset))), ("rows", .array(page.rows.map(WebJSON.row)))])
     }
 
+    /// The last grouping, kept while its session's exchange count and newest id stay the same (the transactions tab,
+    /// then one transaction, of a 100,000-exchange session group once).
+    private var grouped: (path: String, count: Int, lastID: Int64, list: [(tx: ThreeDSTransaction, channel: String)])?
+
     /// Transactions grouped from the messages table alone (no bodies are read), numbered from 1 in the order they began.
     func transactionList(_ r: SessionReader) throws -> [(tx: ThreeDSTransaction, channel: String)] {
+        let head = try r.head()
+        if let g = grouped, g.path == r.path, g.count == head.count, g.lastID == head.lastID { return g.list }
+        let list = try groupTransactions(r)
+        grouped = (r.path, head.count, head.lastID, list)
+        return list
+    }
+
+    func groupTransactions(_ r: SessionReader) throws -> [(tx: ThreeDSTransaction, channel: String)] {
         let tags = try r.messageTags()
         let messages = tags.map { t -> InspectedMessage in
             var fields: [(String, JSON)] = []
