@@ -326,6 +326,12 @@ def main():
         check("no differences" in driver.find_element(By.ID, "diff-summary").text,
               "the diff of the recording and its replay: " + driver.find_element(By.ID, "diff-summary").text)
         shot("11-diff")
+        driver.get(base + "#/diff/demo.3dstape/demo-browser.3dstape")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#changes tr.change"))
+        changes = driver.find_elements(By.CSS_SELECTOR, "#changes tr.change")
+        check(len(changes) > 0 and any(r.find_elements(By.TAG_NAME, "a") for r in changes),
+              f"the diff of two different sessions lists {len(changes)} differences, each linked to its exchanges")
+        shot("11b-diff-changes")
 
         print("== injection", flush=True)
         driver.get(base + "#/")

@@ -363,12 +363,18 @@ async function validationView(name) {
 async function diffView(a, b) {
   crumbs(["sessions", "#/"], ["diff " + a + " ↔ " + b]);
   const d = await api("diff?a=" + enc(a) + "&b=" + enc(b));
-  const rows = d.changes.map(c => el("tr", { class: "change" }, Object.entries(c).map(([, v]) => el("td", { class: "mono" }, v === null ? "" : typeof v === "string" ? v : JSON.stringify(v)))));
-  const head = d.changes.length ? el("tr", {}, Object.keys(d.changes[0]).map(k => el("th", {}, k))) : null;
+  const link = (session, id) => id === null ? "" : el("a", { href: "#/s/" + enc(session) + "/x/" + id }, "#" + id);
+  const rows = d.changes.map(c => el("tr", { class: "change", "data-kind": c.kind },
+    el("td", {}, c.kind), el("td", { class: "num" }, (c.transaction_a ?? "-") + " ↔ " + (c.transaction_b ?? "-")),
+    el("td", {}, link(a, c.exchange_a), " ", link(b, c.exchange_b)), el("td", {}, c.message ?? ""),
+    el("td", { class: "mono", title: glossary.elements[(c.element || "").split("/").pop()] || null }, c.element ?? ""),
+    el("td", { class: "mono" }, c.a ?? ""), el("td", { class: "mono" }, c.b ?? "")));
   setMain(el("h2", {}, a + " ↔ " + b),
     el("p", { id: "diff-summary" }, d.paired + " transactions paired (" + d.transactions_a + " in " + a + ", " + d.transactions_b + " in " + b + "), "
-      + (d.changes.length ? d.changes.length + " differences" : "no differences")),
-    d.changes.length ? el("table", { id: "changes" }, head, rows) : null);
+      + (d.changes.length ? d.changes.length + " differences" : "no differences")
+      + " (what differs on every run — transaction IDs, keys, sdkEncData, dates — is not compared)"),
+    d.changes.length ? el("table", { id: "changes" },
+      el("tr", {}, ["kind", "transactions", "exchanges", "message", "element", a, b].map(h => el("th", {}, h))), rows) : null);
 }
 
 // ---------- routing ----------
