@@ -163,7 +163,7 @@ struct ShowCommand: Command {
 
     static func describe(_ m: RecordedMessage) -> String {
         var s = m.type ?? "?"
-        if m.location == "jwe", !m.isDecrypted { return s + " (JWE)" }
+        if m.isEncrypted { return s + " (JWE)" }
         let json = m.json
         if let v = json?["messageVersion"]?.stringValue { s += " " + v }
         if let t = json?["transStatus"]?.stringValue { s += " " + t }
@@ -199,7 +199,7 @@ struct ShowCommand: Command {
             } else {
                 for m in msgs {
                     io.out("# 3DS \(m.type ?? "?") in \(m.location)" + (m.decryption.map { " — \($0)" } ?? ""))
-                    if m.location == "jwe", !m.isDecrypted {
+                    if m.isEncrypted {
                         io.out("(JWE header) " + (m.json?.compact ?? ""))
                         io.out(Self.bodyText(body))
                     } else {

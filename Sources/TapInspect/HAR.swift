@@ -103,7 +103,7 @@ public enum HAR {
         if let a = x.clientAbortAt { members.append(("clientAbortAt", .string(isoDate(a)))) }
         members.append(("messages", .array(x.messages.map { m in
             var o: [(String, JSON)] = [("direction", .string(m.direction)), ("location", .string(m.location)), ("type", m.type.map(JSON.string) ?? .null)]
-            let encrypted = m.location == "jwe" && !m.isDecrypted
+            let encrypted = m.isEncrypted
             for k in ["messageVersion", "transStatus", "errorCode"] {
                 if !encrypted, let v = m.json?[k]?.stringValue { o.append((k, .string(v))) }
             }

@@ -133,7 +133,7 @@ public struct SequenceDiagram: Sendable {
     /// A message's label: its type, transStatus, errorCode, challengeCancel, and where it was carried.
     static func label(_ m: RecordedMessage) -> String {
         var s = m.type ?? "?"
-        if m.location == "jwe", !m.isDecrypted { return s + " (JWE)" }
+        if m.isEncrypted { return s + " (JWE)" }
         if let v = m.json?["transStatus"]?.stringValue { s += " " + v }
         if let e = m.json?["errorCode"]?.stringValue { s += " " + e }
         if let c = m.json?["challengeCancel"]?.stringValue { s += " cancel " + c }

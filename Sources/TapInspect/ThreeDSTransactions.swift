@@ -27,7 +27,7 @@ public struct InspectedMessage: Sendable {
     public static func all(in x: StoredExchange) -> [InspectedMessage] {
         x.messages.compactMap { m in
             guard let type = m.type else { return nil }
-            let encrypted = m.location == "jwe" && !m.isDecrypted
+            let encrypted = m.isEncrypted
             return InspectedMessage(exchangeID: x.id, direction: m.direction, location: m.location, type: type,
                                     json: encrypted ? nil : m.json, kid: encrypted ? m.json?["kid"]?.stringValue : nil)
         }

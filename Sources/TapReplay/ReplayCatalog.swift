@@ -150,7 +150,7 @@ public struct ReplayCatalog: Sendable {
         var lines: [String] = []
         for flow in flows where flow.deviceChannel == "01" {
             let stuck = flow.followUps.filter { i in
-                exchanges[i].messages.contains { $0.location == "jwe" && !$0.isDecrypted }
+                exchanges[i].messages.contains(where: \.isEncrypted)
             }
             guard !stuck.isEmpty else { continue }
             let id = flow.ids["threeDSServerTransID"] ?? "?"

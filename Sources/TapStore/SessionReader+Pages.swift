@@ -32,13 +32,16 @@ public struct MessageTag: Sendable {
     public var location: String
     public var transStatus: String?
     public var errorCode: String?
-    /// An app-channel JWE that was not decrypted.
-    public var encrypted: Bool
+    /// How an app-channel message was decrypted, or why not.
+    public var decryption: String?
     public var threeDSServerTransID: String?
     public var acsTransID: String?
     /// Present in app-channel messages only.
     public var sdkTransID: String?
     public var version: String?
+
+    /// An app-channel JWE that was not decrypted.
+    public var encrypted: Bool { RecordedMessage.isEncrypted(location: location, decryption: decryption) }
 }
 
 /// One exchange as a timeline row: addresses, status, timestamps and message tags, without headers or bodies.
@@ -111,7 +114,7 @@ extension SessionReader {
                    acs_trans_id, message_version, sdk_trans_id FROM messages WHERE \(condition) ORDER BY exchange_id, id
             """).map { m in
             (m[0].integer ?? 0, MessageTag(direction: m[1].text ?? "", type: m[2].text, location: m[3].text ?? "", transStatus: m[4].text,
-                                           errorCode: m[5].text, encrypted: m[3].text == "jwe" && m[6].text?.hasPrefix("decrypted") != true,
+                                           errorCode: m[5].text, decryption: m[6].text,
                                            threeDSServerTransID: m[7].text, acsTransID: m[8].text, sdkTransID: m[10].text, version: m[9].text))
         }
     }

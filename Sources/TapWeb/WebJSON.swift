@@ -46,7 +46,7 @@ enum WebJSON {
             .setting("messages", to: .array(x.messages.map { m in
                 .object([("direction", .string(m.direction)), ("location", .string(m.location)), ("type", str(m.type)),
                          ("json", m.json ?? .null), ("decryption", str(m.decryption)),
-                         ("encrypted", .bool(m.location == "jwe" && !m.isDecrypted)), ("decoded", decodedElements(m.json))])
+                         ("encrypted", .bool(m.isEncrypted)), ("decoded", decodedElements(m.json))])
             }))
     }
 
