@@ -81,15 +81,7 @@ extension SessionReader {
         let list = ids.map { String($0) }.joined(separator: ",")
         var tags: [Int64: [MessageTag]] = [:]
         for (id, tag) in try messageTags(where: "exchange_id IN (\(list))") { tags[id, default: []].append(tag) }
-        var replays: [Int64: ReplayAnnotation] = [:]
-        if try hasTable("replay_matches") {
-            let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
-            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) "
-                                  + "FROM replay_matches WHERE exchange_id IN (\(list))") {
-                replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
-                                                              scheduledDelayMs: m[4].real, actualDelayMs: m[5].real, faults: m[6].text)
-            }
-        }
+        let replays = try replayAnnotations("WHERE exchange_id IN (\(list))")
         return try db.query("""
             SELECT id, method, url, host, status, t_request_start, t_upstream_connect, t_tls_done, t_request_sent, t_first_byte, t_done,
                    error, client_abort_at FROM exchanges WHERE id IN (\(list)) ORDER BY id
@@ -138,10 +130,6 @@ extension SessionReader {
         get throws { try hasTable("replay_matches") && !(try db.query("SELECT 1 FROM replay_matches LIMIT 1").isEmpty) }
     }
 
-    func hasTable(_ name: String) throws -> Bool {
-        !(try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(name)]).isEmpty)
-    }
-
     func whereClause(_ f: ExchangeFilter) throws -> (String, [SQLiteValue]) {
         var conditions: [String] = []
         var args: [SQLiteValue] = []
@@ -169,13 +157,11 @@ extension SessionReader {
         if let q = f.search?.trimmingCharacters(in: .whitespaces), !q.isEmpty {
             let like = "%" + q.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
                 .replacingOccurrences(of: "_", with: "\\_") + "%"
-            var c = "e.url LIKE ? ESCAPE '\\' OR e.id IN (SELECT exchange_id FROM messages WHERE three_ds_server_trans_id = ?1x OR ds_trans_id = ?1x"
-                + " OR acs_trans_id = ?1x OR sdk_trans_id = ?1x OR message_type = ?1x)"
-            args.append(.text(like))
-            c = c.replacingOccurrences(of: "?1x", with: "?\(args.count + 1)")
-            args.append(.text(q))
+            var c = "e.url LIKE ? ESCAPE '\\' OR e.id IN (SELECT exchange_id FROM messages WHERE three_ds_server_trans_id = ? OR ds_trans_id = ?"
+                + " OR acs_trans_id = ? OR sdk_trans_id = ? OR message_type = ?)"
+            args += [.text(like)] + Array(repeating: .text(q), count: 5)
             if let n = Int64(q) {
-                c += " OR e.id = ?\(args.count + 1)"
+                c += " OR e.id = ?"
                 args.append(.integer(n))
             }
             conditions.append("(\(c))")

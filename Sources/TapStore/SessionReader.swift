@@ -149,15 +149,7 @@ public final class SessionReader {
                 RecordedMessage(direction: m[1].text ?? "", location: m[2].text ?? "", type: m[3].text,
                                 json: m[4].text.flatMap { try? JSON.parse($0) }, decryption: m[5].text))
         }
-        var replays: [Int64: ReplayAnnotation] = [:]
-        if try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='replay_matches'").isEmpty == false {
-            let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
-            for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) "
-                                  + "FROM replay_matches \(only)", args) {
-                replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
-                                                              scheduledDelayMs: m[4].real, actualDelayMs: m[5].real, faults: m[6].text)
-            }
-        }
+        let replays = try replayAnnotations(only, args)
         return rows.map { r -> StoredExchange in
             var x = makeExchange(r, messagesByExchange)
             x.replay = replays[x.id]
@@ -170,6 +162,24 @@ public final class SessionReader {
             }
             return x
         }
+    }
+
+    /// What the replayer noted for each exchange (a replay session's `replay_matches`), for the rows `condition`
+    /// (`WHERE …` or empty) selects; empty for a recording.
+    func replayAnnotations(_ condition: String, _ args: [SQLiteValue] = []) throws -> [Int64: ReplayAnnotation] {
+        guard try hasTable("replay_matches") else { return [:] }
+        let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
+        var replays: [Int64: ReplayAnnotation] = [:]
+        for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) "
+                              + "FROM replay_matches \(condition)", args) {
+            replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
+                                                          scheduledDelayMs: m[4].real, actualDelayMs: m[5].real, faults: m[6].text)
+        }
+        return replays
+    }
+
+    func hasTable(_ name: String) throws -> Bool {
+        !(try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(name)]).isEmpty)
     }
 
     func hasColumn(_ table: String, _ column: String) throws -> Bool {

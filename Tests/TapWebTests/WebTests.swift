@@ -95,6 +95,13 @@ struct WebFixture {
             #expect(j["total"]?.numberValue == String(expected), "\(query)")
             #expect(expected > 0)
         }
+        // The search box: a transaction ID finds its exchanges, a number also finds that exchange.
+        let db = f.dir.appendingPathComponent("demo-app.3dstape").path
+        let tx = try #require(try sqliteText(db, "SELECT three_ds_server_trans_id FROM messages WHERE message_type = 'RReq' LIMIT 1"))
+        let byID = WebFixture.get(api, "/api/sessions/demo-app.3dstape/exchanges?q=\(tx)").1
+        #expect(byID["total"]?.numberValue == String(try sqliteCount(db, "SELECT count(DISTINCT exchange_id) FROM messages WHERE three_ds_server_trans_id = '\(tx)'")))
+        let byNumber = WebFixture.get(api, "/api/sessions/demo-app.3dstape/exchanges?q=7").1["rows"]?.arrayValue ?? []
+        #expect(byNumber.contains { $0["id"]?.numberValue == "7" })
         let (_, errors) = WebFixture.get(api, "/api/sessions/demo-app.3dstape/exchanges?errors=1")
         let errorRows: [JSON] = errors["rows"]?.arrayValue ?? []
         let types: [[String]] = errorRows.map { row in (row["messages"]?.arrayValue ?? []).compactMap { $0["type"]?.stringValue } }
@@ -197,7 +204,9 @@ struct WebFixture {
         #expect(WebFixture.get(api, "/api/sessions/demo-app.3dstape").0 == 200) // the others are still served
     }
 
-    func sqliteCount(_ path: String, _ sql: String) throws -> Int {
+    func sqliteCount(_ path: String, _ sql: String) throws -> Int { Int(try sqliteText(path, sql) ?? "") ?? -1 }
+
+    func sqliteText(_ path: String, _ sql: String) throws -> String? {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
         p.arguments = ["-readonly", path, sql]
@@ -205,7 +214,8 @@ struct WebFixture {
         p.standardOutput = out
         try p.run()
         p.waitUntilExit()
-        return Int(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
     }
 }
 
