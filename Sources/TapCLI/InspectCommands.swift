@@ -27,11 +27,7 @@ struct LsCommand: Command {
             do { rows.append(try SessionReader(path: path).summary()) } catch { problems.append("\(n): \(error)") }
         }
         if args.has("json") {
-            io.out(JSON.array(rows.map { r in
-                .object([("file", .string(r.path)), ("label", .string(r.label)), ("created", .string(r.created)),
-                         ("exchanges", .number(String(r.exchanges))), ("transactions", .number(String(r.transactions))),
-                         ("outcome", .string(r.outcome)), ("duration_s", r.durationSeconds.map { .number(String(format: "%.3f", $0)) } ?? .null)])
-            }).pretty)
+            io.out(JSON.array(rows.map(\.json)).pretty)
         } else {
             let table = [["FILE", "LABEL", "CREATED", "EXCHANGES", "3DS TX", "OUTCOME", "DURATION"]] + rows.map { r in
                 [(r.path as NSString).lastPathComponent, r.label, r.created, String(r.exchanges), String(r.transactions), r.outcome,

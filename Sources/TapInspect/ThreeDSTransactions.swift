@@ -60,6 +60,8 @@ public struct ThreeDSTransaction: Sendable {
     }
     /// The sequence of message types, e.g. `AReq ARes CReq CRes CReq CRes RReq RRes`.
     public var shape: [String] { messages.map(\.type) }
+    /// The exchanges that carry its messages, in storage order.
+    public var exchangeIDs: [Int64] { Array(Set(messages.map(\.exchangeID))).sorted() }
 
     /// Groups messages (in exchange order) into transactions, in the order each began. Messages that carry no
     /// transaction ID at all become a transaction of their own.

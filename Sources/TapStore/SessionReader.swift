@@ -59,6 +59,13 @@ public struct RecordedMessage: Sendable {
 
 /// One line of `3dstape ls`.
 public struct SessionSummary: Sendable {
+    /// The line as `ls --json` prints it (and `web` lists it).
+    public var json: JSON {
+        .object([("file", .string(path)), ("label", .string(label)), ("created", .string(created)),
+                 ("exchanges", .number(String(exchanges))), ("transactions", .number(String(transactions))),
+                 ("outcome", .string(outcome)), ("duration_s", durationSeconds.map { .number(String(format: "%.3f", $0)) } ?? .null)])
+    }
+
     public var path: String
     public var label: String
     public var created: String

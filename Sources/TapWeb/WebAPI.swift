@@ -56,9 +56,12 @@ public final class WebAPI: @unchecked Sendable {
         case 1 where p[0] == "sessions": return .json(sessions())
         case 1 where p[0] == "glossary": return .json(Glossary.json)
         case 1 where p[0] == "diff": return .json(try diff(q))
-        case 2 where p[0] == "sessions": return .json(try head(try open(p[1]), name: try decoded(p[1])))
+        case 2 where p[0] == "sessions":
+            let name = try decoded(p[1])
+            return .json(try head(try open(name), name: name))
         case 3 where p[0] == "sessions":
-            let reader = try open(p[1])
+            let name = try decoded(p[1])
+            let reader = try open(name)
             switch p[2] {
             case "facets":
                 let f = try reader.facets()
@@ -70,14 +73,14 @@ public final class WebAPI: @unchecked Sendable {
             case "session.har": // `export --format har`, for Chrome DevTools, Charles or mitmproxy
                 let har = HAR.export(try reader.exchanges(), meta: reader.meta, creatorVersion: "3dstape web")
                 return Reply(status: 200, contentType: "application/json", body: har.bytes,
-                             attachment: (try decoded(p[1]) as NSString).deletingPathExtension + ".har")
+                             attachment: (name as NSString).deletingPathExtension + ".har")
             case "session.mmd":
                 return Reply(status: 200, contentType: "text/plain; charset=utf-8", body: Array(Mermaid.sequenceDiagram(try reader.exchanges()).utf8),
-                             attachment: (try decoded(p[1]) as NSString).deletingPathExtension + ".mmd")
+                             attachment: (name as NSString).deletingPathExtension + ".mmd")
             default: throw WebError("not found", status: 404)
             }
         case 4 where p[0] == "sessions" && p[2] == "exchanges":
-            let reader = try open(p[1])
+            let reader = try open(try decoded(p[1]))
             guard let id = Int64(p[3]), let x = try reader.exchange(id: id) else { throw WebError("no exchange \(p[3])", status: 404) }
             let c = try reader.connections()[x.connectionID]
             return .json(WebJSON.exchange(x).setting("connection", to: c.map { c in
@@ -85,10 +88,10 @@ public final class WebAPI: @unchecked Sendable {
                          ("sni", c.sni.map(JSON.string) ?? .null), ("alpn", c.alpn.map(JSON.string) ?? .null)])
             } ?? .null))
         case 4 where p[0] == "sessions" && p[2] == "transactions":
-            let reader = try open(p[1])
+            let reader = try open(try decoded(p[1]))
             return .json(WebJSON.diagram(try diagram(reader, p[3])))
         case 5 where p[0] == "sessions" && p[2] == "transactions" && p[4] == "diagram.svg":
-            let reader = try open(p[1])
+            let reader = try open(try decoded(p[1]))
             return Reply(status: 200, contentType: "image/svg+xml", body: Array(SequenceSVG.render(try diagram(reader, p[3])).utf8))
         default: throw WebError("not found", status: 404)
         }
@@ -99,9 +102,8 @@ public final class WebAPI: @unchecked Sendable {
         return s
     }
 
-    /// The reader of a served session; anything else is 404.
-    func open(_ segment: String) throws -> SessionReader {
-        let name = try decoded(segment)
+    /// The reader of the served session called `name` (decoded); anything else is 404.
+    func open(_ name: String) throws -> SessionReader {
         guard let path = catalog.path(named: name) else { throw WebError("no session called \(name) is served here", status: 404) }
         do { return try SessionReader(path: path) } catch { throw WebError("\(name): \(error)", status: 422) }
     }
@@ -120,13 +122,9 @@ public final class WebAPI: @unchecked Sendable {
             do {
                 let reader = try SessionReader(path: e.path)
                 let s = try reader.summary()
-                let row = JSON.object([
-                    ("name", .string(e.name)), ("label", .string(s.label)), ("created", .string(s.created)),
-                    ("exchanges", .number(String(s.exchanges))), ("transactions", .number(String(s.transactions))),
-                    ("outcome", .string(s.outcome)), ("duration_s", s.durationSeconds.map { .number(String(format: "%.3f", $0)) } ?? .null),
-                    ("bytes", .number(String(size))), ("replay", .bool(try reader.isReplay)),
-                    ("mode", .string(reader.meta["mode"] ?? "")),
-                ])
+                // `ls --json`'s line, named as the catalog names it (the page shows no server paths).
+                let row = s.json.removing("file").setting("name", to: .string(e.name)).setting("bytes", to: .number(String(size)))
+                    .setting("replay", to: .bool(try reader.isReplay)).setting("mode", to: .string(reader.meta["mode"] ?? ""))
                 summaries[e.path] = (stamp, row)
                 rows.append(row)
             } catch {
@@ -210,15 +208,14 @@ public final class WebAPI: @unchecked Sendable {
             .object([("n", .number(String(i + 1))), ("key", .string(t.tx.key)), ("channel", .string(t.channel)),
                      ("version", t.tx.version.map(JSON.string) ?? .null), ("outcome", .string(t.tx.outcome)),
                      ("shape", .string(t.tx.shape.joined(separator: " "))),
-                     ("exchanges", .array(Array(Set(t.tx.messages.map(\.exchangeID))).sorted().map { .number(String($0)) }))])
+                     ("exchanges", .array(t.tx.exchangeIDs.map { .number(String($0)) }))])
         }))])
     }
 
     func diagram(_ r: SessionReader, _ segment: String) throws -> SequenceDiagram {
         let all = try transactionList(r)
         guard let n = Int(segment), n >= 1, n <= all.count else { throw WebError("no transaction \(segment)", status: 404) }
-        let ids = Array(Set(all[n - 1].tx.messages.map(\.exchangeID))).sorted()
-        return SequenceDiagram(try r.exchanges(ids: ids), firstTransaction: n)
+        return SequenceDiagram(try r.exchanges(ids: all[n - 1].tx.exchangeIDs), firstTransaction: n)
     }
 
     func validation(_ r: SessionReader) throws -> JSON {
@@ -230,8 +227,7 @@ public final class WebAPI: @unchecked Sendable {
 
     func diff(_ q: [String: String]) throws -> JSON {
         guard let a = q["a"], let b = q["b"] else { throw WebError("give two sessions: /api/diff?a=NAME&b=NAME") }
-        let ra = try open(a.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? a)
-        let rb = try open(b.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? b)
+        let ra = try open(a), rb = try open(b) // query values arrive decoded
         let d = SessionDiff.compare(try ra.exchanges(), try rb.exchanges())
         return .object([("a", .string(a)), ("b", .string(b)), ("paired", .number(String(d.pairedTransactions))),
                         ("transactions_a", .number(String(d.transactionsA))), ("transactions_b", .number(String(d.transactionsB))),
