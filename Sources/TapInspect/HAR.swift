@@ -36,25 +36,18 @@ public enum HAR {
         return .object(members)
     }
 
-    /// The recorded timestamps as HAR phases (milliseconds; -1 where a phase did not happen, as on a reused connection).
+    /// The recorded phases as HAR writes them (milliseconds; -1 where a phase did not happen, as on a reused
+    /// connection; HAR's `connect` includes `ssl`).
     struct Timings {
-        var connect = -1.0, ssl = -1.0, send = 0.0, wait = 0.0, receive = 0.0
+        var connect: Double, ssl: Double, send: Double, wait: Double, receive: Double
 
         init(_ x: StoredExchange) {
-            let s = x.requestStart
-            var cursor = s
-            if let c = x.upstreamConnect, c >= s {
-                connect = (c - s) * 1000
-                cursor = c
-                if let tls = x.tlsDone, tls >= c {
-                    ssl = (tls - c) * 1000
-                    connect += ssl
-                    cursor = tls
-                }
-            }
-            if let sent = x.requestSent, sent >= cursor { send = (sent - cursor) * 1000; cursor = sent }
-            if let first = x.firstByte, first >= cursor { wait = (first - cursor) * 1000; cursor = first }
-            if let done = x.done, done >= cursor { receive = (done - cursor) * 1000 }
+            let p = ExchangePhases(x)
+            connect = p.connect.map { $0 + (p.tls ?? 0) } ?? -1
+            ssl = p.tls ?? -1
+            send = p.send
+            wait = p.wait
+            receive = p.receive
         }
 
         var total: Double { max(connect, 0) + send + wait + receive }

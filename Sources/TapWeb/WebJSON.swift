@@ -9,26 +9,17 @@ enum WebJSON {
     static func num(_ d: Double?, _ digits: Int = 3) -> JSON { d.map { .number(String(format: "%.\(digits)f", $0)) } ?? .null }
     static func str(_ s: String?) -> JSON { s.map(JSON.string) ?? .null }
 
-    /// A row's phases in milliseconds: connect (to the upstream), TLS, send, wait (for the first byte), receive.
-    /// A missing timestamp (a reused connection has no connect) makes its phase zero.
-    static func phases(start: Double, connect: Double?, tls: Double?, sent: Double?, firstByte: Double?, done: Double?) -> [(String, Double)] {
-        var t = start
-        var out: [(String, Double)] = []
-        for (name, mark) in [("connect", connect), ("tls", tls), ("send", sent), ("wait", firstByte), ("receive", done)] {
-            guard let m = mark, m >= t else { out.append((name, 0)); continue }
-            out.append((name, (m - t) * 1000))
-            t = m
-        }
-        return out
-    }
+    /// The waterfall's phases: 0 for one that did not happen.
+    static func phases(_ p: ExchangePhases) -> JSON { .object(p.named.map { ($0.0, num($0.1)) }) }
 
     static func row(_ r: ExchangeRow) -> JSON {
-        let p = phases(start: r.requestStart, connect: r.upstreamConnect, tls: r.tlsDone, sent: r.requestSent, firstByte: r.firstByte, done: r.done)
+        let p = ExchangePhases(start: r.requestStart, upstreamConnect: r.upstreamConnect, tlsDone: r.tlsDone, requestSent: r.requestSent,
+                               firstByte: r.firstByte, done: r.done)
         return .object([
             ("id", .number(String(r.id))), ("method", .string(r.method)), ("url", .string(r.url)), ("host", str(r.host)),
             ("status", r.status.map { .number(String($0)) } ?? .null), ("start", num(r.requestStart, 6)),
             ("duration_ms", num(r.done.map { ($0 - r.requestStart) * 1000 })),
-            ("phases", .object(p.map { ($0.0, num($0.1)) })),
+            ("phases", phases(p)),
             ("messages", .array(r.messages.map { m in
                 .object([("direction", .string(m.direction)), ("type", str(m.type)), ("location", .string(m.location)),
                          ("trans_status", str(m.transStatus)), ("error_code", str(m.errorCode)), ("encrypted", .bool(m.encrypted))])
@@ -39,9 +30,8 @@ enum WebJSON {
     }
 
     static func exchange(_ x: StoredExchange) -> JSON {
-        let p = phases(start: x.requestStart, connect: x.upstreamConnect, tls: x.tlsDone, sent: x.requestSent, firstByte: x.firstByte, done: x.done)
-        return ExchangeJSON.full(x)
-            .setting("phases", to: .object(p.map { ($0.0, num($0.1)) }))
+        ExchangeJSON.full(x)
+            .setting("phases", to: phases(ExchangePhases(x)))
             .setting("upstream", to: str(x.upstream))
             .setting("messages", to: .array(x.messages.map { m in
                 .object([("direction", .string(m.direction)), ("location", .string(m.location)), ("type", str(m.type)),
