@@ -161,7 +161,6 @@ struct ProxySessionMachine {
 
     /// Feeds one event; returns what the driver must do, in order.
     mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
-        actions = []
         switch event {
         case let .clientBytes(bytes): clientBytes(bytes, env)
         case let .clientClosed(error, tlsFailure): clientClosed(error: error, tlsFailure: tlsFailure, env)
@@ -171,7 +170,7 @@ struct ProxySessionMachine {
         case .deadlinePassed: deadlinePassed(env)
         case .resume: resume(env)
         }
-        defer { actions = [] }
+        defer { actions = [] } // empty between events
         return actions
     }
 
@@ -183,7 +182,7 @@ struct ProxySessionMachine {
         parser.append(bytes)
         guard holdBudget(env) else {
             actions.append(.budgetRefused)
-            reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(env.budgetLimit) bytes); try again", env)
+            reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(env.budgetLimit) bytes); try again")
             return
         }
         if inFlight == nil {
@@ -224,7 +223,7 @@ struct ProxySessionMachine {
         case .idle:
             if inFlight == nil, parser.isIdle { actions.append(.closeClient(afterFlush: false)) }
         case .requestHead:
-            if inFlight == nil, !parser.isIdle { reject(status: 408, "request not received within \(Int(config.headerTimeout)) s", env) }
+            if inFlight == nil, !parser.isIdle { reject(status: 408, "request not received within \(Int(config.headerTimeout)) s") }
         case .upstream:
             if let f = inFlight {
                 upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Int(config.upstreamTimeout)) s",
@@ -300,7 +299,7 @@ struct ProxySessionMachine {
             }
             request = r
         } catch {
-            reject(status: error.status == 502 ? 400 : error.status, error.message, env)
+            reject(status: error.status == 502 ? 400 : error.status, error.message)
             return
         }
         sentContinue = false
@@ -322,11 +321,11 @@ struct ProxySessionMachine {
         }
         if head.method == "CONNECT" {
             guard case .forward = config.mode, config.interceptTLS != nil, tunnel == nil else {
-                reject(status: 405, "CONNECT is only accepted by a forward proxy, once per connection", env)
+                reject(status: 405, "CONNECT is only accepted by a forward proxy, once per connection")
                 return
             }
             guard let hp = HostPort(head.target), !head.target.hasPrefix(":"), !hp.host.isEmpty else {
-                reject(status: 400, "CONNECT target '\(head.target)' is not host:port", env)
+                reject(status: 400, "CONNECT target '\(head.target)' is not host:port")
                 return
             }
             actions.append(.writeClient(Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)))
@@ -339,7 +338,7 @@ struct ProxySessionMachine {
         switch resolveTarget(head) {
         case let .success(t): target = t
         case let .failure(e):
-            reject(status: 400, e.message, env)
+            reject(status: 400, e.message)
             return
         }
         seq += 1
@@ -440,7 +439,7 @@ struct ProxySessionMachine {
     }
 
     /// Answers the client with an error of our own and closes after it (malformed or refused request).
-    private mutating func reject(status: Int, _ message: String, _ env: some ProxySessionEnvironment) {
+    private mutating func reject(status: Int, _ message: String) {
         actions.append(.log("\(peer): \(status) \(message)"))
         actions.append(.note(kind: "rejected", detail: "\(peer): \(status) \(message)"))
         actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: nil, close: true)))
