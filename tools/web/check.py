@@ -23,6 +23,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BIN, WORK, SHOTS = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -175,7 +176,12 @@ def main():
         opts.add_argument(a)
     opts.binary_location = "/usr/bin/chromium"
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
-    wait = WebDriverWait(driver, 15)
+    def waiter(seconds, poll=0.5):
+        # The timeline is virtualised and polled live: rows are replaced while a condition reads them, so a
+        # row found a moment ago may be gone; the condition is then simply tried again.
+        return WebDriverWait(driver, seconds, poll_frequency=poll, ignored_exceptions=(StaleElementReferenceException,))
+
+    wait = waiter(15)
 
     def shot(name):
         path = os.path.join(SHOTS, name + ".png")
@@ -184,6 +190,10 @@ def main():
 
     def rows():
         return driver.find_elements(By.CSS_SELECTOR, "#timeline .xrow")
+
+    def row_ids():
+        # read in the page in one step, so that no row can be replaced between finding and reading it
+        return driver.execute_script("return [...document.querySelectorAll('#timeline .xrow')].map(r => r.dataset.id)")
 
     def console_errors():
         return [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "favicon" not in e["message"]]
@@ -378,7 +388,7 @@ def main():
         time.sleep(0.7)
         through_recorder()
         t = time.time()
-        WebDriverWait(driver, 5, poll_frequency=0.02).until(lambda d: len(rows()) > before)
+        waiter(5, 0.02).until(lambda d: len(rows()) > before)
         live_s = time.time() - t
         check(live_s < 1.0, f"live: an exchange recorded while the page is open shows {live_s * 1000:.0f} ms after its answer")
         shot("14-live")
@@ -390,7 +400,7 @@ def main():
             wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "tr.session-row"))
             t = time.time()
             driver.get(base + "#/s/big.3dstape")
-            WebDriverWait(driver, 10, poll_frequency=0.01).until(lambda d: len(rows()) >= 20)
+            waiter(10, 0.01).until(lambda d: len(rows()) >= 20)
             timings.append(time.time() - t)
         first_screen = min(timings)
         total = int(driver.find_element(By.ID, "count").text.split()[0])
@@ -400,8 +410,8 @@ def main():
         box = driver.find_element(By.ID, "timeline")
         t = time.time()
         driver.execute_script("arguments[0].scrollTop = arguments[0].scrollHeight", box)
-        WebDriverWait(driver, 10, poll_frequency=0.01).until(
-            lambda d: any(r.get_attribute("data-id") == "100000" for r in rows()))
+        waiter(10, 0.01).until(
+            lambda d: "100000" in row_ids())
         check(True, f"scrolled to the end, exchange #100000 is drawn in {(time.time() - t) * 1000:.0f} ms")
         shot("15-large-session-end")
         Select(driver.find_element(By.ID, "f-status")).select_by_value("N")
