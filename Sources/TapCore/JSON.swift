@@ -354,8 +354,9 @@ extension JSON {
         }
     }
 
-    /// Writes a JSON string literal; bytes that need no escape are copied in runs.
-    private static func writeString(_ s: String, into out: inout [UInt8]) {
+    /// Appends `s` as a JSON string literal (quoted and escaped) to `out`, for writers that build JSON text
+    /// without a tree; bytes that need no escape are copied in runs.
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(0x22)
         var s = s
         s.withUTF8 { u in

@@ -7,9 +7,17 @@ public enum MessageKind: String, Sendable, CaseIterable {
 
     /// Reads `messageType`, accepting the UL harness names (pArq, pArs, pGcq, pGcs, pPrq, pPrs).
     public init?(messageType: String) {
-        let aliases = ["pArq": "AReq", "pArs": "ARes", "pGcq": "CReq", "pGcs": "CRes", "pPrq": "PReq", "pPrs": "PRes"]
-        guard let k = MessageKind(rawValue: aliases[messageType] ?? messageType) else { return nil }
-        self = k
+        switch messageType {
+        case "pArq": self = .aReq
+        case "pArs": self = .aRes
+        case "pGcq": self = .cReq
+        case "pGcs": self = .cRes
+        case "pPrq": self = .pReq
+        case "pPrs": self = .pRes
+        default:
+            guard let k = MessageKind(rawValue: messageType) else { return nil }
+            self = k
+        }
     }
 }
 

@@ -123,9 +123,9 @@ public enum ThreeDSContent {
     /// Replaces each run of 13–19 ASCII digits that passes the Luhn check with first 6, `*`s, last 4.
     /// `maskLuhnRuns` for text (URLs, header values, log lines).
     public static func maskLuhnRuns(_ text: String) -> String {
-        let bytes = Array(text.utf8)
-        let masked = maskLuhnRuns(bytes)
-        return masked == bytes ? text : String(decoding: masked, as: UTF8.self)
+        var text = text
+        let runs = text.withUTF8 { luhnRuns($0) }
+        return runs.isEmpty ? text : String(decoding: masking(Array(text.utf8), runs), as: UTF8.self)
     }
 
     /// Text from the network made safe to print on a terminal or in a log: card numbers masked and control
@@ -138,19 +138,26 @@ public enum ThreeDSContent {
 
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
         // Find the runs to mask without copying; copy only when there is one (most bodies have none).
+        let runs = bytes.withUnsafeBufferPointer { luhnRuns($0) }
+        return runs.isEmpty ? bytes : masking(bytes, runs)
+    }
+
+    /// The runs of 13–19 ASCII digits that pass the Luhn check; the bytes between digits are crossed eight at a time.
+    static func luhnRuns(_ b: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
         var runs: [Range<Int>] = []
-        bytes.withUnsafeBufferPointer { b in
-            let n = b.count
-            var i = 0
-            while i < n {
-                guard b[i] &- 0x30 <= 9 else { i += 1; continue }
-                var j = i
-                while j < n, b[j] &- 0x30 <= 9 { j += 1 }
-                if (13...19).contains(j - i), luhn(UnsafeBufferPointer(rebasing: b[i..<j])) { runs.append(i..<j) }
-                i = j
-            }
+        let n = b.count
+        var i = ByteScan.firstDigit(b, from: 0)
+        while i < n {
+            var j = i
+            while j < n, b[j] &- 0x30 <= 9 { j += 1 }
+            if (13...19).contains(j - i), luhn(UnsafeBufferPointer(rebasing: b[i..<j])) { runs.append(i..<j) }
+            i = ByteScan.firstDigit(b, from: j)
         }
-        if runs.isEmpty { return bytes }
+        return runs
+    }
+
+    /// `bytes` with each run kept to its first 6 and last 4 digits, `*` between.
+    static func masking(_ bytes: [UInt8], _ runs: [Range<Int>]) -> [UInt8] {
         var out = bytes
         for r in runs {
             for k in (r.lowerBound + 6)..<(r.upperBound - 4) { out[k] = UInt8(ascii: "*") }

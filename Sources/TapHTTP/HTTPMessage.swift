@@ -33,6 +33,27 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     public mutating func add(_ name: String, _ value: String) { fields.append((name: name, value: value)) }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+
+    /// A head's bytes: the start line `a b c`, these fields one per line, and the empty line; written straight
+    /// into one buffer sized for it.
+    func serialised(after a: String, _ b: String, _ c: String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(fields.reduce(a.utf8.count + b.utf8.count + c.utf8.count + 6) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 })
+        out.append(contentsOf: a.utf8)
+        out.append(0x20)
+        out.append(contentsOf: b.utf8)
+        out.append(0x20)
+        out.append(contentsOf: c.utf8)
+        out.append(contentsOf: [0x0D, 0x0A])
+        for f in fields {
+            out.append(contentsOf: f.name.utf8)
+            out.append(contentsOf: [0x3A, 0x20])
+            out.append(contentsOf: f.value.utf8)
+            out.append(contentsOf: [0x0D, 0x0A])
+        }
+        out.append(contentsOf: [0x0D, 0x0A])
+        return out
+    }
 }
 
 /// A request line and headers.
@@ -58,12 +79,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
     }
 
     /// The serialised head.
-    public var bytes: [UInt8] {
-        var s = "\(method) \(target) \(version)\r\n"
-        for f in headers.fields { s += "\(f.name): \(f.value)\r\n" }
-        s += "\r\n"
-        return Array(s.utf8)
-    }
+    public var bytes: [UInt8] { headers.serialised(after: method, target, version) }
 }
 
 /// A status line and headers.
@@ -86,12 +102,7 @@ public struct HTTPResponseHead: Sendable, Equatable {
         return !c.contains("close")
     }
 
-    public var bytes: [UInt8] {
-        var s = "\(version) \(status) \(reason)\r\n"
-        for f in headers.fields { s += "\(f.name): \(f.value)\r\n" }
-        s += "\r\n"
-        return Array(s.utf8)
-    }
+    public var bytes: [UInt8] { headers.serialised(after: version, String(status), reason) }
 
     public static func reasonPhrase(_ status: Int) -> String {
         switch status {
@@ -140,9 +151,12 @@ extension String {
     /// ASCII case-insensitive comparison (header names are ASCII tokens).
     func caseInsensitiveEquals(_ other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
-        return zip(utf8, other.utf8).allSatisfy { a, b in
-            a == b || (a | 0x20 == b | 0x20 && (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A)
-        }
+        func same(_ a: UInt8, _ b: UInt8) -> Bool { a == b || (a | 0x20 == b | 0x20 && (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A) }
+        // Native strings (all that the parser makes) are compared on their contiguous bytes.
+        if let r = utf8.withContiguousStorageIfAvailable({ a in
+            other.utf8.withContiguousStorageIfAvailable { b in (0..<a.count).allSatisfy { same(a[$0], b[$0]) } }
+        }), let r { return r }
+        return zip(utf8, other.utf8).allSatisfy(same)
     }
 
     func trimmingCharacters(in set: String) -> String {

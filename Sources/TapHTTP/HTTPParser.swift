@@ -71,12 +71,11 @@ public struct HTTPParser: Sendable {
                            rawHead: rawHead, rawBody: raw, body: body)
     }
 
-    /// The request head as soon as it is complete (for `Expect: 100-continue`), without consuming it.
-    public mutating func peekRequestHead() throws(HTTPParseError) -> HTTPRequestHead? {
+    /// The next message's header fields as soon as its head is complete (for `Expect: 100-continue`), without
+    /// consuming it.
+    public mutating func peekHeaders() throws(HTTPParseError) -> HTTPHeaders? {
         if head == nil { try parseHead() }
-        guard let h = head else { return nil }
-        return HTTPRequestHead(method: String(h.startLine[0]), target: String(h.startLine[1]), version: String(h.startLine[2]),
-                               headers: h.headers)
+        return head?.headers
     }
 
     /// The next complete response; 1xx interim responses (other than 101) are skipped.

@@ -288,7 +288,7 @@ struct ProxySessionMachine {
         }
         let request: HTTPRequest
         do {
-            if !sentContinue, let head = try parser.peekRequestHead(), head.headers["Expect"]?.lowercased() == "100-continue",
+            if !sentContinue, let headers = try parser.peekHeaders(), headers["Expect"]?.lowercased() == "100-continue",
                parser.isInBody {
                 sentContinue = true
                 actions.append(.writeClient(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)))

@@ -343,7 +343,19 @@ private final class Statements {
         return (.blob(body), false)
     }
 
+    /// `[["name","value"],…]`, written straight from the pairs (the same text as the JSON tree's `compact`).
     static func headersJSON(_ headers: [(String, String)]) -> String {
-        JSON.array(headers.map { .array([.string($0.0), .string($0.1)]) }).compact
+        var out: [UInt8] = [0x5B]
+        out.reserveCapacity(headers.reduce(2) { $0 + $1.0.utf8.count + $1.1.utf8.count + 8 })
+        for (n, (name, value)) in headers.enumerated() {
+            if n > 0 { out.append(0x2C) }
+            out.append(0x5B)
+            JSON.writeString(name, into: &out)
+            out.append(0x2C)
+            JSON.writeString(value, into: &out)
+            out.append(0x5D)
+        }
+        out.append(0x5D)
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -1,0 +1,45 @@
+import Testing
+import TapCore
+
+/// The word-at-a-time searches against the byte loops they replace, at every start offset of random buffers
+/// biased towards the bytes that matter (quotes, backslashes, controls, high bytes, digits and their neighbours).
+@Suite struct ByteScanTests {
+    static func referenceStop(_ u: [UInt8], _ from: Int) -> Int {
+        u[from...].firstIndex { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 } ?? u.count
+    }
+
+    static func referenceDigit(_ u: [UInt8], _ from: Int) -> Int {
+        u[from...].firstIndex { $0 >= 0x30 && $0 <= 0x39 } ?? u.count
+    }
+
+    @Test func agreesWithByteLoops() {
+        var rng = SystemRandomNumberGenerator()
+        let interesting: [UInt8] = [0x00, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x2F, 0x30, 0x39, 0x3A, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0xAF, 0xB0, 0xB9, 0xFF]
+        for _ in 0..<2_000 {
+            let count = Int.random(in: 0...40, using: &rng)
+            let sparse = Int.random(in: 1...30, using: &rng) // how rare the interesting bytes are
+            let bytes: [UInt8] = (0..<count).map { _ in
+                Int.random(in: 0..<sparse, using: &rng) == 0 ? interesting.randomElement(using: &rng)! : UInt8.random(in: 0x41...0x5A, using: &rng)
+            }
+            bytes.withUnsafeBufferPointer { u in
+                for from in 0...count {
+                    #expect(ByteScan.jsonStringStop(u, from: from) == ByteScanTests.referenceStop(bytes, from), "\(bytes) from \(from)")
+                    #expect(ByteScan.firstDigit(u, from: from) == ByteScanTests.referenceDigit(bytes, from), "\(bytes) from \(from)")
+                }
+            }
+        }
+    }
+
+    @Test func everyByteValueInEveryLane() {
+        for lane in 0..<8 {
+            for value in 0...255 {
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 16)
+                bytes[lane] = UInt8(value)
+                bytes.withUnsafeBufferPointer { u in
+                    #expect(ByteScan.jsonStringStop(u, from: 0) == ByteScanTests.referenceStop(bytes, 0), "\(value) at \(lane)")
+                    #expect(ByteScan.firstDigit(u, from: 0) == ByteScanTests.referenceDigit(bytes, 0), "\(value) at \(lane)")
+                }
+            }
+        }
+    }
+}
