@@ -28,6 +28,7 @@ public enum SessionDecryptor {
         var outcome = Outcome()
         try db.transaction {
             if version < SessionSchema.version { try SessionSchema.migrate(db, from: version) }
+            try db.execute(SessionSchema.closingIndexes) // a recording cut short never built it
             let rows = try db.query("""
                 SELECT m.id, m.direction, m.json, m.decryption, e.request_body, e.request_body_compressed, e.response_body, e.response_body_compressed
                 FROM messages m JOIN exchanges e ON e.id = m.exchange_id WHERE m.location = 'jwe'

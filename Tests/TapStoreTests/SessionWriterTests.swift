@@ -2,11 +2,16 @@ import Foundation
 import Testing
 import TapCore
 import TapSQLite
+import TapEMV
 @testable import TapStore
 
 /// The writer when the disk fills, the file is deleted, or another process locks it: recording stops (or waits) with
 /// one message, the file stays valid, and the backlog the proxy's backpressure reads never stays up.
 @Suite struct SessionWriterTests {
+    struct NoKeys: ChannelKeySource {
+        func cek(for acsTransID: String) -> [UInt8]? { nil }
+    }
+
     final class Problems: Sendable {
         let lines = Locked<[String]>([])
         var all: [String] { lines.withLock { $0 } }
@@ -90,5 +95,32 @@ import TapSQLite
         #expect(writer.writeError == nil)
         #expect(problems.all.last?.contains("writable again") == true)
         #expect(try SessionReader(path: path).exchangeCount == 10)
+    }
+
+    /// The transaction index is left out while recording and built at close; a file left without it (a recording
+    /// killed) answers the same queries, and `decrypt` adds it.
+    @Test func theTransactionIndexIsBuiltWhenRecordingEnds() throws {
+        let path = try Self.tempPath()
+        let writer = try SessionWriter(path: path, meta: [("label", "index")])
+        writer.submit(Self.opened())
+        for i in 0..<3 {
+            var x = ExchangeRecord(connectionID: 1, seq: i, method: "POST", url: "http://127.0.0.1/ds", host: "127.0.0.1", path: "/ds", upstream: nil,
+                                   request: CapturedMessage(headers: [], body: Array(#"{"messageType":"AReq","threeDSServerTransID":"t\#(i)"}"#.utf8), wireSize: 0),
+                                   requestStart: Date().timeIntervalSince1970)
+            x.status = 200
+            x.response = CapturedMessage(headers: [], body: Array(#"{"messageType":"ARes","threeDSServerTransID":"t\#(i)","transStatus":"Y"}"#.utf8), wireSize: 0)
+            writer.submit(.exchange(x))
+        }
+        #expect(Self.waitUntil(3) { writer.exchangesWritten == 3 })
+        let indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'messages_by_transaction'"
+        let live = try Database(path: path, mode: .readOnly)
+        #expect(try live.query(indexes).isEmpty, "not kept up while recording")
+        #expect(try live.query("SELECT count(*) FROM messages WHERE three_ds_server_trans_id = 't1'")[0][0].integer == 2)
+        #expect(try live.query("PRAGMA page_size")[0][0].integer == 16384)
+        writer.close()
+        #expect(try live.query(indexes).count == 1, "built at close")
+        try Database(path: path).execute("DROP INDEX messages_by_transaction") // as a killed recording leaves it
+        _ = try SessionDecryptor.decrypt(path: path, keys: NoKeys())
+        #expect(try live.query(indexes).count == 1, "decrypt adds it")
     }
 }
