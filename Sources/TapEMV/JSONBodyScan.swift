@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import TapCore
 
 /// The recorder's fast path for a JSON body: one pass over the bytes, no tree built. It masks what `Masking.masking`
@@ -14,7 +17,7 @@ enum JSONBodyScan {
 
     static func scan(_ body: [UInt8]) -> Result? {
         // What the scan found, taken out of the closure (the scanner's pointer is valid only inside it).
-        let scanned: (splices: [(Range<Int>, [UInt8])], top: [String: String], nonASCII: Bool)? = body.withUnsafeBufferPointer { u in
+        let scanned: (splices: [(Range<Int>, [UInt8])], top: [String?], nonASCII: Bool)? = body.withUnsafeBufferPointer { u in
             var s = Scanner(u: u)
             return s.run() ? (s.splices, s.top, s.nonASCII) : nil
         }
@@ -27,15 +30,15 @@ enum JSONBodyScan {
             out.replaceSubrange(range, with: replacement)
         }
         var summary: MessageSummary?
-        if let type = s.top["messageType"] {
+        if let type = s.top[0] { // in the order of summaryNames
             var m = MessageSummary(messageType: type)
-            m.messageVersion = s.top["messageVersion"]
-            m.threeDSServerTransID = s.top["threeDSServerTransID"]
-            m.dsTransID = s.top["dsTransID"]
-            m.acsTransID = s.top["acsTransID"]
-            m.sdkTransID = s.top["sdkTransID"]
-            m.transStatus = s.top["transStatus"]
-            m.errorCode = s.top["errorCode"]
+            m.messageVersion = s.top[1]
+            m.threeDSServerTransID = s.top[2]
+            m.dsTransID = s.top[3]
+            m.acsTransID = s.top[4]
+            m.sdkTransID = s.top[5]
+            m.transStatus = s.top[6]
+            m.errorCode = s.top[7]
             summary = m
         }
         return Result(stored: out, summary: summary, changed: !s.splices.isEmpty)
@@ -69,19 +72,22 @@ enum JSONBodyScan {
         let u: UnsafeBufferPointer<UInt8>
         var i = 0
         var splices: [(Range<Int>, [UInt8])] = []
-        /// Top-level summary values, first occurrence kept (as `JSON`'s subscript does).
-        var top: [String: String] = [:]
+        /// Top-level summary values by their index in `summaryNames`, first occurrence kept (as `JSON`'s subscript does).
+        var top = [String?](repeating: nil, count: JSONBodyScan.summaryNames.count)
         /// Top-level summary keys already seen (with any value): later duplicates are ignored, as the full parse does.
         var topSeen = [Bool](repeating: false, count: JSONBodyScan.summaryNames.count)
         /// A byte above 0x7F was seen inside a string (the body's UTF-8 is then checked).
         var nonASCII = false
 
+        /// The key table, read once per scan rather than once per key.
+        let keysByLength = JSONBodyScan.keysByLength
+
         init(u: UnsafeBufferPointer<UInt8>) { self.u = u }
 
         func key(_ r: Range<Int>) -> Key {
-            guard r.count < JSONBodyScan.keysByLength.count else { return .other }
-            for (name, k) in JSONBodyScan.keysByLength[r.count] where name.withUnsafeBufferPointer({ n in
-                (0..<r.count).allSatisfy { n[$0] == u[r.lowerBound + $0] }
+            guard r.count < keysByLength.count else { return .other }
+            for (name, k) in keysByLength[r.count] where name.withUnsafeBufferPointer({ n in
+                memcmp(n.baseAddress!, u.baseAddress! + r.lowerBound, r.count) == 0
             }) { return k }
             return .other
         }
@@ -154,7 +160,7 @@ enum JSONBodyScan {
                     case let .summary(n) where depth == 1:
                         if !topSeen[n] {
                             guard !valueEscaped else { return false }
-                            top[JSONBodyScan.summaryNames[n]] = String(decoding: UnsafeBufferPointer(rebasing: u[valueRange]), as: UTF8.self)
+                            top[n] = String(decoding: UnsafeBufferPointer(rebasing: u[valueRange]), as: UTF8.self)
                         }
                         topSeen[n] = true
                     default: break

@@ -27,7 +27,7 @@ public enum Masking {
     /// Headers as stored: credentials redacted, card numbers (Luhn-valid 13–19 digit runs) masked in every value.
     public static func maskHeaders(_ headers: [(String, String)]) -> [(String, String)] {
         headers.map { name, value in
-            if credentialHeaders.contains(name.lowercased()) {
+            if credentialHeaders.contains(where: { name.caseInsensitiveEquals($0) }) {
                 let scheme = name.lowercased().hasSuffix("authorization") ? value.split(separator: " ").first.map { "\($0) " } ?? "" : ""
                 return (name, scheme + "***")
             }

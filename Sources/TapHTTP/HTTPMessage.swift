@@ -1,3 +1,5 @@
+import TapCore
+
 /// HTTP header fields in order, with case-insensitive lookup.
 public struct HTTPHeaders: Sendable, Equatable, Sequence {
     public var fields: [(name: String, value: String)]
@@ -15,8 +17,16 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// Every value of `name`, comma-joined lists split and trimmed, lowercased.
     public func tokens(_ name: String) -> [String] {
-        fields.filter { $0.name.caseInsensitiveEquals(name) }
-            .flatMap { $0.value.split(separator: ",").map { $0.trimmingCharacters(in: " \t").lowercased() } }
+        var out: [String] = []
+        for f in fields where f.name.caseInsensitiveEquals(name) {
+            for part in f.value.utf8.split(separator: 0x2C) { // ","
+                var (s, e) = (part.startIndex, part.endIndex)
+                while s < e, part[s] == 0x20 || part[s] == 0x09 { s = part.index(after: s) }
+                while e > s, part[part.index(before: e)] == 0x20 || part[part.index(before: e)] == 0x09 { e = part.index(before: e) }
+                out.append(String(Substring(part[s..<e])).lowercased())
+            }
+        }
+        return out
     }
 
     public mutating func remove(_ name: String) { fields.removeAll { $0.name.caseInsensitiveEquals(name) } }
@@ -145,28 +155,4 @@ public struct HTTPResponse: Sendable {
     public var rawHead: [UInt8]
     public var rawBody: [UInt8]
     public var body: [UInt8]
-}
-
-extension String {
-    /// ASCII case-insensitive comparison (header names are ASCII tokens).
-    func caseInsensitiveEquals(_ other: String) -> Bool {
-        guard utf8.count == other.utf8.count else { return false }
-        func same(_ a: UInt8, _ b: UInt8) -> Bool { a == b || (a | 0x20 == b | 0x20 && (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A) }
-        // Native strings (all that the parser makes) are compared on their contiguous bytes.
-        if let r = utf8.withContiguousStorageIfAvailable({ a in
-            other.utf8.withContiguousStorageIfAvailable { b in (0..<a.count).allSatisfy { same(a[$0], b[$0]) } }
-        }), let r { return r }
-        return zip(utf8, other.utf8).allSatisfy(same)
-    }
-
-    func trimmingCharacters(in set: String) -> String {
-        var s = Substring(self)
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
-    }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> String { String(self).trimmingCharacters(in: set) }
 }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TapCore
+
 /// Why a message could not be parsed, with the status a proxy should answer.
 public struct HTTPParseError: Error, Equatable, CustomStringConvertible {
     /// The status to answer with: 400 malformed, 413 body too large, 431 head too large, 501 unsupported.
@@ -27,7 +32,7 @@ public struct HTTPParser: Sendable {
     enum Framing: Equatable { case none, length(Int), chunked, untilClose }
 
     struct ParsedHead {
-        var startLine: [Substring]
+        var startLine: [String]
         var headers: HTTPHeaders
         var headLength: Int
     }
@@ -66,7 +71,7 @@ public struct HTTPParser: Sendable {
     public mutating func nextRequest() throws(HTTPParseError) -> HTTPRequest? {
         guard let (h, raw, body, rawHead) = try nextMessage() else { return nil }
         let line = h.startLine
-        return HTTPRequest(head: HTTPRequestHead(method: String(line[0]), target: String(line[1]), version: String(line[2]),
+        return HTTPRequest(head: HTTPRequestHead(method: line[0], target: line[1], version: line[2],
                                                  headers: h.headers),
                            rawHead: rawHead, rawBody: raw, body: body)
     }
@@ -83,9 +88,9 @@ public struct HTTPParser: Sendable {
         while true {
             guard let (h, raw, body, rawHead) = try nextMessage() else { return nil }
             guard let status = Int(h.startLine[1]) else { throw HTTPParseError(status: 502, "invalid status code") }
-            let reason = h.startLine.count > 2 ? String(h.startLine[2]) : ""
+            let reason = h.startLine.count > 2 ? h.startLine[2] : ""
             if (100...199).contains(status), status != 101 { continue }
-            return HTTPResponse(head: HTTPResponseHead(status: status, reason: reason, version: String(h.startLine[0]), headers: h.headers),
+            return HTTPResponse(head: HTTPResponseHead(status: status, reason: reason, version: h.startLine[0], headers: h.headers),
                                 rawHead: rawHead, rawBody: raw, body: body)
         }
     }
@@ -102,8 +107,8 @@ public struct HTTPParser: Sendable {
         head = nil
         scanFrom = 0
         guard let status = Int(h.startLine[1]) else { throw HTTPParseError(status: 502, "invalid status code") }
-        return HTTPResponse(head: HTTPResponseHead(status: status, reason: h.startLine.count > 2 ? String(h.startLine[2]) : "",
-                                                   version: String(h.startLine[0]), headers: h.headers),
+        return HTTPResponse(head: HTTPResponseHead(status: status, reason: h.startLine.count > 2 ? h.startLine[2] : "",
+                                                   version: h.startLine[0], headers: h.headers),
                             rawHead: rawHead, rawBody: body, body: body)
     }
 
@@ -152,79 +157,107 @@ public struct HTTPParser: Sendable {
             return
         }
         if end > limits.maxHeadBytes { throw HTTPParseError(status: 431, "header section exceeds \(limits.maxHeadBytes) bytes") }
-        // Parse on bytes; Strings are made only for the pieces kept.
+        let (mode, limits) = (mode, limits)
+        let parsed = try buffer.withUnsafeBufferPointer { b throws(HTTPParseError) in try HTTPParser.parseHead(b, end: end, mode: mode, limits: limits) }
+        head = parsed
+        framing = try decideFraming(parsed.startLine, parsed.headers)
+    }
+
+    /// The head in `b[0..<end]` (`end` just after its CRLFCRLF), parsed on bytes: Strings are made only for the
+    /// pieces kept (the start line's three parts, each field's name and value).
+    static func parseHead(_ b: UnsafeBufferPointer<UInt8>, end: Int, mode: Mode, limits: HTTPLimits) throws(HTTPParseError) -> ParsedHead {
         let headEnd = end - 4 // where the final CRLFCRLF starts
         var lines: [Range<Int>] = []
         var lineStart = 0
         var k = 0
         while k < headEnd {
-            let b = buffer[k]
-            if b == 0x0D {
+            let c = b[k]
+            if c == 0x0D {
                 // RFC 9112 §2.2: a CR is only ever the first half of a line ending; a bare CR is refused.
-                guard k + 1 < headEnd, buffer[k + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
+                guard k + 1 < headEnd, b[k + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
                 lines.append(lineStart..<k)
                 lineStart = k + 2
                 k += 2
-            } else if b == 0x0A {
+            } else if c == 0x0A {
                 throw HTTPParseError(status: 400, "bare LF in the header section")
             } else {
                 k += 1
             }
         }
         lines.append(lineStart..<headEnd)
-        let firstRange = lines.removeFirst()
-        guard let first = String(validating: buffer[firstRange], as: UTF8.self) else {
-            throw HTTPParseError(status: 400, "start line is not valid UTF-8")
+        let startLine = try parseStartLine(b, lines[0], mode: mode)
+        var headers = HTTPHeaders()
+        headers.fields.reserveCapacity(lines.count - 1)
+        for line in lines.dropFirst() {
+            headers.fields.append(try parseField(b, line))
+            if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(status: 431, "more than \(limits.maxHeaderCount) header fields") }
         }
-        let parts = first.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        return ParsedHead(startLine: startLine, headers: headers, headLength: end)
+    }
+
+    /// The start line split at its first two spaces (a response's reason phrase may hold more, or be absent), checked.
+    static func parseStartLine(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>, mode: Mode) throws(HTTPParseError) -> [String] {
+        let bytes = UnsafeBufferPointer(rebasing: b[line])
+        guard String(validating: bytes, as: UTF8.self) != nil else { throw HTTPParseError(status: 400, "start line is not valid UTF-8") }
+        var parts: [Range<Int>] = []
+        var from = 0
+        while parts.count < 2, let sp = bytes[from...].firstIndex(of: 0x20) {
+            parts.append(from..<sp)
+            from = sp + 1
+        }
+        parts.append(from..<bytes.count)
+        func text(_ r: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[r]), as: UTF8.self) }
+        func equals(_ r: Range<Int>, _ s: StaticString) -> Bool {
+            r.count == s.utf8CodeUnitCount && memcmp(bytes.baseAddress! + r.lowerBound, s.utf8Start, r.count) == 0
+        }
         switch mode {
         case .request:
-            guard parts.count == 3, !parts[0].isEmpty, parts[0].utf8.allSatisfy(HTTPParser.isToken), !parts[1].isEmpty,
-                  parts[2] == "HTTP/1.1" || parts[2] == "HTTP/1.0" else {
+            guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy({ isToken(bytes[$0]) }), !parts[1].isEmpty,
+                  equals(parts[2], "HTTP/1.1") || equals(parts[2], "HTTP/1.0") else {
                 throw HTTPParseError(status: 400, "malformed request line")
             }
             // The request target is visible ASCII only (RFC 9112 §3.2, RFC 3986): no controls, spaces or raw non-ASCII.
-            guard parts[1].utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            guard parts[1].allSatisfy({ bytes[$0] > 0x20 && bytes[$0] < 0x7F }) else {
                 throw HTTPParseError(status: 400, "request target contains a control, space or non-ASCII byte")
             }
         case .response:
-            guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].utf8.count == 3, Int(parts[1]) != nil else {
+            // status-code = 3DIGIT (RFC 9112 §4)
+            guard parts.count >= 2, parts[0].count >= 7, memcmp(bytes.baseAddress! + parts[0].lowerBound, "HTTP/1.", 7) == 0,
+                  parts[1].count == 3, parts[1].allSatisfy({ bytes[$0] &- 0x30 <= 9 }) else {
                 throw HTTPParseError(status: 502, "malformed status line")
             }
         }
-        var headers = HTTPHeaders()
-        headers.fields.reserveCapacity(lines.count)
-        for line in lines {
-            headers.fields.append(try parseField(line))
-            if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(status: 431, "more than \(limits.maxHeaderCount) header fields") }
-        }
-        head = ParsedHead(startLine: parts, headers: headers, headLength: end)
-        framing = try decideFraming(parts, headers)
+        return parts.map(text)
     }
 
     /// One `name: value` line of a header or trailer section (CRLF already removed), checked as RFC 9110 §5.5 asks:
     /// a token name, no folding, and a value of visible characters, spaces and tabs only (no CR, LF, NUL or other controls).
-    func parseField(_ line: Range<Int>) throws(HTTPParseError) -> (name: String, value: String) {
+    static func parseField(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) throws(HTTPParseError) -> (name: String, value: String) {
         guard !line.isEmpty else { throw HTTPParseError(status: 400, "empty header line") }
-        if buffer[line.lowerBound] == 0x20 || buffer[line.lowerBound] == 0x09 {
+        if b[line.lowerBound] == 0x20 || b[line.lowerBound] == 0x09 {
             throw HTTPParseError(status: 400, "obsolete header line folding")
         }
         var colon = line.lowerBound
-        while colon < line.upperBound, buffer[colon] != 0x3A { colon += 1 }
+        while colon < line.upperBound, b[colon] != 0x3A { colon += 1 }
         guard colon < line.upperBound else { throw HTTPParseError(status: 400, "header line without ':'") }
-        guard colon > line.lowerBound, buffer[line.lowerBound..<colon].allSatisfy(HTTPParser.isToken) else {
+        guard colon > line.lowerBound, (line.lowerBound..<colon).allSatisfy({ isToken(b[$0]) }) else {
             throw HTTPParseError(status: 400, "invalid header name")
         }
         var vs = colon + 1, ve = line.upperBound
-        while vs < ve, buffer[vs] == 0x20 || buffer[vs] == 0x09 { vs += 1 }
-        while ve > vs, buffer[ve - 1] == 0x20 || buffer[ve - 1] == 0x09 { ve -= 1 }
-        guard buffer[vs..<ve].allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) else {
+        while vs < ve, b[vs] == 0x20 || b[vs] == 0x09 { vs += 1 }
+        while ve > vs, b[ve - 1] == 0x20 || b[ve - 1] == 0x09 { ve -= 1 }
+        guard (vs..<ve).allSatisfy({ b[$0] >= 0x20 && b[$0] != 0x7F || b[$0] == 0x09 }) else {
             throw HTTPParseError(status: 400, "control character in a header value")
         }
-        guard let value = String(validating: buffer[vs..<ve], as: UTF8.self) else {
+        guard let value = String(validating: UnsafeBufferPointer(rebasing: b[vs..<ve]), as: UTF8.self) else {
             throw HTTPParseError(status: 400, "header value is not valid UTF-8")
         }
-        return (name: String(decoding: buffer[line.lowerBound..<colon], as: UTF8.self), value: value)
+        return (name: String(decoding: UnsafeBufferPointer(rebasing: b[line.lowerBound..<colon]), as: UTF8.self), value: value)
+    }
+
+    /// `parseField` on the buffer (trailer lines).
+    func parseField(_ line: Range<Int>) throws(HTTPParseError) -> (name: String, value: String) {
+        try buffer.withUnsafeBufferPointer { b throws(HTTPParseError) in try HTTPParser.parseField(b, line) }
     }
 
     func findHeadEnd() -> Int? {
@@ -236,7 +269,7 @@ public struct HTTPParser: Sendable {
         return nil
     }
 
-    func decideFraming(_ line: [Substring], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
+    func decideFraming(_ line: [String], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
         let te = headers.tokens("Transfer-Encoding").filter { !$0.isEmpty }
         if mode == .request, headers["Transfer-Encoding"] != nil, te.isEmpty {
             throw HTTPParseError(status: 400, "empty Transfer-Encoding")
@@ -256,7 +289,7 @@ public struct HTTPParser: Sendable {
             return .chunked
         }
         if let first = lengths.first {
-            guard Set(lengths).count == 1, let n = Int(first), n >= 0, first.allSatisfy(\.isASCIIDigit) else {
+            guard lengths.allSatisfy({ $0 == first }), first.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(first) else {
                 throw HTTPParseError(status: 400, "invalid Content-Length")
             }
             if n > limits.maxBodyBytes { throw HTTPParseError(status: 413, "body of \(n) bytes exceeds \(limits.maxBodyBytes)") }

@@ -43,7 +43,7 @@ public struct StoredMessage: Sendable {
     /// `isRequest` names an app-channel JWE body CReq (request) or CRes (response) while it is still encrypted.
     /// `keys` opens app-channel JWE bodies (the recorder's `--keylog`).
     public init(_ captured: CapturedMessage, mask: Bool, isRequest: Bool, keys: (any ChannelKeySource)? = nil) {
-        let encoding = captured.headers.first { $0.0.lowercased() == "content-encoding" }?.1.lowercased()
+        let encoding = captured.headers.first { $0.0.caseInsensitiveEquals("Content-Encoding") }?.1.lowercased()
         var decoded = captured.body
         var encodingNote = encoding
         if let encoding, !decoded.isEmpty, encoding != "identity" {
