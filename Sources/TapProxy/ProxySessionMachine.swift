@@ -7,12 +7,30 @@ import TapStore
 
 /// Where a request goes.
 struct Target: Equatable {
-    var tls: Bool
-    var address: HostPort
-    var hostHeader: String
+    let tls: Bool
+    let address: HostPort
+    let hostHeader: String
     var path: String
+    /// `https://host[:port]`, and the address as text (recorded as the exchange's upstream): made once per target,
+    /// and in reverse mode once per connection, not once per exchange.
+    let urlPrefix: String
+    let addressText: String
 
-    var urlPrefix: String { "\(tls ? "https" : "http")://\(hostHeader)" }
+    init(tls: Bool, address: HostPort, hostHeader: String, path: String) {
+        self.tls = tls
+        self.address = address
+        self.hostHeader = hostHeader
+        self.path = path
+        urlPrefix = "\(tls ? "https" : "http")://\(hostHeader)"
+        addressText = address.description
+    }
+
+    /// This target with another path.
+    func with(path: String) -> Target {
+        var t = self
+        t.path = path
+        return t
+    }
 }
 
 /// What a proxy session asks of the world around it besides its events: clocks, the session writer's backlog and
@@ -147,11 +165,19 @@ struct ProxySessionMachine {
 
     private var actions: [Action] = []
 
+    /// In reverse mode, the upstream's target; each request's is this one with its path.
+    private let reverseTarget: Target?
+
     init(config: ProxyConfiguration, connectionID: Int64, peer: String) {
         self.config = config
         self.connectionID = connectionID
         self.peer = peer
         parser = HTTPParser(mode: .request, limits: config.limits)
+        if case let .reverse(u) = config.mode {
+            reverseTarget = Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: u.basePath)
+        } else {
+            reverseTarget = nil
+        }
     }
 
     /// Arms the idle deadline (a new connection starts idle).
@@ -345,7 +371,7 @@ struct ProxySessionMachine {
         let captured = CapturedMessage(headers: head.headers.fields.map { ($0.name, $0.value) }, body: request.body,
                                        wireSize: request.rawHead.count + request.rawBody.count)
         var record = ExchangeRecord(connectionID: connectionID, seq: seq, method: head.method, url: target.urlPrefix + target.path,
-                                    host: target.hostHeader, path: target.path, upstream: target.address.description,
+                                    host: target.hostHeader, path: target.path, upstream: target.addressText,
                                     request: captured, requestStart: startedAt)
         record.mask = config.mask
 
@@ -415,10 +441,10 @@ struct ProxySessionMachine {
     func resolveTarget(_ head: HTTPRequestHead) -> Result<Target, HTTPParseError> {
         switch config.mode {
         case let .reverse(u):
-            guard head.target.hasPrefix("/") || head.target == "*" else {
+            guard head.target.hasPrefix("/") || head.target == "*", let base = reverseTarget else {
                 return .failure(HTTPParseError(status: 400, "a reverse proxy expects origin-form targets, got '\(head.target.prefix(60))'"))
             }
-            return .success(Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: u.basePath + head.target))
+            return .success(base.with(path: u.basePath + head.target))
         case .forward:
             if let tunnel {
                 let host = tunnel.port == 443 ? tunnel.host : tunnel.description
@@ -565,7 +591,7 @@ struct ProxySessionMachine {
             if upstream?.closed == false { actions.append(.closeUpstream) }
             upstream = nil
         }
-        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.address.description, close: !f.keepAlive)))
+        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.addressText, close: !f.keepAlive)))
         f.record.status = status
         f.record.error = message
         f.record.done = env.wallClock()
