@@ -6,8 +6,9 @@ import TapCore
 /// The recorder's fast path for a JSON body: one pass over the bytes, no tree built. It masks what `Masking.masking`
 /// masks (an `acctNumber` string to first 6 / last 4 in place, the secret fields' strings to `"***"`), keeping the
 /// body's own formatting, and reads the message summary from the top-level members. Anything it is not sure of
-/// (escape sequences in keys or in the values it reads, `\u` escapes anywhere, a string that may be a JWT, invalid
-/// or deeply nested JSON) makes it give up (nil), and the caller takes the full parse.
+/// (escape sequences in keys or in the values it reads, `\u` escapes anywhere, an escaped string or a summary value
+/// that may be a JWT, invalid or deeply nested JSON) makes it give up (nil), and the caller takes the full parse.
+/// A JWS's payload is masked as the full path masks it.
 enum JSONBodyScan {
     struct Result {
         var stored: [UInt8]
@@ -145,8 +146,6 @@ enum JSONBodyScan {
                 let key = key(keyRange)
                 if u[i] == UInt8(ascii: "\"") {
                     guard let (valueRange, valueEscaped) = string() else { return false }
-                    // A string that may be a JWT goes to the full path (its payload is masked there).
-                    if mayBeJWT(valueRange) { return false }
                     switch key {
                     case .acctNumber:
                         guard !valueEscaped, (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] < 0x80 }) else { return false }
@@ -158,12 +157,15 @@ enum JSONBodyScan {
                             splices.append((valueRange, JSONBodyScan.masked))
                         }
                     case let .summary(n) where depth == 1:
+                        // A summary value that may be a JWT goes to the full path (it would be read masked there).
+                        if mayBeJWT(valueRange) { return false }
                         if !topSeen[n] {
                             guard !valueEscaped else { return false }
                             top[n] = String(decoding: UnsafeBufferPointer(rebasing: u[valueRange]), as: UTF8.self)
                         }
                         topSeen[n] = true
-                    default: break
+                    default:
+                        guard jws(valueRange, escaped: valueEscaped) else { return false }
                     }
                 } else {
                     if depth == 1, case let .summary(n) = key { topSeen[n] = true }
@@ -200,13 +202,24 @@ enum JSONBodyScan {
             case UInt8(ascii: "{"): return object(depth: depth + 1)
             case UInt8(ascii: "["): return array(depth: depth + 1)
             case UInt8(ascii: "\""):
-                guard let (r, _) = string() else { return false }
-                return !mayBeJWT(r)
+                guard let (r, escaped) = string() else { return false }
+                return jws(r, escaped: escaped)
             case UInt8(ascii: "t"): return literal("true")
             case UInt8(ascii: "f"): return literal("false")
             case UInt8(ascii: "n"): return literal("null")
             default: return number()
             }
+        }
+
+        /// A string value that may be a compact JWS (acsSignedContent, a JWT) gets its payload masked as the full path
+        /// does (`Masking.maskedJWS`), spliced in; false (give up) when it holds escapes the scan does not decode.
+        mutating func jws(_ r: Range<Int>, escaped: Bool) -> Bool {
+            guard mayBeJWT(r) else { return true }
+            guard !escaped else { return false }
+            if let masked = Masking.maskedJWS(String(decoding: UnsafeBufferPointer(rebasing: u[r]), as: UTF8.self)) {
+                splices.append((r, Array(masked.utf8)))
+            }
+            return true
         }
 
         /// `eyJ…` with a dot: perhaps a compact JWS.

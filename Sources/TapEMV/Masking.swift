@@ -80,7 +80,8 @@ public enum Masking {
     /// would otherwise carry a card number or a code past the masking.
     static func maskedJWS(_ text: String) -> String? {
         guard text.utf8.count < 1 << 20 else { return nil }
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        // Split at the dots on the UTF-8 bytes (a JWS is ASCII; no grapheme breaking over kilobytes of base64url).
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
         guard parts.count == 3, let payloadBytes = Base64URL.decode(parts[1]), let payload = try? JSON.parse(payloadBytes), payload.isObject else {
             return nil
         }

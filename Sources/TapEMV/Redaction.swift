@@ -43,7 +43,9 @@ public enum ThreeDSContent {
     /// `scan: false` always takes the full parse (the fuzzer compares the two paths).
     public static func prepare(_ body: [UInt8], parsed: JSON? = nil, mask: Bool, scan: Bool = true) -> (stored: [UInt8], messages: [Found]) {
         let first = parsed != nil ? UInt8(ascii: "{") : body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
-        if scan, first == UInt8(ascii: "{"), parsed == nil, mask, let fast = JSONBodyScan.scan(body) {
+        if scan, first == UInt8(ascii: "{"), mask, let fast = JSONBodyScan.scan(body) {
+            // Taken even when the body comes parsed (the replayer): the scan masks in place, where the tree would be
+            // walked and serialised again.
             // The common case, without building a tree (see JSONBodyScan); the same masking as below.
             let stored = maskLuhnRuns(fast.stored)
             return (stored, fast.summary.map { [Found(body: stored, summary: $0)] } ?? [])

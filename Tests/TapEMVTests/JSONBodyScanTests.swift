@@ -19,13 +19,19 @@ import TapCore
         #"{"a":"x\"y","messageType":"PReq","b":"\/path"}"#,
         #"{"acctNumber":{"inner":"4000000000001091"},"otp":{"x":"1"}}"#,
         #"{}"#,
+        // JWSs (acsSignedContent): a payload with something to mask is masked, its signature left out; one without is kept
+        #"{"messageType":"ARes","acsSignedContent":"eyJhbGciOiJQUzI1NiJ9.eyJhY2N0TnVtYmVyIjoiNDAwMDAwMDAwMDAwMTA5MSIsIngiOjF9.c2ln","list":["eyJhbGciOiJQUzI1NiJ9.eyJvdHAiOiIxMjM0In0.c2ln"]}"#,
+        #"{"jwt":"eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.sig","notJWT":"eyJ-no-dot"}"#,
     ])
     func scanAgreesWithTheFullParse(_ text: String) throws {
         let (fast, full) = Self.both(text)
         #expect(fast.messages.map(\.summary) == full.messages.map(\.summary))
         #expect((try? JSON.parse(fast.stored)) == (try? JSON.parse(full.stored)), "\(String(decoding: fast.stored, as: UTF8.self))")
+        // A body that comes parsed (the replayer's) is stored the same way.
+        let parsed = ThreeDSContent.prepare(Array(text.utf8), parsed: try JSON.parse(Array(text.utf8)), mask: true)
+        #expect(parsed.stored == fast.stored && parsed.messages.map(\.summary) == fast.messages.map(\.summary))
         let stored = String(decoding: fast.stored, as: UTF8.self)
-        for secret in ["4000000000001091", "1234", "9999", "\"123\"", "AAABBBCCC"] { #expect(!stored.contains(secret), "\(secret) in \(stored)") }
+        for secret in ["4000000000001091", "1234", "9999", "\"123\"", "AAABBBCCC", "eyJhY2N0TnVtYmVyIjoiNDAwMDAwMDAwMDAwMTA5MSIsIngiOjF9", "eyJvdHAiOiIxMjM0In0"] { #expect(!stored.contains(secret), "\(secret) in \(stored)") }
     }
 
     @Test func theScanKeepsTheBodysOwnFormattingAndFindsTheSummary() throws {
@@ -37,7 +43,8 @@ import TapCore
 
     @Test(arguments: [
         #"{"messageType":"A\u0052eq"}"#,                        // \u escapes: the full parse decides
-        #"{"jwt":"eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.sig"}"#,          // a JWT: its payload is masked by the full path
+        #"{"jwt":"eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.s\/g"}"#,        // an escaped JWT: the full path decodes it first
+        #"{"messageType":"eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.sig"}"#,  // a summary value that may be a JWT
         #"{"acct\nNumber":"1"}"#,                                 // an escaped key
         #"{"a":01}"#, #"{"a":}"#, #"{"a":1,}"#, #"{"a":1} x"#, #"[1]"#, // not strict JSON, or not an object
         #"{"messageType":"ARes","padding":"x\x"}"#,               // an escape JSON does not have (found by the fuzzer)
