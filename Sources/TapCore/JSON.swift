@@ -236,10 +236,11 @@ private struct JSONParser {
         // Fast path: no escapes before the closing quote.
         var j = i
         var ascii = true
-        while j < bytes.count {
-            let c = bytes[j]
-            if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
-            if c >= 0x80 { ascii = false }
+        while true {
+            // Eight bytes at a time up to a quote, a backslash, a control character or a non-ASCII byte.
+            j = ByteScan.jsonStringStop(bytes, from: j)
+            guard j < bytes.count, bytes[j] >= 0x80 else { break }
+            ascii = false
             j += 1
         }
         if j < bytes.count, bytes[j] == UInt8(ascii: "\"") {
