@@ -64,7 +64,6 @@ public enum SessionSchema {
         error TEXT,
         client_abort_at REAL
     );
-    CREATE INDEX exchanges_by_connection ON exchanges(connection_id, seq);
     CREATE TABLE messages (
         id INTEGER PRIMARY KEY,
         exchange_id INTEGER NOT NULL REFERENCES exchanges(id),
@@ -112,6 +111,8 @@ public enum SessionSchema {
     /// message of a busy recording would land on a different page of this index and the writer would rewrite a page
     /// per message; built at the end it costs one sort. A session cut short by `kill -9` lacks it: every query still
     /// answers, by a scan of the (small) messages table, and `decrypt` adds it.
+    /// (Files before this one also have `exchanges_by_connection`: no query used it, and connections interleave, so
+    /// it cost page writes all over it per batch; it is no longer made.)
     static let closingIndexes = "CREATE INDEX IF NOT EXISTS messages_by_transaction ON messages(three_ds_server_trans_id);"
 
     /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`; v2 → v3: `replay_matches`).
