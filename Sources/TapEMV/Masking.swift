@@ -80,21 +80,10 @@ public enum Masking {
     /// would otherwise carry a card number or a code past the masking.
     static func maskedJWS(_ text: String) -> String? {
         guard text.utf8.count < 1 << 20 else { return nil }
-        // The two dots found on the UTF-8 bytes (a JWS is ASCII; no grapheme breaking over kilobytes of base64url).
-        var text = text
-        let dots: [Int] = text.withUTF8 { u in
-            var at: [Int] = []
-            var i = 0
-            while at.count < 3, let d = UnsafeBufferPointer(rebasing: u[i...]).firstIndex(of: UInt8(ascii: ".")) {
-                at.append(i + d)
-                i += d + 1
-            }
-            return at
-        }
-        guard dots.count == 2 else { return nil }
-        let u = text.utf8
-        let header = Substring(u[..<u.index(u.startIndex, offsetBy: dots[0])])
-        let payloadText = Substring(u[u.index(u.startIndex, offsetBy: dots[0] + 1)..<u.index(u.startIndex, offsetBy: dots[1])])
+        // Split on the UTF-8 bytes (a JWS is ASCII; no grapheme breaking over kilobytes of base64url).
+        let parts = text.pieces(separatedBy: UInt8(ascii: "."))
+        guard parts.count == 3 else { return nil }
+        let (header, payloadText) = (parts[0], parts[1])
         guard let payloadBytes = Base64URL.decode(payloadText), let payload = try? JSON.parse(payloadBytes), payload.isObject else {
             return nil
         }

@@ -65,9 +65,10 @@ public enum ThreeDSContent {
     /// Recorded as the message type with `location` `jwe` and the protected header as its JSON, until a key
     /// decrypts it.
     public static func appChannelJWE(in body: [UInt8], isRequest: Bool) -> Found? {
-        guard body.count < 1 << 20, let text = String(validating: body, as: UTF8.self)?.trimmingWhitespace,
-              text.split(separator: ".", omittingEmptySubsequences: false).count == 5,
-              let headerPart = text.split(separator: ".").first, let h = Base64URL.decode(headerPart),
+        // Five dot-separated parts, counted on the bytes before any text is made.
+        guard body.count < 1 << 20, body.reduce(0, { $0 + ($1 == 0x2E ? 1 : 0) }) == 4,
+              let text = String(validating: body, as: UTF8.self)?.trimmingWhitespace,
+              case let parts = text.pieces(separatedBy: UInt8(ascii: ".")), parts.count == 5, let h = Base64URL.decode(parts[0]),
               let header = try? JSON.parse(h), header["alg"]?.stringValue == "dir", let kid = header["kid"]?.stringValue else { return nil }
         let summaryJSON = JSON.object([("messageType", .string(isRequest ? "CReq" : "CRes")), ("acsTransID", .string(kid))])
         return Found(location: "jwe", json: header, summary: MessageSummary(summaryJSON))
@@ -81,7 +82,7 @@ public enum ThreeDSContent {
             guard let json = try? JSON.parse(body), let s = MessageSummary(json) else { return [] }
             return [Found(location: "body", json: json, summary: s)]
         }
-        guard body.count < 1 << 20, let text = String(validating: body, as: UTF8.self), text.contains("="),
+        guard body.count < 1 << 20, body.contains(UInt8(ascii: "=")), let text = String(validating: body, as: UTF8.self),
               let fields = FormBody.parse(text.trimmingWhitespace) else { return [] }
         var out: [Found] = []
         for (name, value) in fields where ["creq", "cres", "threeDSMethodData"].contains(name) {
@@ -95,13 +96,17 @@ public enum ThreeDSContent {
     /// holding base64url JSON likewise (re-encoded), and then any 13–19 digit run that passes the Luhn
     /// check anywhere in the text (PANs in HTML, query strings, free text) to its first 6 and last 4.
     public static func maskBody(_ body: [UInt8]) -> [UInt8] {
-        guard !body.isEmpty, let text = String(validating: body, as: UTF8.self) else { return body }
+        guard !body.isEmpty else { return body }
+        let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
+        // Neither JSON nor a form (a JWE, HTML, plain text): only card numbers to mask, found on the bytes.
+        guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || body.contains(UInt8(ascii: "=")) else { return maskLuhnRuns(body) }
+        guard let text = String(validating: body, as: UTF8.self) else { return body }
         let trimmed = text.trimmingWhitespace
         if trimmed.hasPrefix("{") || trimmed.hasPrefix("["), let json = try? JSON.parse(body) {
             let (masked, changed) = Masking.masking(json)
             return maskLuhnRuns(changed ? masked.bytes : body)
         }
-        if trimmed.contains("="), !trimmed.contains(" "), let fields = FormBody.parse(trimmed) {
+        if trimmed.utf8.contains(UInt8(ascii: "=")), !trimmed.utf8.contains(0x20), let fields = FormBody.parse(trimmed) {
             // Any form: what the cardholder typed (an OTP posted to an HTML challenge page) is masked whole; a 3DS
             // form's base64url JSON fields are masked inside.
             let threeDS = fields.contains(where: { ["creq", "cres", "threeDSMethodData"].contains($0.0) })

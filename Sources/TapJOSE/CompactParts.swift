@@ -6,7 +6,7 @@ enum CompactParts {
     static func split(_ text: String, count: Int, what: String) throws(JOSEError) -> [Substring] {
         let trimmed = text.trimmingWhitespace
         // On UTF-8 bytes: no grapheme breaking over a few kilobytes of base64url.
-        let parts = trimmed.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
+        let parts = trimmed.pieces(separatedBy: UInt8(ascii: "."))
         guard parts.count == count else {
             throw JOSEError(.malformed, "\(what) must have \(count) dot-separated parts, found \(parts.count)")
         }

@@ -109,7 +109,9 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// A non-JSON body tied to a live transaction: an app-channel CReq (by its JWE kid), a browser creq form (by the
     /// acsTransID inside), or any other form or text that carries one of the transaction's live IDs.
     func tiedByText(_ req: LiveRequest) -> ReplayAnswer? {
-        let text = String(decoding: req.body.prefix(64 * 1024), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // Decoded from a contiguous buffer (an ArraySlice takes the standard library's slow path) and trimmed on bytes.
+        let text = req.body.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0.prefix(64 * 1024)), as: UTF8.self) }
+            .trimmingWhitespace
         if req.body.lazy.filter({ $0 == 0x2E }).count == 4, let jwe = try? JWE(compact: text) {
             if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, jwe, req) }
             return miss(req, detail: "app-channel CReq for acsTransID \(jwe.keyID ?? "(no kid)"), which is no live transaction of this replay",
