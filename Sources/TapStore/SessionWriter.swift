@@ -64,11 +64,11 @@ public final class SessionWriter: Sendable {
         // all that a crash or `kill -9` of this process needs (the file stays valid, committed exchanges
         // survive); only a power loss or kernel crash could lose recent ones. Checkpoints therefore never
         // stall the writer on fsync; `close` syncs the file once at the end.
-        // 16 KiB pages: an exchange with its bodies fits in one page instead of a page and an overflow chain, and a
-        // batch writes a quarter as many WAL frames (measured: 10 % more exchanges per second through the recorder
-        // than with 4 KiB). Checkpoints every 1024 pages (16 MiB of WAL).
+        // 4 KiB pages: 16 KiB ones gave the recorder up to 10 % more exchanges per second in one noisy measurement,
+        // but made the replayer's answers late by up to 4 ms in its timing benchmark (p99 0.4 -> 1.9 ms), and replay
+        // delays are what that command is for. Checkpoints every 4096 pages (16 MiB of WAL).
         try db.execute("PRAGMA page_size=\(SessionWriter.pageSize); PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
-                       + "PRAGMA wal_autocheckpoint=1024; PRAGMA foreign_keys=ON;")
+                       + "PRAGMA wal_autocheckpoint=4096; PRAGMA foreign_keys=ON;")
         try db.transaction { try SessionSchema.create(in: db, meta: meta) }
         if let maxBytes { try db.execute("PRAGMA max_page_count=\(max(maxBytes / SessionWriter.pageSize, 16))") }
         let box = DatabaseBox(db)
@@ -91,7 +91,7 @@ public final class SessionWriter: Sendable {
     }
 
     /// The session file's page size.
-    static let pageSize = 16384
+    static let pageSize = 4096
 
     /// Events that wake the writer at once.
     public static let batchSize = 128
