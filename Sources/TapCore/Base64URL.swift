@@ -120,15 +120,22 @@ public enum Hex {
     }
 }
 
+/// The whitespace `trimmingWhitespace` and `firstNonWhitespace` skip: space, tab, CR, LF (JSON's and HTTP's).
+func isASCIIWhitespace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
+
 extension String {
     /// The text without leading and trailing spaces, tabs and newlines.
     public var trimmingWhitespace: String {
         let u = utf8
-        func ws(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
         var start = u.startIndex, end = u.endIndex
-        while start < end, ws(u[start]) { start = u.index(after: start) }
-        while end > start, ws(u[u.index(before: end)]) { end = u.index(before: end) }
+        while start < end, isASCIIWhitespace(u[start]) { start = u.index(after: start) }
+        while end > start, isASCIIWhitespace(u[u.index(before: end)]) { end = u.index(before: end) }
         if start == u.startIndex, end == u.endIndex { return self }
         return String(self[start..<end])
     }
+}
+
+extension Collection<UInt8> {
+    /// The first byte that is not a space, tab, CR or LF: what a body starts with (`{` for JSON), without making text.
+    public var firstNonWhitespace: UInt8? { first { !isASCIIWhitespace($0) } }
 }

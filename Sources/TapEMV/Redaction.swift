@@ -42,11 +42,11 @@ public enum ThreeDSContent {
     /// `parsed`, when given, is `body` already parsed (a server that built or read the message), so it is not parsed twice.
     /// `scan: false` always takes the full parse (the fuzzer compares the two paths).
     public static func prepare(_ body: [UInt8], parsed: JSON? = nil, mask: Bool, scan: Bool = true) -> (stored: [UInt8], messages: [Found]) {
-        let first = parsed != nil ? UInt8(ascii: "{") : body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
+        let first = parsed != nil ? UInt8(ascii: "{") : body.firstNonWhitespace
         if scan, first == UInt8(ascii: "{"), mask, let fast = JSONBodyScan.scan(body) {
-            // Taken even when the body comes parsed (the replayer): the scan masks in place, where the tree would be
-            // walked and serialised again.
-            // The common case, without building a tree (see JSONBodyScan); the same masking as below.
+            // The common case, without building a tree (see JSONBodyScan); the same masking as below. Taken even when
+            // the body comes parsed (the replayer): the scan masks in place, where the tree would be walked and
+            // serialised again.
             let stored = maskLuhnRuns(fast.stored)
             return (stored, fast.summary.map { [Found(body: stored, summary: $0)] } ?? [])
         }
@@ -77,7 +77,7 @@ public enum ThreeDSContent {
     /// The 3DS messages in a (decoded, already masked) body: a JSON object with `messageType`, or the
     /// base64url JSON form fields of the browser flow.
     public static func messages(in body: [UInt8]) -> [Found] {
-        guard let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) else { return [] }
+        guard let first = body.firstNonWhitespace else { return [] }
         if first == UInt8(ascii: "{") {
             guard let json = try? JSON.parse(body), let s = MessageSummary(json) else { return [] }
             return [Found(location: "body", json: json, summary: s)]
@@ -97,12 +97,12 @@ public enum ThreeDSContent {
     /// check anywhere in the text (PANs in HTML, query strings, free text) to its first 6 and last 4.
     public static func maskBody(_ body: [UInt8]) -> [UInt8] {
         guard !body.isEmpty else { return body }
-        let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
+        let first = body.firstNonWhitespace
         // Neither JSON nor a form (a JWE, HTML, plain text): only card numbers to mask, found on the bytes.
         guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || body.contains(UInt8(ascii: "=")) else { return maskLuhnRuns(body) }
         guard let text = String(validating: body, as: UTF8.self) else { return body }
         let trimmed = text.trimmingWhitespace
-        if trimmed.hasPrefix("{") || trimmed.hasPrefix("["), let json = try? JSON.parse(body) {
+        if first == UInt8(ascii: "{") || first == UInt8(ascii: "["), let json = try? JSON.parse(body) {
             let (masked, changed) = Masking.masking(json)
             return maskLuhnRuns(changed ? masked.bytes : body)
         }
@@ -132,7 +132,7 @@ public enum ThreeDSContent {
     public static func maskLuhnRuns(_ text: String) -> String {
         var text = text
         let runs = text.withUTF8 { luhnRuns($0) }
-        return runs.isEmpty ? text : String(decoding: masking(Array(text.utf8), runs), as: UTF8.self)
+        return runs.isEmpty ? text : String(decoding: maskingRuns(Array(text.utf8), runs), as: UTF8.self)
     }
 
     /// Text from the network made safe to print on a terminal or in a log: card numbers masked and control
@@ -146,7 +146,7 @@ public enum ThreeDSContent {
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
         // Find the runs to mask without copying; copy only when there is one (most bodies have none).
         let runs = bytes.withUnsafeBufferPointer { luhnRuns($0) }
-        return runs.isEmpty ? bytes : masking(bytes, runs)
+        return runs.isEmpty ? bytes : maskingRuns(bytes, runs)
     }
 
     /// The runs of 13–19 ASCII digits that pass the Luhn check; the bytes between digits are crossed eight at a time.
@@ -164,7 +164,7 @@ public enum ThreeDSContent {
     }
 
     /// `bytes` with each run kept to its first 6 and last 4 digits, `*` between.
-    static func masking(_ bytes: [UInt8], _ runs: [Range<Int>]) -> [UInt8] {
+    static func maskingRuns(_ bytes: [UInt8], _ runs: [Range<Int>]) -> [UInt8] {
         var out = bytes
         for r in runs {
             for k in (r.lowerBound + 6)..<(r.upperBound - 4) { out[k] = UInt8(ascii: "*") }

@@ -165,7 +165,8 @@ struct ProxySessionMachine {
 
     private var actions: [Action] = []
 
-    /// In reverse mode, the upstream's target; each request's is this one with its path.
+    /// In reverse mode, the upstream's target, its path the upstream URL's base path; each request's is this one with
+    /// the request target appended to that path.
     private let reverseTarget: Target?
 
     init(config: ProxyConfiguration, connectionID: Int64, peer: String) {
@@ -440,11 +441,11 @@ struct ProxySessionMachine {
 
     func resolveTarget(_ head: HTTPRequestHead) -> Result<Target, HTTPParseError> {
         switch config.mode {
-        case let .reverse(u):
+        case .reverse:
             guard head.target.hasPrefix("/") || head.target == "*", let base = reverseTarget else {
                 return .failure(HTTPParseError(status: 400, "a reverse proxy expects origin-form targets, got '\(head.target.prefix(60))'"))
             }
-            return .success(base.with(path: u.basePath + head.target))
+            return .success(base.with(path: base.path + head.target))
         case .forward:
             if let tunnel {
                 let host = tunnel.port == 443 ? tunnel.host : tunnel.description

@@ -82,7 +82,7 @@ extension ReplayEngine {
 
     /// A body as JSON: a JSON body, or a form whose fields become members (base64url JSON values decoded).
     static func decodedBody(_ bytes: [UInt8]) -> JSON? {
-        let first = bytes.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+        let first = bytes.firstNonWhitespace
         if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") { return try? JSON.parse(bytes) }
         guard bytes.count < 1 << 20, bytes.contains(UInt8(ascii: "=")), let fields = FormBody.parse(String(decoding: bytes, as: UTF8.self)) else { return nil }
         return .object(fields.map { name, value in
