@@ -77,6 +77,11 @@ public struct AppChannelCipher: Sendable {
     /// Sets this side's counter in `message`, encrypts it as a compact JWE, and advances the counter.
     /// `counterOffset` writes a counter that far from the right one (a fault the replayer injects; 0 otherwise).
     public mutating func seal(_ message: JSON, counterOffset: Int = 0) throws(ChannelError) -> String {
+        try sealed(message, counterOffset: counterOffset).compact
+    }
+
+    /// As `seal`, returning the message as encrypted too (with its counter).
+    public mutating func sealed(_ message: JSON, counterOffset: Int = 0) throws(ChannelError) -> (compact: String, plaintext: JSON) {
         guard message.isObject else { throw ChannelError(.messageInvalid, "a CReq/CRes must be a JSON object") }
         guard sendCounter <= 255 else { throw ChannelError(.decryptionFailure, "the \(sendCounterField) counter would wrap past 255") }
         let counted = message.setting(sendCounterField, to: .string(Self.counterText((sendCounter + counterOffset) & 0xFF)))
@@ -88,7 +93,7 @@ public struct AppChannelCipher: Sendable {
                                   iv: Self.iv(enc: enc, sdkToACS: sdkToACS, counter: sendCounter))
         } catch { throw ChannelError(.decryptionFailure, error.message) }
         sendCounter += 1
-        return jwe.compact
+        return (jwe.compact, counted)
     }
 
     /// Decrypts a JWE from the peer, checks its counter, and advances the receive counter.

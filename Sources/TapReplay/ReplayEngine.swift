@@ -266,10 +266,14 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             return ReplayAnswer(status: 200, headers: [("Content-Type", "application/json")], body: erro.bytes, matchedBy: "CReq refused",
                                 miss: "CReq does not open: \(error.message)", delay: 0)
         }
+        var a: ReplayAnswer
         if let cancel = creq["challengeCancel"]?.stringValue, !recordedNextCancels(lf) {
-            return cancelled(lf, creq: creq, cancel: cancel, req: req)
+            a = cancelled(lf, creq: creq, cancel: cancel, req: req)
+        } else {
+            a = followUp(lf, req, creq: creq)
         }
-        return followUp(lf, req, creq: creq)
+        a.requestPlaintext = creq
+        return a
     }
 
     /// Whether the recording's next CReq cancelled too (then the recording is followed as it is).
@@ -290,13 +294,18 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                                 + [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")),
                                    ("messageVersion", .string(flow.messageVersion)), ("transStatus", .string("N"))])
         let body: [UInt8]
-        do { body = Array(try cipher.seal(final).utf8) } catch {
+        let sealed: JSON
+        do {
+            let s = try cipher.sealed(final)
+            (body, sealed) = (Array(s.compact.utf8), s.plaintext)
+        } catch {
             return miss(req, detail: "cannot encrypt the CRes: \(error.message)", erroCode: "301", about: "CReq")
         }
         lf.cipher = cipher
         lf.next = flow.followUps.count
         var a = answer(last, body: body, type: "CRes", lf, matchedBy: "transaction: challengeCancel \(cancel) from the SDK; final CRes N",
                        headers: [("Content-Type", "application/jose; charset=UTF-8")])
+        a.responsePlaintext = sealed
         // transStatusReason 01 (card authentication failed) when the cardholder cancelled; none claimed for other causes.
         plan(&a, rreqOf: lf, after: last, override: .object([("transStatus", .string("N")), ("challengeCancel", .string(cancel))]
                                                              + (cancel == "01" ? [("transStatusReason", .string("01"))] : [])))
@@ -344,6 +353,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             a.responseJSON = erro
             return applyTransport(faults, to: a)
         }
+        var sealedCRes: JSON?, answerJSON: JSON?
         if let cres, var cipher = lf.cipher {
             guard var plaintext = cres.json.map({ rewrite($0, lf, &rng) }), cres.isDecrypted else {
                 return miss(req, detail: "recorded CRes #\(x.id) was not decrypted", erroCode: "301", about: "CReq")
@@ -365,7 +375,9 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                     body = Array(try stranger.seal(plaintext).utf8)
                     _ = try cipher.seal(plaintext) // the real channel moves on as if the CRes had been sent
                 } else {
-                    body = Array(try cipher.seal(plaintext, counterOffset: faults.contains(.badCounter) ? 1 : 0).utf8)
+                    let s = try cipher.sealed(plaintext, counterOffset: faults.contains(.badCounter) ? 1 : 0)
+                    body = Array(s.compact.utf8)
+                    sealedCRes = s.plaintext
                 }
                 lf.cipher = cipher
             } catch {
@@ -374,12 +386,15 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         } else if cres != nil {
             return miss(req, detail: "a CReq for a transaction without an app channel", erroCode: "301", about: "CReq")
         } else if let json = try? JSON.parse(x.responseBody), json.isObject {
-            body = rewrite(json, lf, &rng).bytes
+            let rewritten = rewrite(json, lf, &rng)
+            body = rewritten.bytes
+            answerJSON = rewritten
         } else {
             body = Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng).utf8)
         }
         if headers.isEmpty { headers = [("Content-Type", "application/octet-stream")] }
         var a = answer(i, body: body, type: type ?? path, lf, matchedBy: "", headers: headers)
+        (a.responsePlaintext, a.responseJSON) = (sealedCRes, answerJSON)
         a.matchedBy = "transaction: \(type ?? x.method + " " + path) #\(lf.typeCounts[type ?? path] ?? 1)"
         if lf.next >= flow.followUps.count {
             plan(&a, rreqOf: lf, after: i, override: rreqOverride)

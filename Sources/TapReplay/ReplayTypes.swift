@@ -99,6 +99,9 @@ public struct ReplayAnswer: Sendable {
     /// The live request and the answer as JSON when the engine parsed or built them (handed to the session writer).
     public var requestJSON: JSON? = nil
     public var responseJSON: JSON? = nil
+    /// The app-channel CReq as the engine opened it and the CRes as it sealed it (so the writer does not decrypt them again).
+    public var requestPlaintext: JSON? = nil
+    public var responsePlaintext: JSON? = nil
     /// The faults applied to this answer (and to the RReq it triggers), as written on the command line.
     public var faults: [String] = []
     /// A TCP or HTTP fault the server applies when sending.

@@ -56,10 +56,10 @@ public struct StoredMessage: Sendable {
         }
         var (stored, messages) = ThreeDSContent.prepare(decoded, parsed: encoding == nil ? captured.parsed : nil, mask: mask)
         if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
-            if let plain = captured.plaintext, plain.isObject, keys == nil {
+            if let plain = captured.plaintext, plain.isObject, keys == nil || captured.plaintextNote != nil {
                 let shown = mask ? Masking.mask(plain) : plain
                 messages = [ThreeDSContent.Found(location: "jwe", json: shown, summary: MessageSummary(shown),
-                                                 decryption: "decrypted: imported in clear from the HAR's _3dstape field")]
+                                                 decryption: captured.plaintextNote ?? "decrypted: imported in clear from the HAR's _3dstape field")]
             } else {
                 messages = [ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)]
             }
@@ -93,15 +93,21 @@ public struct CapturedMessage: Sendable {
     /// The body as JSON when the sender already parsed or built it (the replayer), so the writer need not parse it again.
     public var parsed: JSON?
     /// An app-channel message's plaintext that the source already held in clear (a 3dstape HAR export's `_3dstape`
-    /// field, on `import`): stored as the message, masked, and labelled as imported rather than decrypted here.
+    /// field, on `import`; the replayer, which opened the CReq and sealed the CRes itself): stored as the message,
+    /// masked, instead of decrypting the body again.
     public var plaintext: JSON?
+    /// How the source came to hold `plaintext` (the message's `decryption` note). With a note, the plaintext is stored
+    /// even when the writer has keys of its own; without one (an import), keys go first.
+    public var plaintextNote: String?
 
-    public init(headers: [(String, String)], body: [UInt8], wireSize: Int, parsed: JSON? = nil, plaintext: JSON? = nil) {
+    public init(headers: [(String, String)], body: [UInt8], wireSize: Int, parsed: JSON? = nil, plaintext: JSON? = nil,
+                plaintextNote: String? = nil) {
         self.headers = headers
         self.body = body
         self.wireSize = wireSize
         self.parsed = parsed
         self.plaintext = plaintext
+        self.plaintextNote = plaintextNote
     }
 }
 

@@ -122,4 +122,24 @@ import TapEMV
         _ = try SessionDecryptor.decrypt(path: path, keys: NoKeys())
         #expect(try live.query(indexes).count == 1, "decrypt adds it")
     }
+
+    /// A plaintext the source holds with a note (the replayer, which opened the CReq itself) is stored as it is, masked,
+    /// even where the writer has keys (which here would not open it); one without a note (a HAR import) yields to keys.
+    @Test func aPlaintextHandedOverIsStoredInsteadOfDecryptingAgain() throws {
+        var sdk = AppChannelCipher(role: .sdk, cek: [UInt8](repeating: 7, count: 32), acsTransID: "acs-1", enc: .a128cbcHS256)
+        let creq = JSON.object([("messageType", .string("CReq")), ("acsTransID", .string("acs-1")),
+                                ("challengeDataEntry", .string("4000000000001091"))])
+        let sealed = try sdk.sealed(creq)
+        let body = Array(sealed.compact.utf8)
+        let handed = StoredMessage(CapturedMessage(headers: [], body: body, wireSize: body.count, plaintext: sealed.plaintext,
+                                                   plaintextNote: "decrypted: replay (fresh keys)"), mask: true, isRequest: true, keys: NoKeys())
+        #expect(handed.messages.count == 1)
+        #expect(handed.messages.first?.decryption == "decrypted: replay (fresh keys)")
+        #expect(handed.messages.first?.summary?.messageType == "CReq")
+        #expect(handed.messages.first?.json["sdkCounterStoA"]?.stringValue == "000", "the message as sealed, counter included")
+        #expect(handed.messages.first?.json["challengeDataEntry"]?.stringValue != "4000000000001091", "masked")
+        let imported = StoredMessage(CapturedMessage(headers: [], body: body, wireSize: body.count, plaintext: sealed.plaintext),
+                                     mask: true, isRequest: true, keys: NoKeys())
+        #expect(imported.messages.first?.decryption?.hasPrefix("encrypted: no") == true, "\(imported.messages.first?.decryption ?? "nil")")
+    }
 }
