@@ -64,11 +64,12 @@ public final class SessionWriter: Sendable {
         // all that a crash or `kill -9` of this process needs (the file stays valid, committed exchanges
         // survive); only a power loss or kernel crash could lose recent ones. Checkpoints therefore never
         // stall the writer on fsync; `close` syncs the file once at the end.
-        // 4 KiB pages: 16 KiB ones gave the recorder up to 10 % more exchanges per second in one noisy measurement,
-        // but made the replayer's answers late by up to 4 ms in its timing benchmark (p99 0.4 -> 1.9 ms), and replay
-        // delays are what that command is for. Checkpoints every 4096 pages (16 MiB of WAL).
+        // 16 KiB pages: a typical exchange row (a few KB of bodies) fits in its leaf page, where 4 KiB pages spilled it
+        // into overflow pages (more WAL frames and write calls per exchange; same file size). An earlier trial blamed
+        // 16 KiB pages for late replay answers, but a stray process on the benchmark's second core made that noise;
+        // with it gone the replayer's timing is the same with either size. Checkpoints every 16 MiB of WAL.
         try db.execute("PRAGMA page_size=\(SessionWriter.pageSize); PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
-                       + "PRAGMA wal_autocheckpoint=4096; PRAGMA foreign_keys=ON;")
+                       + "PRAGMA wal_autocheckpoint=\((16 << 20) / SessionWriter.pageSize); PRAGMA foreign_keys=ON;")
         try db.transaction { try SessionSchema.create(in: db, meta: meta) }
         if let maxBytes { try db.execute("PRAGMA max_page_count=\(max(maxBytes / SessionWriter.pageSize, 16))") }
         let box = DatabaseBox(db)
@@ -90,8 +91,8 @@ public final class SessionWriter: Sendable {
         if n == 1 || n == SessionWriter.batchSize { wake.signal() }
     }
 
-    /// The session file's page size.
-    static let pageSize = 4096
+    /// The session file's page size (see `init`).
+    static let pageSize = 16384
 
     /// Events that wake the writer at once.
     public static let batchSize = 128

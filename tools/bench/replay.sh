@@ -36,12 +36,17 @@ wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/n
 
 # ---- 1. timing accuracy
 UP=18281; REC=18282; REP=18283; NGX=18284
-python3 "$root/tools/testing/upstream.py" </dev/zero >"$work/up.txt" 2>&1 & pids+=($!)
+# The upstream (needed only to record the one exchange) exits when its stdin closes: a FIFO held open by this script
+# (/dev/zero here once made it read zeros on one of the two cores, and fill gigabytes, through the whole run).
+mkfifo "$work/up.stdin"
+python3 "$root/tools/testing/upstream.py" <"$work/up.stdin" >"$work/up.txt" 2>&1 & up=$!; pids+=($up)
+exec {up_stdin}>"$work/up.stdin"
 sleep 0.5; upport=$(awk '/listening/ {print $2}' "$work/up.txt")
 "$tape" record --reverse "http://127.0.0.1:$upport" --listen "127.0.0.1:$REC" --session "$work/one.3dstape" --quiet 2>/dev/null & rec=$!
 wait_port $REC
 curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d '{"i":0}' "http://127.0.0.1:$REC/bench"
 kill -INT $rec; wait $rec || true
+kill $up 2>/dev/null || true
 "$tape" replay "$work/one.3dstape" --listen "127.0.0.1:$REP" --timing none --jitter uniform:10ms-1s --seed 1 \
   --ignore-field i --session "$work/timing.3dstape" --quiet 2>"$work/rep1.log" & rep=$!
 wait_port $REP
