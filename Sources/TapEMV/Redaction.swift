@@ -39,18 +39,15 @@ public enum ThreeDSContent {
 
     /// Prepares a body for storage in one pass: masked (when `mask` is set, as `maskBody` does) and the 3DS
     /// messages found in the result, parsing a JSON body only once.
-    /// `parsed`, when given, is `body` already parsed (a server that built or read the message), so it is not parsed twice.
     /// `scan: false` always takes the full parse (the fuzzer compares the two paths).
-    public static func prepare(_ body: [UInt8], parsed: JSON? = nil, mask: Bool, scan: Bool = true) -> (stored: [UInt8], messages: [Found]) {
-        let first = parsed != nil ? UInt8(ascii: "{") : body.firstNonWhitespace
+    public static func prepare(_ body: [UInt8], mask: Bool, scan: Bool = true) -> (stored: [UInt8], messages: [Found]) {
+        let first = body.firstNonWhitespace
         if scan, first == UInt8(ascii: "{"), mask, let fast = JSONBodyScan.scan(body) {
-            // The common case, without building a tree (see JSONBodyScan); the same masking as below. Taken even when
-            // the body comes parsed (the replayer): the scan masks in place, where the tree would be walked and
-            // serialised again.
+            // The common case, without building a tree (see JSONBodyScan); the same masking as below.
             let stored = maskLuhnRuns(fast.stored)
             return (stored, fast.summary.map { [Found(body: stored, summary: $0)] } ?? [])
         }
-        if first == UInt8(ascii: "{"), let json = parsed ?? (try? JSON.parse(body)) {
+        if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {
             guard mask else { return (body, MessageSummary(json).map { [Found(location: "body", json: json, summary: $0)] } ?? []) }
             let (masked, changed) = Masking.masking(json)
             let stored = maskLuhnRuns(changed ? masked.bytes : body)

@@ -42,7 +42,6 @@ extension ReplayEngine {
                 a.headers = [("Content-Type", "application/json")]
                 a.body = JSON.object([("error", .string(HTTPResponseHead.reasonPhrase(code))),
                                       ("detail", .string("fault injected by 3dstape replay (status:\(code))"))]).bytes
-                a.responseJSON = nil
                 a.responsePlaintext = nil
             case let .truncate(n):
                 a.transport = .raw(Array(HTTPReply(status: a.status, headers: a.headers, body: a.body).bytes(keepAlive: false).prefix(n)))

@@ -87,7 +87,6 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 // The ACS's RReq then says why: challengeCancel 08 when the SDK timed out (Erro 402), 06 otherwise.
                 let code = json["errorCode"]?.stringValue ?? "?"
                 var a = ReplayAnswer(status: 200, headers: [], body: [], matchedBy: "SDK Erro \(code) acknowledged; the transaction ends", delay: 0)
-                a.requestJSON = json
                 let flow = catalog.flows[lf.flow]
                 if flow.rreq != nil, lf.next < flow.followUps.count || !flow.followUps.isEmpty {
                     lf.next = flow.followUps.count
@@ -177,9 +176,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             let erro = Erro.make(code: code, component: "D", description: ReplayEngine.erroDescription(code),
                                  detail: "fault injected by 3dstape replay (erro:\(code))", about: areq, messageType: "AReq",
                                  version: areq["messageVersion"]?.stringValue)
-            var a = answer(flow.areq, body: erro.bytes, type: "ARes", lf, matchedBy: note + "; fault erro:\(code)")
-            a.requestJSON = areq
-            a.responseJSON = erro
+            let a = answer(flow.areq, body: erro.bytes, type: "ARes", lf, matchedBy: note + "; fault erro:\(code)")
             return applyTransport(faults, to: a)
         }
         for case let .transStatus(status) in faults { ares = ares.setting("transStatus", to: .string(status)) }
@@ -206,8 +203,6 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             }
         }
         var answer = answer(flow.areq, body: ares.bytes, type: ares["messageType"]?.stringValue ?? "ARes", lf, matchedBy: note)
-        answer.requestJSON = areq
-        answer.responseJSON = ares
         if flow.followUps.isEmpty { plan(&answer, rreqOf: lf, after: flow.areq) }
         return applyTransport(faults, to: answer)
     }
@@ -349,11 +344,10 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                                  version: flow.messageVersion)
             lf.next = flow.followUps.count
             finish(lf)
-            var a = answer(i, body: erro.bytes, type: type ?? path, lf, matchedBy: "transaction: fault erro:\(code)")
-            a.responseJSON = erro
+            let a = answer(i, body: erro.bytes, type: type ?? path, lf, matchedBy: "transaction: fault erro:\(code)")
             return applyTransport(faults, to: a)
         }
-        var sealedCRes: JSON?, answerJSON: JSON?
+        var sealedCRes: JSON?
         if let cres, var cipher = lf.cipher {
             guard var plaintext = cres.json.map({ rewrite($0, lf, &rng) }), cres.isDecrypted else {
                 return miss(req, detail: "recorded CRes #\(x.id) was not decrypted", erroCode: "301", about: "CReq")
@@ -386,15 +380,13 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         } else if cres != nil {
             return miss(req, detail: "a CReq for a transaction without an app channel", erroCode: "301", about: "CReq")
         } else if let json = try? JSON.parse(x.responseBody), json.isObject {
-            let rewritten = rewrite(json, lf, &rng)
-            body = rewritten.bytes
-            answerJSON = rewritten
+            body = rewrite(json, lf, &rng).bytes
         } else {
             body = Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng).utf8)
         }
         if headers.isEmpty { headers = [("Content-Type", "application/octet-stream")] }
         var a = answer(i, body: body, type: type ?? path, lf, matchedBy: "", headers: headers)
-        (a.responsePlaintext, a.responseJSON) = (sealedCRes, answerJSON)
+        a.responsePlaintext = sealedCRes
         a.matchedBy = "transaction: \(type ?? x.method + " " + path) #\(lf.typeCounts[type ?? path] ?? 1)"
         if lf.next >= flow.followUps.count {
             plan(&a, rreqOf: lf, after: i, override: rreqOverride)

@@ -96,9 +96,6 @@ public struct ReplayAnswer: Sendable {
     public var rreq: PlannedRReq?
     /// Forward the live request to this absolute URL instead of answering (a live endpoint, or `--on-miss forward:`).
     public var forwardTo: String?
-    /// The live request and the answer as JSON when the engine parsed or built them (handed to the session writer).
-    public var requestJSON: JSON? = nil
-    public var responseJSON: JSON? = nil
     /// The app-channel CReq as the engine opened it and the CRes as it sealed it (so the writer does not decrypt them again).
     public var requestPlaintext: JSON? = nil
     public var responsePlaintext: JSON? = nil

@@ -126,7 +126,7 @@ public final class Replayer: @unchecked Sendable {
                                     url: live.viaProxy ? req.head.target : selfURL + req.head.target,
                                     host: req.head.headers["Host"], path: path, upstream: nil,
                                     request: CapturedMessage(headers: live.headers, body: req.body, wireSize: req.rawHead.count + req.rawBody.count,
-                                                             parsed: answer.requestJSON, plaintext: answer.requestPlaintext,
+                                                             plaintext: answer.requestPlaintext,
                                                              plaintextNote: answer.requestPlaintext.map { _ in "decrypted: \(engine.method)" }),
                                     requestStart: started)
         record.requestSent = started
@@ -158,7 +158,7 @@ public final class Replayer: @unchecked Sendable {
                 }
             }()
             self.finishRecord(record, annotation, status: sent.status, headers: answer.headers, body: answer.body, actualMs: actual,
-                              outcome: sent.outcome, parsed: answer.responseJSON, plaintext: answer.responsePlaintext)
+                              outcome: sent.outcome, plaintext: answer.responsePlaintext)
             if answer.miss != nil { self.counts.missed += 1 } else { self.counts.answered += 1 }
             if let r = answer.rreq {
                 self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
@@ -177,14 +177,14 @@ public final class Replayer: @unchecked Sendable {
     }
 
     func finishRecord(_ r: ExchangeRecord, _ a: ReplayAnnotation, status: Int?, headers: [(String, String)], body: [UInt8], actualMs: Double?,
-                      outcome: String = "answered", parsed: JSON? = nil, plaintext: JSON? = nil) {
+                      outcome: String = "answered", plaintext: JSON? = nil) {
         var record = r
         var annotation = a
         annotation.actualDelayMs = actualMs
         let now = Date().timeIntervalSince1970
         if let status {
             record.status = status
-            record.response = CapturedMessage(headers: headers, body: body, wireSize: body.count, parsed: parsed, plaintext: plaintext,
+            record.response = CapturedMessage(headers: headers, body: body, wireSize: body.count, plaintext: plaintext,
                                               plaintextNote: plaintext.map { _ in "decrypted: \(engine.method)" })
             record.firstByte = record.requestStart + (actualMs ?? 0) / 1000
             record.done = now

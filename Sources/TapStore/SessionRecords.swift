@@ -54,7 +54,7 @@ public struct StoredMessage: Sendable {
                 }
             }
         }
-        var (stored, messages) = ThreeDSContent.prepare(decoded, parsed: encoding == nil ? captured.parsed : nil, mask: mask)
+        var (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
         if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
             if let plain = captured.plaintext, plain.isObject, keys == nil || captured.plaintextNote != nil {
                 let shown = mask ? Masking.mask(plain) : plain
@@ -90,8 +90,6 @@ public struct CapturedMessage: Sendable {
     public var headers: [(String, String)]
     public var body: [UInt8]
     public var wireSize: Int
-    /// The body as JSON when the sender already parsed or built it (the replayer), so the writer need not parse it again.
-    public var parsed: JSON?
     /// An app-channel message's plaintext that the source already held in clear (a 3dstape HAR export's `_3dstape`
     /// field, on `import`; the replayer, which opened the CReq and sealed the CRes itself): stored as the message,
     /// masked, instead of decrypting the body again.
@@ -100,12 +98,11 @@ public struct CapturedMessage: Sendable {
     /// even when the writer has keys of its own; without one (an import), keys go first.
     public var plaintextNote: String?
 
-    public init(headers: [(String, String)], body: [UInt8], wireSize: Int, parsed: JSON? = nil, plaintext: JSON? = nil,
+    public init(headers: [(String, String)], body: [UInt8], wireSize: Int, plaintext: JSON? = nil,
                 plaintextNote: String? = nil) {
         self.headers = headers
         self.body = body
         self.wireSize = wireSize
-        self.parsed = parsed
         self.plaintext = plaintext
         self.plaintextNote = plaintextNote
     }

@@ -27,9 +27,6 @@ import TapCore
         let (fast, full) = Self.both(text)
         #expect(fast.messages.map(\.summary) == full.messages.map(\.summary))
         #expect((try? JSON.parse(fast.stored)) == (try? JSON.parse(full.stored)), "\(String(decoding: fast.stored, as: UTF8.self))")
-        // A body that comes parsed (the replayer's) is stored the same way.
-        let parsed = ThreeDSContent.prepare(Array(text.utf8), parsed: try JSON.parse(Array(text.utf8)), mask: true)
-        #expect(parsed.stored == fast.stored && parsed.messages.map(\.summary) == fast.messages.map(\.summary))
         let stored = String(decoding: fast.stored, as: UTF8.self)
         for secret in ["4000000000001091", "1234", "9999", "\"123\"", "AAABBBCCC", "eyJhY2N0TnVtYmVyIjoiNDAwMDAwMDAwMDAwMTA5MSIsIngiOjF9", "eyJvdHAiOiIxMjM0In0"] { #expect(!stored.contains(secret), "\(secret) in \(stored)") }
     }
