@@ -42,15 +42,9 @@ public enum ByteScan {
         return i
     }
 
-    /// The first index at or after `from` holding an ASCII digit; `u.count` when there is none.
-    @inlinable public static func firstDigit(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int {
-        var i = from
-        while i + 8 <= u.count {
-            let hit = bytesBetween(word(u, i), above: 0x2F, below: 0x3A)
-            if hit != 0 { return i + hit.trailingZeroBitCount / 8 }
-            i += 8
-        }
-        while i < u.count, u[i] &- 0x30 > 9 { i += 1 }
-        return i
+    /// Whether the eight bytes at `i` (with `i + 8 <= u.count`) are all ASCII digits.
+    @inlinable public static func eightDigits(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
+        bytesBetween(word(u, i), above: 0x2F, below: 0x3A) == highs
     }
+
 }

@@ -146,16 +146,24 @@ public enum ThreeDSContent {
         return runs.isEmpty ? bytes : maskingRuns(bytes, runs)
     }
 
-    /// The runs of 13–19 ASCII digits that pass the Luhn check; the bytes between digits are crossed eight at a time.
+    /// The maximal runs of 13–19 ASCII digits that pass the Luhn check. A run of 13 or more holds eight digits in a row
+    /// starting at any of its first six bytes, so only every sixth 8-byte window is tested until one is all digits, and
+    /// then the run around it is measured: the short digit runs of UUIDs, amounts and dates are never visited one by one.
     static func luhnRuns(_ b: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
         var runs: [Range<Int>] = []
         let n = b.count
-        var i = ByteScan.firstDigit(b, from: 0)
-        while i < n {
-            var j = i
+        var p = 0
+        while p + 8 <= n {
+            guard ByteScan.eightDigits(b, at: p) else {
+                p += 6
+                continue
+            }
+            var i = p
+            while i > 0, b[i - 1] &- 0x30 <= 9 { i -= 1 }
+            var j = p + 8
             while j < n, b[j] &- 0x30 <= 9 { j += 1 }
             if (13...19).contains(j - i), luhn(UnsafeBufferPointer(rebasing: b[i..<j])) { runs.append(i..<j) }
-            i = ByteScan.firstDigit(b, from: j)
+            p = j + 1 // b[j] is not a digit: the next run starts after it
         }
         return runs
     }

@@ -8,8 +8,8 @@ import TapCore
         u[from...].firstIndex { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 } ?? u.count
     }
 
-    static func referenceDigit(_ u: [UInt8], _ from: Int) -> Int {
-        u[from...].firstIndex { $0 >= 0x30 && $0 <= 0x39 } ?? u.count
+    static func referenceEightDigits(_ u: [UInt8], _ at: Int) -> Bool {
+        u[at..<at + 8].allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
     @Test func agreesWithByteLoops() {
@@ -24,7 +24,9 @@ import TapCore
             bytes.withUnsafeBufferPointer { u in
                 for from in 0...count {
                     #expect(ByteScan.jsonStringStop(u, from: from) == ByteScanTests.referenceStop(bytes, from), "\(bytes) from \(from)")
-                    #expect(ByteScan.firstDigit(u, from: from) == ByteScanTests.referenceDigit(bytes, from), "\(bytes) from \(from)")
+                    if from + 8 <= count {
+                        #expect(ByteScan.eightDigits(u, at: from) == ByteScanTests.referenceEightDigits(bytes, from), "\(bytes) at \(from)")
+                    }
                 }
             }
         }
@@ -35,9 +37,13 @@ import TapCore
             for value in 0...255 {
                 var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 16)
                 bytes[lane] = UInt8(value)
+                var digits = [UInt8](repeating: UInt8(ascii: "5"), count: 8)
+                digits[lane] = UInt8(value)
                 bytes.withUnsafeBufferPointer { u in
                     #expect(ByteScan.jsonStringStop(u, from: 0) == ByteScanTests.referenceStop(bytes, 0), "\(value) at \(lane)")
-                    #expect(ByteScan.firstDigit(u, from: 0) == ByteScanTests.referenceDigit(bytes, 0), "\(value) at \(lane)")
+                }
+                digits.withUnsafeBufferPointer { u in
+                    #expect(ByteScan.eightDigits(u, at: 0) == ByteScanTests.referenceEightDigits(digits, 0), "\(value) at \(lane)")
                 }
             }
         }

@@ -152,6 +152,34 @@ import TapJOSE
                 "<p>card 400000******1091 and order 1234567890123 (not Luhn)</p>")
     }
 
+    /// The window-skipping search finds exactly the runs a byte-by-byte walk finds, on buffers dense with digit runs of
+    /// every length around 13 and 19, at every alignment.
+    @Test func luhnRunsMatchAByteWalk() {
+        func walk(_ b: [UInt8]) -> [Range<Int>] {
+            var runs: [Range<Int>] = [], i = 0
+            while i < b.count {
+                guard b[i] &- 0x30 <= 9 else { i += 1; continue }
+                var j = i
+                while j < b.count, b[j] &- 0x30 <= 9 { j += 1 }
+                if (13...19).contains(j - i), ThreeDSContent.luhn(b[i..<j]) { runs.append(i..<j) }
+                i = j
+            }
+            return runs
+        }
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<3000 {
+            var b: [UInt8] = []
+            for _ in 0..<Int.random(in: 0...12, using: &rng) {
+                b += (0..<Int.random(in: 0...3, using: &rng)).map { _ in UInt8.random(in: 0x20...0x7E, using: &rng) }
+                b += (0..<Int.random(in: 1...22, using: &rng)).map { _ in UInt8(ascii: "0") + UInt8.random(in: 0...9, using: &rng) }
+            }
+            // Card numbers that pass the check, at random places.
+            if Bool.random(using: &rng) { b.insert(contentsOf: Array("4000000000001091".utf8), at: Int.random(in: 0...b.count, using: &rng)) }
+            let found = b.withUnsafeBufferPointer { ThreeDSContent.luhnRuns($0) }
+            #expect(found == walk(b), "\(String(decoding: b, as: UTF8.self))")
+        }
+    }
+
     @Test func prepareMasksJSONAndFindsMessages() throws {
         let body = Array(#"{"messageType":"CReq","messageVersion":"2.2.0","challengeDataEntry":"123456","note":"5100000000000008"}"#.utf8)
         let (stored, found) = ThreeDSContent.prepare(body, mask: true)
