@@ -46,5 +46,4 @@ public enum ByteScan {
     @inlinable public static func eightDigits(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
         bytesBetween(word(u, i), above: 0x2F, below: 0x3A) == highs
     }
-
 }

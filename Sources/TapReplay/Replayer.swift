@@ -126,8 +126,7 @@ public final class Replayer: @unchecked Sendable {
                                     url: live.viaProxy ? req.head.target : selfURL + req.head.target,
                                     host: req.head.headers["Host"], path: path, upstream: nil,
                                     request: CapturedMessage(headers: live.headers, body: req.body, wireSize: req.rawHead.count + req.rawBody.count,
-                                                             plaintext: answer.requestPlaintext,
-                                                             plaintextNote: answer.requestPlaintext.map { _ in "decrypted: \(engine.method)" }),
+                                                             plaintext: answer.requestPlaintext, plaintextNote: plaintextNote(answer.requestPlaintext)),
                                     requestStart: started)
         record.requestSent = started
         let annotation = ReplayAnnotation(recordedExchangeID: answer.recordedExchangeID, matchedBy: answer.matchedBy, miss: answer.miss,
@@ -176,6 +175,9 @@ public final class Replayer: @unchecked Sendable {
         }
     }
 
+    /// How the engine holds an app-channel plaintext it hands to the writer (the `decryption` note a key would give).
+    func plaintextNote(_ plaintext: JSON?) -> String? { plaintext.map { _ in "decrypted: \(engine.method)" } }
+
     func finishRecord(_ r: ExchangeRecord, _ a: ReplayAnnotation, status: Int?, headers: [(String, String)], body: [UInt8], actualMs: Double?,
                       outcome: String = "answered", plaintext: JSON? = nil) {
         var record = r
@@ -185,7 +187,7 @@ public final class Replayer: @unchecked Sendable {
         if let status {
             record.status = status
             record.response = CapturedMessage(headers: headers, body: body, wireSize: body.count, plaintext: plaintext,
-                                              plaintextNote: plaintext.map { _ in "decrypted: \(engine.method)" })
+                                              plaintextNote: plaintextNote(plaintext))
             record.firstByte = record.requestStart + (actualMs ?? 0) / 1000
             record.done = now
         }

@@ -103,7 +103,7 @@ public final class SessionWriter: Sendable {
     /// writes of a batch.
     static let gatherTime = DispatchTimeInterval.microseconds(2000)
     /// The idle time (ns) after which the writer gathers (see `gatherTime`).
-    static let idleBeforeGather: UInt64 = 1000_000
+    static let idleBeforeGather: UInt64 = 200_000
 
     /// The longest an event waits in memory before its transaction starts.
     public static let flushInterval = DispatchTimeInterval.milliseconds(20)
@@ -186,7 +186,7 @@ public final class SessionWriter: Sendable {
             // Woken after an idle spell by its first event: let the events right behind it (the rest of a 3DS flow) join
             // the same transaction. Not when busy: a writer that pauses with work waiting makes the network loop wait.
             if DispatchTime.now().uptimeNanoseconds - idleFrom > SessionWriter.idleBeforeGather,
-               queue.withLock({ $0.count < SessionWriter.batchSize }) {
+               queue.withLock({ (1..<SessionWriter.batchSize).contains($0.count) }) {
                 _ = wake.wait(timeout: .now() + SessionWriter.gatherTime)
             }
             if let identity, Date().timeIntervalSince(lastIdentityCheck) >= 1, failure.withLock({ $0 }) == nil {
