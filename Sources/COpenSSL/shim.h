@@ -21,6 +21,7 @@ static inline long tap_BIO_get_mem_data(BIO *b, char **pp) { return BIO_get_mem_
 static inline void tap_OPENSSL_free(void *p) { OPENSSL_free(p); }
 static inline int tap_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
 static inline int tap_EVP_PKEY_KEYPAIR(void) { return EVP_PKEY_KEYPAIR; }
+static inline int tap_EVP_PKEY_KEY_PARAMETERS(void) { return EVP_PKEY_KEY_PARAMETERS; }
 static inline int tap_X509_V_OK(void) { return X509_V_OK; }
 static inline STACK_OF(X509) *tap_sk_X509_new_null(void) { return sk_X509_new_null(); }
 static inline int tap_sk_X509_push(STACK_OF(X509) *s, X509 *x) { return sk_X509_push(s, x); }

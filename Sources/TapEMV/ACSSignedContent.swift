@@ -62,7 +62,7 @@ public enum ACSChannel {
         let ephemeral = try PrivateKey.generateP256()
         let cipher = try AppChannelCipher(role: .acs, privateKey: ephemeral, peerPublicKey: sdkKey, sdkReferenceNumber: sdkReferenceNumber,
                                           acsTransID: acsTransID, enc: enc)
-        return (cipher, JWK(publicKey: ephemeral.publicKey).json())
+        return (cipher, JWK(publicKeyOf: ephemeral).json())
     }
 }
 

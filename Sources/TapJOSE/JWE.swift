@@ -236,7 +236,7 @@ public struct JWE: Sendable {
         let full = ConcatKDF.emv(z: z, partyV: directoryServerID)
         let cek = enc == .a128gcm ? Array(full.prefix(16)) : full
         var h: [(String, JSON)] = [("alg", .string(algName)), ("enc", .string(enc.rawValue)),
-                                   ("epk", JWK(publicKey: eph.publicKey).json())]
+                                   ("epk", JWK(publicKeyOf: eph).json())]
         if let keyID { h.append(("kid", .string(keyID))) }
         return try encrypt(plaintext: plaintext, cek: cek, header: .object(h))
     }

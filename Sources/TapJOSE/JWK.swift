@@ -30,9 +30,19 @@ public struct JWK: Sendable, Equatable {
         self.keyID = keyID
     }
 
+    /// The public JWK of a private key's pair (its public half, without building a public key first).
+    public init(publicKeyOf privateKey: PrivateKey, keyID: String? = nil) {
+        if let (x, y) = privateKey.p256Coordinates {
+            material = .ecPublic(x: x, y: y)
+        } else {
+            material = .rsaPublic(privateKey.publicKey.rsaComponents!)
+        }
+        self.keyID = keyID
+    }
+
     /// The JWK of a private key (includes the private parts).
     public init(privateKey: PrivateKey, keyID: String? = nil) {
-        if privateKey.type == .p256, let d = privateKey.p256D, let (x, y) = privateKey.publicKey.p256Coordinates {
+        if privateKey.type == .p256, let d = privateKey.p256D, let (x, y) = privateKey.p256Coordinates {
             material = .ecPrivate(x: x, y: y, d: d)
         } else {
             material = .rsaPrivate(privateKey.rsaComponents!)

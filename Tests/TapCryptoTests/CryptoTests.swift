@@ -89,6 +89,20 @@ private func b64u(_ s: String) -> [UInt8] { Base64URL.decode(s)! }
         #expect(try a.sharedSecret(with: b.publicKey) == b.sharedSecret(with: a.publicKey))
     }
 
+    /// Keys generated and points imported on the shared P-256 parameters are whole keys: the pair passes OpenSSL's
+    /// pairwise check, the point read from the private key is its public key's, and an imported point agrees in ECDH.
+    @Test func generatedKeysAndImportedPointsAreConsistent() throws {
+        for _ in 0..<20 {
+            let a = try PrivateKey.generateP256(), b = try PrivateKey.generateP256()
+            let (x, y) = try #require(a.p256Coordinates)
+            #expect(a.publicKey.p256Coordinates! == (x, y))
+            #expect(try PrivateKey(p256D: a.p256D!, x: x, y: y).type == .p256)
+            let imported = try PublicKey(p256X: x, y: y)
+            #expect(imported.type == .p256)
+            #expect(try b.sharedSecret(with: imported) == a.sharedSecret(with: b.publicKey))
+        }
+    }
+
     @Test(arguments: SignatureAlgorithm.allCases)
     func signAndVerify(alg: SignatureAlgorithm) throws {
         let key = alg == .es256 ? try PrivateKey.generateP256() : try PrivateKey.generateRSA()
