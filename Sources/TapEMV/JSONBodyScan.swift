@@ -18,9 +18,16 @@ enum JSONBodyScan {
 
     static func scan(_ body: [UInt8]) -> Result? {
         // What the scan found, taken out of the closure (the scanner's pointer is valid only inside it).
+        let table = keyTable
         let scanned: (splices: [(Range<Int>, [UInt8])], top: [String?], nonASCII: Bool)? = body.withUnsafeBufferPointer { u in
-            var s = Scanner(u: u)
-            return s.run() ? (s.splices, s.top, s.nonASCII) : nil
+            table.names.withUnsafeBufferPointer { names in
+                table.entries.withUnsafeBufferPointer { entries in
+                    table.starts.withUnsafeBufferPointer { starts in
+                        var s = Scanner(u: u, names: names, entries: entries, starts: starts)
+                        return s.run() ? (s.splices, s.top, s.nonASCII) : nil
+                    }
+                }
+            }
         }
         guard let s = scanned else { return nil }
         // As the full parse does, invalid UTF-8 makes it not JSON at all.
@@ -56,15 +63,33 @@ enum JSONBodyScan {
 
     static let summaryNames = ["messageType", "messageVersion", "threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID",
                                "transStatus", "errorCode"]
-    /// The keys the scan acts on, by length, so that most keys are set aside by their length alone, without a copy.
-    static let keysByLength: [[([UInt8], Key)]] = {
-        var table = [[([UInt8], Key)]](repeating: [], count: 33)
-        func add(_ name: String, _ k: Key) { let b = Array(name.utf8); if b.count < table.count { table[b.count].append((b, k)) } }
-        add("acctNumber", .acctNumber)
-        for n in Masking.secretFields where n != "acctNumber" { add(n, .secret) }
-        for (i, n) in summaryNames.enumerated() { add(n, .summary(i)) }
-        return table
-    }()
+    /// The keys the scan acts on, flat: their names' bytes end to end, and entries grouped by name length
+    /// (`starts[n]..<starts[n + 1]` are the names of length n), so that most keys are set aside by their length alone
+    /// and the rest compared without touching reference-counted storage.
+    struct KeyTable {
+        struct Entry { var offset: Int; var key: Key }
+        var names: [UInt8] = []
+        var entries: [Entry] = []
+        var starts: [Int] = []
+        static let maxLength = 32
+
+        init() {
+            var byLength = [[(String, Key)]](repeating: [], count: Self.maxLength + 1)
+            func add(_ name: String, _ k: Key) { if name.utf8.count <= Self.maxLength { byLength[name.utf8.count].append((name, k)) } }
+            add("acctNumber", .acctNumber)
+            for n in Masking.secretFields where n != "acctNumber" { add(n, .secret) }
+            for (i, n) in summaryNames.enumerated() { add(n, .summary(i)) }
+            for group in byLength {
+                starts.append(entries.count)
+                for (name, k) in group {
+                    entries.append(Entry(offset: names.count, key: k))
+                    names += Array(name.utf8)
+                }
+            }
+            starts.append(entries.count)
+        }
+    }
+    static let keyTable = KeyTable()
     static let masked = Array("***".utf8)
     /// The characters that may follow a backslash, `u` aside.
     static let simpleEscapes: Set<UInt8> = Set(#""\/bfnrt"#.utf8)
@@ -80,16 +105,25 @@ enum JSONBodyScan {
         /// A byte above 0x7F was seen inside a string (the body's UTF-8 is then checked).
         var nonASCII = false
 
-        /// The key table, read once per scan rather than once per key.
-        let keysByLength = JSONBodyScan.keysByLength
+        /// The key table (`KeyTable`), borrowed for the scan.
+        let names: UnsafeBufferPointer<UInt8>
+        let entries: UnsafeBufferPointer<KeyTable.Entry>
+        let starts: UnsafeBufferPointer<Int>
 
-        init(u: UnsafeBufferPointer<UInt8>) { self.u = u }
+        init(u: UnsafeBufferPointer<UInt8>, names: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<KeyTable.Entry>,
+             starts: UnsafeBufferPointer<Int>) {
+            self.u = u
+            self.names = names
+            self.entries = entries
+            self.starts = starts
+        }
 
         func key(_ r: Range<Int>) -> Key {
-            guard r.count < keysByLength.count else { return .other }
-            for (name, k) in keysByLength[r.count] where name.withUnsafeBufferPointer({ n in
-                memcmp(n.baseAddress!, u.baseAddress! + r.lowerBound, r.count) == 0
-            }) { return k }
+            guard r.count <= KeyTable.maxLength else { return .other }
+            for e in starts[r.count]..<starts[r.count + 1]
+            where memcmp(names.baseAddress! + entries[e].offset, u.baseAddress! + r.lowerBound, r.count) == 0 {
+                return entries[e].key
+            }
             return .other
         }
 
@@ -149,9 +183,9 @@ enum JSONBodyScan {
                     switch key {
                     case .acctNumber:
                         guard !valueEscaped, (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] < 0x80 }) else { return false }
-                        let value = Array(u[valueRange])
-                        let maskedPAN = Array(Masking.maskPAN(String(decoding: value, as: UTF8.self)).utf8)
-                        if maskedPAN != value { splices.append((valueRange, maskedPAN)) }
+                        let value = UnsafeBufferPointer(rebasing: u[valueRange])
+                        let maskedPAN = Masking.maskedPAN(ascii: value)
+                        if !maskedPAN.elementsEqual(value) { splices.append((valueRange, maskedPAN)) }
                     case .secret:
                         if !(valueRange.count == 3 && (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] == UInt8(ascii: "*") })) {
                             splices.append((valueRange, JSONBodyScan.masked))
@@ -215,6 +249,16 @@ enum JSONBodyScan {
         /// does (`Masking.maskedJWS`), spliced in; false (give up) when it holds escapes the scan does not decode.
         mutating func jws(_ r: Range<Int>, escaped: Bool) -> Bool {
             guard mayBeJWT(r) else { return true }
+            // Only three parts can be a JWS (a five-part JWE, sdkEncData, has nothing to mask): counted on the bytes.
+            var dots = 0
+            var at = u.baseAddress! + r.lowerBound
+            let end = u.baseAddress! + r.upperBound
+            while at < end, let dot = memchr(at, Int32(UInt8(ascii: ".")), end - at) {
+                dots += 1
+                if dots > 2 { return true }
+                at = UnsafePointer(dot.assumingMemoryBound(to: UInt8.self)) + 1
+            }
+            guard dots == 2 else { return true }
             guard !escaped else { return false }
             if let masked = Masking.maskedJWS(String(decoding: UnsafeBufferPointer(rebasing: u[r]), as: UTF8.self)) {
                 splices.append((r, Array(masked.utf8)))

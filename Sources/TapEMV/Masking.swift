@@ -93,12 +93,20 @@ public enum Masking {
         return "\(header).\(Base64URL.encode(maskedBytes))."
     }
 
+    /// `maskPAN` on an ASCII value's bytes (the recorder's scan, which has checked that they are ASCII).
+    static func maskedPAN(ascii u: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        var out = [UInt8](repeating: UInt8(ascii: "*"), count: u.count)
+        guard u.count >= 13 else { return out }
+        for k in 0..<6 { out[k] = u[k] }
+        for k in u.count - 4..<u.count { out[k] = u[k] }
+        return out
+    }
+
     /// `4000000000001091` → `400000******1091`; short values are masked whole.
     public static func maskPAN(_ pan: String) -> String {
         let u = Array(pan.utf8)
         if u.allSatisfy({ $0 < 0x80 }) { // card numbers are ASCII: work on bytes, no grapheme breaking
-            guard u.count >= 13 else { return String(repeating: "*", count: u.count) }
-            return String(decoding: u.prefix(6) + [UInt8](repeating: UInt8(ascii: "*"), count: u.count - 10) + u.suffix(4), as: UTF8.self)
+            return u.withUnsafeBufferPointer { String(decoding: maskedPAN(ascii: $0), as: UTF8.self) }
         }
         let chars = Array(pan)
         guard chars.count >= 13 else { return String(repeating: "*", count: chars.count) }

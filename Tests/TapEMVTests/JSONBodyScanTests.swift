@@ -22,6 +22,9 @@ import TapCore
         // JWSs (acsSignedContent): a payload with something to mask is masked, its signature left out; one without is kept
         #"{"messageType":"ARes","acsSignedContent":"eyJhbGciOiJQUzI1NiJ9.eyJhY2N0TnVtYmVyIjoiNDAwMDAwMDAwMDAwMTA5MSIsIngiOjF9.c2ln","list":["eyJhbGciOiJQUzI1NiJ9.eyJvdHAiOiIxMjM0In0.c2ln"]}"#,
         #"{"jwt":"eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.sig","notJWT":"eyJ-no-dot"}"#,
+        // five parts (a JWE: sdkEncData) and four are no JWS: kept as they are, as the full path keeps them; 13- and 12-digit PANs
+        #"{"messageType":"AReq","sdkEncData":"eyJhbGciOiJSU0EtT0FFUC0yNTYifQ.eyJwIjoiNDAwMDAwMDAwMDAwMTA5MSJ9.aXY.Y2lwaGVy.dGFn","acctNumber":"4000000000006"}"#,
+        #"{"x":"eyJhbGciOiJQUzI1NiJ9.eyJwIjoiNDAwMDAwMDAwMDAwMTA5MSJ9.c2ln.more","acctNumber":"400000000000"}"#,
     ])
     func scanAgreesWithTheFullParse(_ text: String) throws {
         let (fast, full) = Self.both(text)
