@@ -323,7 +323,7 @@ extension JSON {
         out.append(contentsOf: repeatElement(0x20, count: 2 * level))
     }
 
-    private func write(into out: inout [UInt8], pretty: Bool, level: Int) {
+    func write(into out: inout [UInt8], pretty: Bool, level: Int) {
         switch self {
         case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
         case let .bool(b): out.append(contentsOf: b ? Array("true".utf8) : Array("false".utf8))

@@ -36,6 +36,23 @@ public struct ReplayCatalog: Sendable {
         public let matchKey: AReqKey
         /// The acsURL of the recorded acsSignedContent (app challenges), read once.
         public let acsURL: String?
+        /// The recorded ARes serialised once, open where a replay writes something else (`answerTemplate`).
+        public internal(set) var aresTemplate: JSONTemplate?
+
+        /// The ARes's template: open at every string that is a recorded ID or starts with a URL the live transaction
+        /// may replace (the AReq's notificationURL and threeDSServerURL, the origins of the exchanges that follow),
+        /// at masked authentication values, and at the top-level acsSignedContent. A string left open that the live
+        /// transaction does not change is filled with itself.
+        func answerTemplate(_ exchanges: [StoredExchange]) -> JSONTemplate? {
+            guard let ares = aresJSON else { return nil }
+            let recordedIDs = Set(ids.values)
+            let urls = ["notificationURL", "threeDSServerURL"].compactMap { areqJSON[$0]?.stringValue }
+                + followUps.compactMap { ReplayURL.origin(exchanges[$0].url) }
+            return JSONTemplate(ares) { key, value, depth in
+                recordedIDs.contains(value) || urls.contains { value.hasPrefix($0) }
+                    || (key == "authenticationValue" && value == "***") || (depth == 1 && key == "acsSignedContent")
+            }
+        }
 
         init(areq: Int, areqJSON: JSON, aresJSON: JSON?) {
             self.areq = areq
@@ -129,6 +146,7 @@ public struct ReplayCatalog: Sendable {
                 flows[f].followUps.append(i)
             }
         }
+        for i in flows.indices { flows[i].aresTemplate = flows[i].answerTemplate(exchanges) }
         self.flows = flows
         flowsByKey = Dictionary(grouping: flows.indices, by: { flows[$0].matchKey })
         plain = exchanges.indices.filter { !tied.contains($0) }

@@ -16,6 +16,24 @@ extension ReplayEngine {
         return out
     }
 
+    /// The recorded ARes for the live transaction: IDs and URLs the live ones, masked authentication values
+    /// regenerated, the fresh acsSignedContent and any transStatus fault. Filled into the ARes's template (no tree
+    /// built); a transStatus fault, which may add a member, takes the tree.
+    func aresBody(_ flow: ReplayCatalog.RecordedFlow, _ lf: LiveFlow, _ rng: inout SeededRandom, transStatus: [String],
+                  signedContent: String?) -> [UInt8] {
+        if transStatus.isEmpty, let template = flow.aresTemplate {
+            return template.render { _, hole in
+                if hole.depth == 1, hole.key == "acsSignedContent", let signedContent { return signedContent }
+                if hole.key == "authenticationValue", hole.value == "***" { return ReplayEngine.cavv(&rng) }
+                return lf.value(hole.value)
+            }
+        }
+        var ares = rewrite(flow.aresJSON ?? .object([]), lf, &rng)
+        for status in transStatus { ares = ares.setting("transStatus", to: .string(status)) }
+        if let signedContent { ares = ares.setting("acsSignedContent", to: .string(signedContent)) }
+        return ares.bytes
+    }
+
     /// Every string in `json` with recorded IDs and URLs replaced by live ones; masked values regenerated.
     func rewrite(_ json: JSON, _ lf: LiveFlow, _ rng: inout SeededRandom) -> JSON {
         switch json {

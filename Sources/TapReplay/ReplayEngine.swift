@@ -166,11 +166,12 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             for i in flow.followUps { if let o = ReplayURL.origin(catalog.exchanges[i].url), !map.contains(where: { $0.0 == o }) { map.append((o, mine)) } }
         }
         let lf = LiveFlow(flow: f, map: map, threeDSServerURL: areq["threeDSServerURL"]?.stringValue)
-        guard var ares = flow.aresJSON.map({ rewrite($0, lf, &rng) }) else {
+        guard let recordedARes = flow.aresJSON else {
             return miss(req, detail: "recorded exchange #\(x.id) has no ARes to replay", erroCode: "305", about: "AReq", message: areq)
         }
+        let aresType = recordedARes["messageType"]?.stringValue ?? "ARes"
         var note = "AReq: version, channel, category, card, order"
-        let faults = faultsFor(flow.areq, type: ares["messageType"]?.stringValue ?? "ARes", lf)
+        let faults = faultsFor(flow.areq, type: aresType, lf)
         if let code = faults.compactMap({ if case let .erro(c) = $0 { return c }; return nil }).first {
             // The DS answers the AReq with an Erro instead: the transaction ends there.
             let erro = Erro.make(code: code, component: "D", description: ReplayEngine.erroDescription(code),
@@ -179,13 +180,13 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             let a = answer(flow.areq, body: erro.bytes, type: "ARes", lf, matchedBy: note + "; fault erro:\(code)")
             return applyTransport(faults, to: a)
         }
-        for case let .transStatus(status) in faults { ares = ares.setting("transStatus", to: .string(status)) }
-        if let signed = ares["acsSignedContent"]?.stringValue {
+        var signedContent: String?
+        if let signed = recordedARes["acsSignedContent"]?.stringValue {
             do {
-                var (content, cipher) = try freshChannel(signed, areq: areq, acsTransID: ares["acsTransID"]?.stringValue ?? "", lf,
+                var (content, cipher) = try freshChannel(signed, areq: areq, acsTransID: lf.value(recordedARes["acsTransID"]?.stringValue ?? ""), lf,
                                                          faults: faults)
                 if faults.contains(.badSignature) { content = ReplayEngine.flipSignatureBit(content) }
-                ares = ares.setting("acsSignedContent", to: .string(content))
+                signedContent = content
                 lf.cipher = cipher
                 channelKeys.withLock { $0[cipher.acsTransID.lowercased()] = cipher.cek }
                 note += "; fresh app-channel keys"
@@ -202,7 +203,9 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 if let u = areq[key]?.stringValue, let o = ReplayURL.origin(u) { liveOrigins[o, default: 0] += 1; lf.keys.append("origin:" + o) }
             }
         }
-        var answer = answer(flow.areq, body: ares.bytes, type: ares["messageType"]?.stringValue ?? "ARes", lf, matchedBy: note)
+        let body = aresBody(flow, lf, &rng, transStatus: faults.compactMap { if case let .transStatus(s) = $0 { return s }; return nil },
+                            signedContent: signedContent)
+        var answer = answer(flow.areq, body: body, type: aresType, lf, matchedBy: note)
         if flow.followUps.isEmpty { plan(&answer, rreqOf: lf, after: flow.areq) }
         return applyTransport(faults, to: answer)
     }

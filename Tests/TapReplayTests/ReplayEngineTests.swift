@@ -142,6 +142,40 @@ import TapJOSE
         #expect(b1.rreq?["transStatus"]?.stringValue == "Y", "decoupled: the RReq follows the ARes")
     }
 
+    /// The ARes filled into its template is byte for byte the ARes rewritten as a tree, for every transaction of
+    /// every sample session: live IDs, URLs and origins, regenerated authentication values, a fresh acsSignedContent.
+    @Test(arguments: ["demo-app.3dstape", "demo-browser.3dstape", "demo-pxp.3dstape", "demo-trustpayments.3dstape", "sample-reverse.3dstape"])
+    func theAResTemplateWritesWhatTheTreeWrites(_ name: String) throws {
+        let trust = try Trust()
+        let catalog = try Self.catalog(name)
+        let engine = ReplayEngine(catalog: catalog, options: ReplayOptions(), identity: trust.identity)
+        var checked = 0
+        for (i, flow) in catalog.flows.enumerated() where flow.aresJSON != nil {
+            #expect(flow.aresTemplate != nil)
+            var map: [(String, String)] = flow.ids.values.sorted().map { ($0, UUID().uuidString.lowercased()) }
+            for key in ["notificationURL", "threeDSServerURL"] {
+                if let u = flow.areqJSON[key]?.stringValue { map.append((u, "https://live.test/\(key)?n=\"1\"")) }
+            }
+            for f in flow.followUps { if let o = ReplayURL.origin(catalog.exchanges[f].url), !map.contains(where: { $0.0 == o }) { map.append((o, "http://127.0.0.1:1")) } }
+            let lf = ReplayEngine.LiveFlow(flow: i, map: map, threeDSServerURL: nil)
+            var untemplated = flow
+            untemplated.aresTemplate = nil
+            // A fresh acsSignedContent replaces a recorded one (the engine signs one only then).
+            let fresh: String? = flow.aresJSON?["acsSignedContent"] == nil ? nil : "eyJhbGciOiJQUzI1NiJ9.eyJ4IjoxfQ.c2ln"
+            for signed in Set([nil, fresh]) {
+                var rng1 = SeededRandom(seed: 7, stream: UInt64(i), index: 1), rng2 = rng1
+                let text = String(decoding: engine.aresBody(flow, lf, &rng1, transStatus: [], signedContent: signed), as: UTF8.self)
+                let tree = String(decoding: engine.aresBody(untemplated, lf, &rng2, transStatus: [], signedContent: signed), as: UTF8.self)
+                #expect(text == tree, "\(name) flow \(i)")
+                if let signed { #expect(text.contains(signed)) }
+                if let live = map.first(where: { $0.0 == flow.ids["threeDSServerTransID"] })?.1 { #expect(text.contains(live)) }
+                #expect(!text.contains("\"***\""), "masked values are regenerated")
+                checked += 1
+            }
+        }
+        #expect(checked > 0)
+    }
+
     @Test func aMissNamesTheClosestTransactionsAndTheFieldsThatDiffered() throws {
         let trust = try Trust()
         let engine = ReplayEngine(catalog: try Self.catalog("demo-app.3dstape"), options: ReplayOptions(), identity: trust.identity)
