@@ -39,7 +39,8 @@ let package = Package(
         .target(name: "TapHTTP", dependencies: ["TapCore"], swiftSettings: strict),
         // Network I/O: epoll event loop, timers, non-blocking TCP connections with optional TLS, listeners.
         .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto", "TapCore"], swiftSettings: strict),
-        // A small HTTP server on the event loop and a blocking HTTP client (proxy, TLS, timeouts).
+        // How every 3dstape server takes requests (HTTPRequestIntake, also the proxy's client side), a small HTTP server on
+        // the event loop, and a blocking HTTP client (proxy, TLS, timeouts).
         .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto", "TapCore"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
@@ -54,7 +55,7 @@ let package = Package(
         .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], exclude: ["SCHEMA.md"],
                 swiftSettings: strict),
         // The recording proxy: forward (CONNECT + TLS interception) and reverse modes, the 3DS layer, the CA.
-        .target(name: "TapProxy", dependencies: ["TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+        .target(name: "TapProxy", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // The replayer: plays the servers of a recorded session (matching, ID rewriting, fresh app-channel keys, timing).
         .target(name: "TapReplay", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
@@ -94,6 +95,7 @@ let package = Package(
         .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapSQLite", "TapCore"]),
         .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
         .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapStore", "TapHTTP", "TapNet", "TapCrypto"]),
+        .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore"]),
         .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]

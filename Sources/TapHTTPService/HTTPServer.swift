@@ -54,7 +54,8 @@ public struct HTTPReply: Sendable {
 public typealias HTTPHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) -> Void
 
 /// A small HTTP/1.1 server on an event loop: keep-alive, one request at a time per connection,
-/// optional TLS. For the sandbox, the client's RReq listener and the replayer.
+/// optional TLS. For the sandbox, the client's RReq listener, the web inspector and the replayer. Requests are taken
+/// by `HTTPRequestIntake`, as the recording proxy takes its clients' (limits, credentials, CONNECT, `100 Continue`).
 ///
 /// With `intercepting`, it also serves clients that use it as a proxy: a CONNECT is answered 200 and the
 /// tunnel's TLS is terminated with a leaf minted for the requested host; requests inside the tunnel are
@@ -146,10 +147,9 @@ private final class ServerConnection: ConnectionDelegate {
     weak var server: HTTPServer?
     let peer: String
     var connection: Connection?
-    var parser: HTTPParser
+    /// Requests as every 3dstape server takes them (parsing, limits, credentials, CONNECT, `100 Continue`).
+    var intake: HTTPRequestIntake
     var busy = false
-    /// The CONNECT target once the connection is an intercepted tunnel.
-    var tunnel: HostPort?
     /// Reading stopped because a client kept sending while its request was being answered.
     var pausedWhileBusy = false
     /// The one timer of the connection: idle between requests, or the deadline of a request being received.
@@ -164,7 +164,9 @@ private final class ServerConnection: ConnectionDelegate {
     init(server: HTTPServer, peer: String) {
         self.server = server
         self.peer = peer
-        parser = HTTPParser(mode: .request, limits: server.limits)
+        intake = HTTPRequestIntake(rules: .init(limits: server.limits, authorization: server.authorization,
+                                                acceptsConnect: server.intercepting != nil,
+                                                connectRefusal: "CONNECT is not taken here: this server is not started as a proxy"))
     }
 
     func arm(_ kind: Wait) {
@@ -213,8 +215,9 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connection(_ connection: Connection, received bytes: [UInt8]) {
-        parser.append(bytes)
-        if let server, !server.budget.hold(ObjectIdentifier(self), parser.bufferedCount) {
+        // Requests here carry no recorded start time (the handlers keep their own clocks).
+        intake.received(bytes, wallClock: 0)
+        if let server, !server.budget.hold(ObjectIdentifier(self), intake.bufferedCount) {
             if server.budget.shouldLog(nowNanos: EventLoop.nowNanos()) {
                 server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
             }
@@ -225,7 +228,7 @@ private final class ServerConnection: ConnectionDelegate {
             return
         }
         if busy {
-            if parser.bufferedCount > ServerConnection.readAheadAllowance, !connection.readingPaused {
+            if intake.bufferedCount > ServerConnection.readAheadAllowance, !connection.readingPaused {
                 connection.pauseReading()
                 pausedWhileBusy = true
             }
@@ -248,49 +251,40 @@ private final class ServerConnection: ConnectionDelegate {
             pausedWhileBusy = false
             connection.resumeReading()
         }
-        var request: HTTPRequest
-        do {
-            guard let r = try parser.nextRequest() else {
-                if parser.isIdle { if timerKind != .idle || timer == nil { arm(.idle) } } else if timerKind != .request || timer == nil { arm(.request) }
-                return
-            }
-            request = r
-            _ = server.budget.hold(ObjectIdentifier(self), parser.bufferedCount)
-        } catch {
-            disarm()
-            connection.write(HTTPReply.json(HTTPServer.errorBody(error.message), status: error.status == 502 ? 400 : error.status)
-                .bytes(keepAlive: false))
-            connection.close(afterFlush: true)
-            return
+        var step = intake.next(wallClock: 0)
+        if case .sendContinue = step {
+            connection.write(HTTPRequestIntake.continueBytes)
+            step = intake.next(wallClock: 0)
         }
-        disarm()
-        if let auth = server.authorization, tunnel == nil,
-           let refused = auth.refusal(for: request.head, viaProxy: request.head.method == "CONNECT" || request.head.target.contains("://")) {
-            var reply = HTTPReply.json(HTTPServer.errorBody("authentication required (3dstape was started with --auth)"), status: refused.status)
-            reply.headers.append(refused.challenge)
+        var request: HTTPRequest
+        switch step {
+        case .needMore, .sendContinue:
+            if intake.isIdle { if timerKind != .idle || timer == nil { arm(.idle) } } else if timerKind != .request || timer == nil { arm(.request) }
+            return
+        case let .refuse(status, message, headers):
+            disarm()
+            var reply = HTTPReply.json(HTTPServer.errorBody(message), status: status)
+            reply.headers += headers
             connection.write(reply.bytes(keepAlive: false))
             connection.close(afterFlush: true)
             return
-        }
-        if request.head.method == "CONNECT" {
-            guard let ctx = server.intercepting, tunnel == nil, !request.head.target.hasPrefix(":"), let hp = HostPort(request.head.target),
-                  !hp.host.isEmpty else {
-                connection.write(HTTPReply.json(HTTPServer.errorBody("CONNECT needs host:port, once per connection"), status: 400)
-                    .bytes(keepAlive: false))
-                connection.close(afterFlush: true)
-                return
-            }
-            connection.write(Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8))
+        case let .intercept(target):
+            disarm()
+            guard let ctx = server.intercepting else { connection.close(); return }
+            connection.write(HTTPRequestIntake.connectEstablished)
             do {
-                connection.startTLS(try TLSSession(context: ctx, serverName: hp.host))
+                connection.startTLS(try TLSSession(context: ctx, serverName: target.host))
             } catch {
                 connection.close()
                 return
             }
-            tunnel = hp
             return next()
+        case let .request(r, _):
+            request = r
         }
-        if let tunnel, request.head.target.hasPrefix("/") {
+        _ = server.budget.hold(ObjectIdentifier(self), intake.bufferedCount)
+        disarm()
+        if let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
             request.head.target = "https://\(tunnel)\(request.head.target)"
         }
         busy = true

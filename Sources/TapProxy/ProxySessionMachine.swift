@@ -2,6 +2,7 @@ import Foundation
 import TapCore
 import TapEMV
 import TapHTTP
+import TapHTTPService
 import TapNet
 import TapStore
 
@@ -140,15 +141,14 @@ struct ProxySessionMachine {
 
     let config: ProxyConfiguration
     let peer: String
-    private(set) var parser: HTTPParser
+    /// The client side's requests, as every 3dstape server takes them (parsing, limits, credentials, CONNECT).
+    private(set) var intake: HTTPRequestIntake
     /// The CONNECT target once a tunnel is being intercepted.
-    private(set) var tunnel: HostPort?
+    var tunnel: HostPort? { intake.tunnel }
     private(set) var upstream: Upstream?
     private(set) var inFlight: InFlight?
     let connectionID: Int64
     private var seq = 0
-    private var requestStartedAt: Double?
-    private var sentContinue = false
     private(set) var closed = false
     /// Waiting for a pacing delay or for the writer (backpressure).
     private(set) var isDeferred = false
@@ -173,7 +173,10 @@ struct ProxySessionMachine {
         self.config = config
         self.connectionID = connectionID
         self.peer = peer
-        parser = HTTPParser(mode: .request, limits: config.limits)
+        var forward = false
+        if case .forward = config.mode { forward = true }
+        intake = HTTPRequestIntake(rules: .init(limits: config.limits, authorization: config.authorization,
+                                                acceptsConnect: forward && config.interceptTLS != nil))
         if case let .reverse(u) = config.mode {
             reverseTarget = Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: u.basePath)
         } else {
@@ -205,8 +208,7 @@ struct ProxySessionMachine {
 
     private mutating func clientBytes(_ bytes: [UInt8], _ env: some ProxySessionEnvironment) {
         guard !closed else { return }
-        if parser.isIdle, requestStartedAt == nil { requestStartedAt = env.wallClock() }
-        parser.append(bytes)
+        intake.received(bytes, wallClock: env.wallClock())
         guard holdBudget(env) else {
             actions.append(.budgetRefused)
             reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(env.budgetLimit) bytes); try again")
@@ -214,7 +216,7 @@ struct ProxySessionMachine {
         }
         if inFlight == nil {
             processNext(env)
-        } else if parser.bufferedCount > Self.pipelineAllowance, !readingPaused {
+        } else if intake.bufferedCount > Self.pipelineAllowance, !readingPaused {
             // A request is with the upstream: hold at most a little of what follows (pipelined requests), then stop
             // reading until its response is written (hardening: 1.5 GiB sent behind one unanswered GET was buffered).
             pauseReading()
@@ -248,9 +250,9 @@ struct ProxySessionMachine {
         deadline = 0
         switch waitingFor {
         case .idle:
-            if inFlight == nil, parser.isIdle { actions.append(.closeClient(afterFlush: false)) }
+            if inFlight == nil, intake.isIdle { actions.append(.closeClient(afterFlush: false)) }
         case .requestHead:
-            if inFlight == nil, !parser.isIdle { reject(status: 408, "request not received within \(Int(config.headerTimeout)) s") }
+            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Int(config.headerTimeout)) s") }
         case .upstream:
             if let f = inFlight {
                 upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Int(config.upstreamTimeout)) s",
@@ -284,7 +286,7 @@ struct ProxySessionMachine {
     /// Tells the budget what this connection holds: bytes read and not handled, and the body in flight.
     @discardableResult
     private func holdBudget(_ env: some ProxySessionEnvironment) -> Bool {
-        env.holdBudget(parser.bufferedCount + (inFlight?.record.request.body.count ?? 0))
+        env.holdBudget(intake.bufferedCount + (inFlight?.record.request.body.count ?? 0))
     }
 
     // MARK: requests
@@ -295,7 +297,7 @@ struct ProxySessionMachine {
             pausedWhileInFlight = false
             resumeReading()
         }
-        if !parser.isIdle, !pacedOnce {
+        if !intake.isIdle, !pacedOnce {
             let delay = env.pacingDelay()
             if delay > 0 {
                 // The writer is falling behind: this request waits a little (see `ProxyServer.pacingDelay`), then goes on.
@@ -307,60 +309,33 @@ struct ProxySessionMachine {
             }
         }
         pacedOnce = false
-        if env.writerIsBehind, !parser.isIdle {
+        if env.writerIsBehind, !intake.isIdle {
             isDeferred = true
             pauseReading()
             actions.append(.waitForWriter)
             return
         }
-        let request: HTTPRequest
-        do {
-            if !sentContinue, let headers = try parser.peekHeaders(), headers["Expect"]?.lowercased() == "100-continue",
-               parser.isInBody {
-                sentContinue = true
-                actions.append(.writeClient(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)))
-            }
-            guard let r = try parser.nextRequest() else {
-                if !parser.isIdle, waitingFor != .requestHead { wait(for: .requestHead, seconds: config.headerTimeout, env) }
-                return
-            }
-            request = r
-        } catch {
-            reject(status: error.status == 502 ? 400 : error.status, error.message)
-            return
+        var step = intake.next(wallClock: env.wallClock())
+        if case .sendContinue = step {
+            actions.append(.writeClient(HTTPRequestIntake.continueBytes))
+            step = intake.next(wallClock: env.wallClock())
         }
-        sentContinue = false
-        let startedAt = requestStartedAt ?? env.wallClock()
-        requestStartedAt = parser.isIdle ? nil : env.wallClock()
-        handle(request, startedAt: startedAt, env)
-        holdBudget(env)
+        switch step {
+        case .needMore, .sendContinue:
+            if !intake.isIdle, waitingFor != .requestHead { wait(for: .requestHead, seconds: config.headerTimeout, env) }
+        case let .refuse(status, message, headers):
+            reject(status: status, message, headers: headers)
+        case let .intercept(target):
+            actions.append(.writeClient(HTTPRequestIntake.connectEstablished))
+            actions.append(.startClientTLS(serverName: target.host))
+        case let .request(request, startedAt):
+            handle(request, startedAt: startedAt, env)
+            holdBudget(env)
+        }
     }
 
     private mutating func handle(_ request: HTTPRequest, startedAt: Double, _ env: some ProxySessionEnvironment) {
         let head = request.head
-        if let auth = config.authorization, tunnel == nil,
-           let refused = auth.refusal(for: head, viaProxy: head.method == "CONNECT" || head.target.contains("://")) {
-            actions.append(.note(kind: "rejected", detail: "\(peer): \(refused.status) no valid credentials"))
-            actions.append(.writeClient(ProxyErrorResponse.bytes(status: refused.status, error: "authentication required (3dstape was started with --auth)",
-                                                                 upstream: nil, close: true, extraHeaders: [refused.challenge])))
-            actions.append(.closeClient(afterFlush: true))
-            return
-        }
-        if head.method == "CONNECT" {
-            guard case .forward = config.mode, config.interceptTLS != nil, tunnel == nil else {
-                reject(status: 405, "CONNECT is only accepted by a forward proxy, once per connection")
-                return
-            }
-            guard let hp = HostPort(head.target), !head.target.hasPrefix(":"), !hp.host.isEmpty else {
-                reject(status: 400, "CONNECT target '\(head.target)' is not host:port")
-                return
-            }
-            actions.append(.writeClient(Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)))
-            actions.append(.startClientTLS(serverName: hp.host))
-            tunnel = hp
-            requestStartedAt = nil
-            return
-        }
         let target: Target
         switch resolveTarget(head) {
         case let .success(t): target = t
@@ -466,10 +441,10 @@ struct ProxySessionMachine {
     }
 
     /// Answers the client with an error of our own and closes after it (malformed or refused request).
-    private mutating func reject(status: Int, _ message: String) {
+    private mutating func reject(status: Int, _ message: String, headers: [(String, String)] = []) {
         actions.append(.log("\(peer): \(status) \(message)"))
         actions.append(.note(kind: "rejected", detail: "\(peer): \(status) \(message)"))
-        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: nil, close: true)))
+        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: nil, close: true, extraHeaders: headers)))
         actions.append(.closeClient(afterFlush: true))
     }
 

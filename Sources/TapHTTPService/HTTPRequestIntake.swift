@@ -1,0 +1,104 @@
+import TapCore
+import TapHTTP
+import TapNet
+
+/// The server side of one client connection, free of I/O: the bytes a client sends go in, and out comes what to do
+/// next: a complete request, a CONNECT to intercept, a `100 Continue` to send, or a refusal to answer before closing
+/// (malformed or oversized requests, missing credentials, a CONNECT this server does not take). One copy of these
+/// rules for every server 3dstape runs: the recording proxy's client side (`ProxySessionMachine`) and `HTTPServer`
+/// (the sandbox, the replayer, the web inspector, the client's RReq listener). Deadlines, the memory budget and
+/// what a request leads to stay with each of them.
+public struct HTTPRequestIntake {
+    /// What the server accepts.
+    public struct Rules: Sendable {
+        public var limits: HTTPLimits
+        /// Credentials every client must present (`--auth`), or nil.
+        public var authorization: ClientAuthorization?
+        /// Whether CONNECT is taken (TLS interception is set up); the refusal's text when it is not.
+        public var acceptsConnect: Bool
+        public var connectRefusal: String
+
+        public init(limits: HTTPLimits, authorization: ClientAuthorization?, acceptsConnect: Bool,
+                    connectRefusal: String = "CONNECT is only accepted by a forward proxy, once per connection") {
+            self.limits = limits
+            self.authorization = authorization
+            self.acceptsConnect = acceptsConnect
+            self.connectRefusal = connectRefusal
+        }
+    }
+
+    /// The next thing to do.
+    public enum Step {
+        /// Nothing complete yet: read more.
+        case needMore
+        /// Send `HTTP/1.1 100 Continue` (the client waits for it before its body), then ask again.
+        case sendContinue
+        /// A complete request, and the wall-clock time its first byte arrived.
+        case request(HTTPRequest, startedAt: Double)
+        /// A CONNECT to intercept: answer `200 Connection established`, then terminate the tunnel's TLS with a leaf
+        /// for the host. Requests inside come next, with `tunnel` set.
+        case intercept(HostPort)
+        /// Answer this error (with these extra headers) and close.
+        case refuse(status: Int, message: String, headers: [(String, String)])
+    }
+
+    public static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+    public static let connectEstablished = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
+
+    public let rules: Rules
+    private var parser: HTTPParser
+    /// The CONNECT target once the connection is an intercepted tunnel.
+    public private(set) var tunnel: HostPort?
+    private var requestStartedAt: Double?
+    private var sentContinue = false
+
+    public init(rules: Rules) {
+        self.rules = rules
+        parser = HTTPParser(mode: .request, limits: rules.limits)
+    }
+
+    /// No partial request is buffered (between requests).
+    public var isIdle: Bool { parser.isIdle }
+    /// Bytes received and not yet handed out as a request.
+    public var bufferedCount: Int { parser.bufferedCount }
+
+    /// Takes bytes from the client; `wallClock` stamps the start of a request that begins with them.
+    public mutating func received(_ bytes: [UInt8], wallClock: Double) {
+        if parser.isIdle, requestStartedAt == nil { requestStartedAt = wallClock }
+        parser.append(bytes)
+    }
+
+    /// What to do with what has arrived.
+    public mutating func next(wallClock: Double) -> Step {
+        let request: HTTPRequest
+        do {
+            // (peekHeaders parses a complete head first; only then is the parser in the body.)
+            if !sentContinue, let headers = try parser.peekHeaders(), headers["Expect"]?.lowercased() == "100-continue", parser.isInBody {
+                sentContinue = true
+                return .sendContinue
+            }
+            guard let r = try parser.nextRequest() else { return .needMore }
+            request = r
+        } catch {
+            // A parse error the parser words as an upstream's (502) is the client's here.
+            return .refuse(status: error.status == 502 ? 400 : error.status, message: error.message, headers: [])
+        }
+        sentContinue = false
+        let startedAt = requestStartedAt ?? wallClock
+        requestStartedAt = parser.isIdle ? nil : wallClock
+        let head = request.head
+        let viaProxy = head.method == "CONNECT" || head.target.contains("://")
+        if let auth = rules.authorization, tunnel == nil, let refused = auth.refusal(for: head, viaProxy: viaProxy) {
+            return .refuse(status: refused.status, message: "authentication required (3dstape was started with --auth)",
+                           headers: [refused.challenge])
+        }
+        guard head.method == "CONNECT" else { return .request(request, startedAt: startedAt) }
+        guard rules.acceptsConnect, tunnel == nil else { return .refuse(status: 405, message: rules.connectRefusal, headers: []) }
+        guard !head.target.hasPrefix(":"), let target = HostPort(head.target), !target.host.isEmpty else {
+            return .refuse(status: 400, message: "CONNECT target '\(head.target.prefix(80))' is not host:port", headers: [])
+        }
+        tunnel = target
+        requestStartedAt = nil
+        return .intercept(target)
+    }
+}
