@@ -194,6 +194,44 @@ public final class Statement {
         }
     }
 
+    /// Binds `values` to parameters 1…n and runs the statement to its end (an INSERT or UPDATE), SQLite reading the
+    /// text and blobs where they are instead of copying them (SQLITE_STATIC): the bindings are cleared before this
+    /// returns, while the values are still alive. For the session writer, whose rows carry kilobytes of bodies.
+    public func execute(_ values: [SQLiteValue]) throws(SQLiteError) {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        let rc = values.withUnsafeBufferPointer { bindInPlace($0, from: 0) }
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle) // no pointer into `values` stays with SQLite
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw database.error(rc, sql: sql) }
+    }
+
+    /// Binds `values[i...]` in place, one nested scope per value (each pointer is valid only inside its closure), and
+    /// steps to the end inside the innermost; returns SQLite's last result code.
+    private func bindInPlace(_ values: UnsafeBufferPointer<SQLiteValue>, from i: Int) -> Int32 {
+        guard i < values.count else {
+            var rc = sqlite3_step(handle)
+            while rc == SQLITE_ROW { rc = sqlite3_step(handle) }
+            return rc
+        }
+        let idx = Int32(i + 1)
+        func then(_ rc: Int32) -> Int32 { rc == SQLITE_OK ? bindInPlace(values, from: i + 1) : rc }
+        switch values[i] {
+        case .null: return then(sqlite3_bind_null(handle, idx))
+        case let .integer(n): return then(sqlite3_bind_int64(handle, idx, n))
+        case let .real(d): return then(sqlite3_bind_double(handle, idx, d))
+        case var .text(t):
+            return t.withUTF8 { p in
+                then(sqlite3_bind_text64(handle, idx, UnsafeRawPointer(p.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                    .assumingMemoryBound(to: CChar.self), UInt64(p.count), nil, UInt8(SQLITE_UTF8)))
+            }
+        case let .blob(b):
+            return b.withUnsafeBytes { p in
+                then(sqlite3_bind_blob64(handle, idx, p.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(p.count), nil))
+            }
+        }
+    }
+
     /// Advances; true when a row is available.
     public func step() throws(SQLiteError) -> Bool {
         let rc = sqlite3_step(handle)

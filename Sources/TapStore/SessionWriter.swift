@@ -294,8 +294,7 @@ private final class Statements {
     }
 
     func exec(_ s: Statement, _ values: [SQLiteValue]) throws {
-        try s.bind(values)
-        while try s.step() {}
+        try s.execute(values) // bodies read in place, not copied into SQLite first
     }
 
     /// Writes one event; for an exchange, returns its live-view line.

@@ -24,6 +24,38 @@ import Testing
         #expect(try db.integrityCheck() == ["ok"])
     }
 
+    /// `execute` binds in place (no copy): what it stores is what `bind` stores, empty text and blobs stay empty (not
+    /// NULL), text keeps an embedded NUL byte, and the values can go as soon as it returns.
+    @Test func executeInPlaceStoresWhatBindStores() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let db = try Database(path: path)
+        try db.execute("PRAGMA journal_mode=WAL; CREATE TABLE t(i INTEGER, r REAL, s TEXT, b BLOB, n)")
+        let insert = try db.prepare("INSERT INTO t VALUES(?,?,?,?,?)")
+        var rows: [[SQLiteValue]] = []
+        try db.transaction {
+            for i in 0..<200 {
+                // Fresh values each time, dropped right after: SQLite must have copied them into the page by then.
+                let text = i % 3 == 0 ? "" : String(repeating: "é€\(i)", count: i)
+                let blob = i % 5 == 0 ? [] : (0..<(i * 97)).map { UInt8(($0 &* 31 &+ i) % 256) }
+                let row: [SQLiteValue] = [.integer(Int64(i)), .real(Double(i) / 4), .text(text), .blob(blob), i % 2 == 0 ? .null : .integer(7)]
+                try insert.execute(row)
+                rows.append(row)
+            }
+        }
+        let stored = try db.query("SELECT i, r, s, b, n FROM t ORDER BY i")
+        #expect(stored == rows)
+        #expect(try db.query("SELECT count(*) FROM t WHERE s IS NULL OR b IS NULL") == [[.integer(0)]])
+        try insert.execute([.integer(1000), .null, .text("a\u{0}b"), .null, .null])
+        #expect(try db.query("SELECT length(CAST(s AS BLOB)) FROM t WHERE i = 1000") == [[.integer(3)]])
+        try db.execute("CREATE TABLE u(x NOT NULL)")
+        let refused = try db.prepare("INSERT INTO u VALUES(?)")
+        let error = #expect(throws: SQLiteError.self) { try refused.execute([.null]) }
+        #expect(error?.message.contains("NOT NULL") == true, "SQLite's own message")
+        try refused.execute([.text("ok")]) // the statement is usable again
+        #expect(try db.integrityCheck() == ["ok"])
+    }
+
     @Test func errorsCarrySQLiteMessages() throws {
         let db = try Database(path: ":memory:")
         #expect { try db.execute("SELEC 1") } throws: { error in
