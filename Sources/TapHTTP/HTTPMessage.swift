@@ -29,6 +29,21 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         return out
     }
 
+    /// Whether any value of `name` lists `token` (ASCII, compared case-insensitively; `tokens` without the copies).
+    public func containsToken(_ name: String, _ token: String) -> Bool {
+        for f in fields where f.name.caseInsensitiveEquals(name) {
+            for part in f.value.utf8.split(separator: 0x2C) { // ","
+                var (s, e) = (part.startIndex, part.endIndex)
+                while s < e, part[s] == 0x20 || part[s] == 0x09 { s = part.index(after: s) }
+                while e > s, part[part.index(before: e)] == 0x20 || part[part.index(before: e)] == 0x09 { e = part.index(before: e) }
+                if Substring(part[s..<e]).utf8.elementsEqual(token.utf8, by: { $0 | 0x20 == $1 | 0x20 && ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A || $0 == $1) }) {
+                    return true
+                }
+            }
+        }
+        return false
+    }
+
     public mutating func remove(_ name: String) { fields.removeAll { $0.name.caseInsensitiveEquals(name) } }
 
     public mutating func replaceOrAdd(_ name: String, _ value: String) {
@@ -83,9 +98,8 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// Whether the connection may carry another request after this one.
     public var keepAlive: Bool {
-        let c = headers.tokens("Connection") + headers.tokens("Proxy-Connection")
-        if version == "HTTP/1.0" { return c.contains("keep-alive") }
-        return !c.contains("close")
+        if version == "HTTP/1.0" { return headers.containsToken("Connection", "keep-alive") || headers.containsToken("Proxy-Connection", "keep-alive") }
+        return !headers.containsToken("Connection", "close") && !headers.containsToken("Proxy-Connection", "close")
     }
 
     /// The serialised head.
@@ -107,9 +121,8 @@ public struct HTTPResponseHead: Sendable, Equatable {
     }
 
     public var keepAlive: Bool {
-        let c = headers.tokens("Connection")
-        if version == "HTTP/1.0" { return c.contains("keep-alive") }
-        return !c.contains("close")
+        if version == "HTTP/1.0" { return headers.containsToken("Connection", "keep-alive") }
+        return !headers.containsToken("Connection", "close")
     }
 
     public var bytes: [UInt8] { headers.serialised(after: version, String(status), reason) }

@@ -87,8 +87,8 @@ public struct HTTPRequestIntake {
         let startedAt = requestStartedAt ?? wallClock
         requestStartedAt = parser.isIdle ? nil : wallClock
         let head = request.head
-        let viaProxy = head.method == "CONNECT" || head.target.contains("://")
-        if let auth = rules.authorization, tunnel == nil, let refused = auth.refusal(for: head, viaProxy: viaProxy) {
+        if let auth = rules.authorization, tunnel == nil,
+           let refused = auth.refusal(for: head, viaProxy: head.method == "CONNECT" || head.target.contains("://")) {
             return .refuse(status: refused.status, message: "authentication required (3dstape was started with --auth)",
                            headers: [refused.challenge])
         }

@@ -92,6 +92,14 @@ import Testing
         #expect(!HTTPRequestHead(method: "GET", target: "/", headers: HTTPHeaders([("Connection", "close")])).keepAlive)
         #expect(!HTTPRequestHead(method: "GET", target: "/", version: "HTTP/1.0").keepAlive)
         #expect(HTTPRequestHead(method: "GET", target: "/", version: "HTTP/1.0", headers: HTTPHeaders([("Connection", "Keep-Alive")])).keepAlive)
+        #expect(!HTTPRequestHead(method: "GET", target: "/", headers: HTTPHeaders([("Proxy-Connection", "Upgrade,  CLOSE ")])).keepAlive)
+        #expect(!HTTPResponseHead(status: 200, headers: HTTPHeaders([("connection", "te"), ("Connection", "\tClose")])).keepAlive)
+        #expect(HTTPResponseHead(status: 200, headers: HTTPHeaders([("Connection", "closed, xclose, clos")])).keepAlive)
+        // containsToken agrees with tokens (which lowercases) on lists, spacing, case and look-alikes.
+        for value in ["close", " Close ,x", "keep-alive", "Keep-Alive, Upgrade", "kEEp-alivE", "keep_alive", "closeX", "", ",,", "CLOSE\t", "k\reep-alive"] {
+            let h = HTTPHeaders([("Connection", value)])
+            for token in ["close", "keep-alive"] { #expect(h.containsToken("connection", token) == h.tokens("Connection").contains(token), "\(value) \(token)") }
+        }
     }
 
     @Test func randomSplitsGiveTheSameMessages() throws {
