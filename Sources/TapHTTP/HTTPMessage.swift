@@ -18,27 +18,26 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// Every value of `name`, comma-joined lists split and trimmed, lowercased.
     public func tokens(_ name: String) -> [String] {
         var out: [String] = []
-        for f in fields where f.name.caseInsensitiveEquals(name) {
-            for part in f.value.utf8.split(separator: 0x2C) { // ","
-                var (s, e) = (part.startIndex, part.endIndex)
-                while s < e, part[s] == 0x20 || part[s] == 0x09 { s = part.index(after: s) }
-                while e > s, part[part.index(before: e)] == 0x20 || part[part.index(before: e)] == 0x09 { e = part.index(before: e) }
-                out.append(String(Substring(part[s..<e])).lowercased())
-            }
-        }
+        forEachToken(name) { out.append(String(Substring($0)).lowercased()); return false }
         return out
     }
 
     /// Whether any value of `name` lists `token` (ASCII, compared case-insensitively; `tokens` without the copies).
     public func containsToken(_ name: String, _ token: String) -> Bool {
+        forEachToken(name) { part in
+            part.elementsEqual(token.utf8) { $0 | 0x20 == $1 | 0x20 && ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A || $0 == $1) }
+        }
+    }
+
+    /// Calls `body` with each comma-separated, space-trimmed token of `name`'s values until it returns true.
+    @discardableResult
+    private func forEachToken(_ name: String, _ body: (Substring.UTF8View) -> Bool) -> Bool {
         for f in fields where f.name.caseInsensitiveEquals(name) {
             for part in f.value.utf8.split(separator: 0x2C) { // ","
                 var (s, e) = (part.startIndex, part.endIndex)
                 while s < e, part[s] == 0x20 || part[s] == 0x09 { s = part.index(after: s) }
                 while e > s, part[part.index(before: e)] == 0x20 || part[part.index(before: e)] == 0x09 { e = part.index(before: e) }
-                if Substring(part[s..<e]).utf8.elementsEqual(token.utf8, by: { $0 | 0x20 == $1 | 0x20 && ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A || $0 == $1) }) {
-                    return true
-                }
+                if body(part[s..<e]) { return true }
             }
         }
         return false
