@@ -121,6 +121,7 @@ public enum Hex {
 }
 
 /// The whitespace `trimmingWhitespace` and `firstNonWhitespace` skip: space, tab, CR, LF (JSON's and HTTP's).
+@usableFromInline
 func isASCIIWhitespace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
 
 extension String {
@@ -137,5 +138,7 @@ extension String {
 
 extension Collection<UInt8> {
     /// The first byte that is not a space, tab, CR or LF: what a body starts with (`{` for JSON), without making text.
+    /// Inlinable, so that each caller gets it specialised for its collection (called on every body the writer stores).
+    @inlinable
     public var firstNonWhitespace: UInt8? { first { !isASCIIWhitespace($0) } }
 }

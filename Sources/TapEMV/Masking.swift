@@ -26,7 +26,12 @@ public enum Masking {
 
     /// Headers as stored: credentials redacted, card numbers (Luhn-valid 13–19 digit runs) masked in every value.
     public static func maskHeaders(_ headers: [(String, String)]) -> [(String, String)] {
-        headers.map { name, value in
+        // Most header sets hold nothing to mask: kept as they are, without a copy.
+        let anything = headers.contains { name, value in
+            credentialHeaders.contains { name.caseInsensitiveEquals($0) } || ThreeDSContent.hasLuhnRun(value)
+        }
+        guard anything else { return headers }
+        return headers.map { name, value in
             if credentialHeaders.contains(where: { name.caseInsensitiveEquals($0) }) {
                 let scheme = name.lowercased().hasSuffix("authorization") ? value.split(separator: " ").first.map { "\($0) " } ?? "" : ""
                 return (name, scheme + "***")

@@ -132,6 +132,12 @@ public enum ThreeDSContent {
         return runs.isEmpty ? text : String(decoding: maskingRuns(Array(text.utf8), runs), as: UTF8.self)
     }
 
+    /// Whether `text` holds a run `maskLuhnRuns` would mask.
+    static func hasLuhnRun(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { !luhnRuns($0).isEmpty }
+    }
+
     /// Text from the network made safe to print on a terminal or in a log: card numbers masked and control
     /// characters (terminal escape sequences included) shown as `?`.
     public static func printable(_ text: String) -> String {

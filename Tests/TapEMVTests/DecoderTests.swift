@@ -232,6 +232,11 @@ import TapJOSE
         let masked = Masking.maskHeaders([("Authorization", "Bearer abc.def"), ("Proxy-Authorization", "Basic dXNlcjpwYXNz"),
                                           ("Cookie", "sid=42"), ("X-Card", "pan 4000000000001091 here"), ("Accept", "*/*")])
         #expect(masked.map(\.1) == ["Bearer ***", "Basic ***", "***", "pan 400000******1091 here", "*/*"])
+        // Each on its own (the set is copied only when something in it is masked), and a set with nothing to mask.
+        #expect(Masking.maskHeaders([("Host", "a"), ("x-card", "4000000000001091")]).map(\.1) == ["a", "400000******1091"])
+        #expect(Masking.maskHeaders([("cookie", "sid=1")]).map(\.1) == ["***"])
+        let plain = [("Host", "127.0.0.1:8443"), ("Content-Length", "4000000000001090"), ("Date", "Mon, 30 Nov 2026 16:00:00 GMT")]
+        #expect(Masking.maskHeaders(plain).map(\.1) == plain.map(\.1), "digit runs that fail the Luhn check stay")
     }
 
     @Test func securityCodesAndPasswordsAreMaskedAtAnyDepth() throws {
