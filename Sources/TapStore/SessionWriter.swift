@@ -177,7 +177,7 @@ public final class SessionWriter: Sendable {
 
     private func runLoop(_ db: Database) {
         var statements: Statements?
-        do { statements = try Statements(db, keys: keys) } catch { stop("\(error)") }
+        do { statements = try Statements(db, keys: keys, wantsLines: onExchange != nil) } catch { stop("\(error)") }
         var lastIdentityCheck = Date()
         var locked = false
         while true {
@@ -268,10 +268,13 @@ private final class Statements {
     let connection, connectionTLS, connectionClosed, exchange, message, note, replay: Statement
     let db: Database
     let keys: (any ChannelKeySource)?
+    /// Whether anyone reads the live-view lines (without a reader, none is made).
+    let wantsLines: Bool
 
-    init(_ db: Database, keys: (any ChannelKeySource)?) throws {
+    init(_ db: Database, keys: (any ChannelKeySource)?, wantsLines: Bool = true) throws {
         self.db = db
         self.keys = keys
+        self.wantsLines = wantsLines
         connection = try db.prepare("INSERT INTO connections(id, client_addr, accepted_at, mode, upstream) VALUES (?,?,?,?,?)")
         connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=? WHERE id=?")
         connectionClosed = try db.prepare("UPDATE connections SET closed_at=? WHERE id=?")
@@ -315,11 +318,11 @@ private final class Statements {
         return nil
     }
 
-    func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine {
+    func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine? {
             let request = StoredMessage(x.request, mask: x.mask, isRequest: true, keys: keys)
             let resp = x.response.map { StoredMessage($0, mask: x.mask, isRequest: false, keys: keys) }
-            let url = x.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array(x.url.utf8)), as: UTF8.self) : x.url
-            let path = x.mask ? x.path.map { String(decoding: ThreeDSContent.maskLuhnRuns(Array($0.utf8)), as: UTF8.self) } : x.path
+            let url = x.mask ? ThreeDSContent.maskLuhnRuns(x.url) : x.url
+            let path = x.mask ? x.path.map { ThreeDSContent.maskLuhnRuns($0) } : x.path
             let (reqBody, reqZ) = Statements.storedBody(request.body)
             let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
             try exec(exchange, [
@@ -334,7 +337,7 @@ private final class Statements {
             let exchangeID = db.lastInsertRowID
             if let r = x.replay {
                 try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
-                                  opt(r.miss.map { x.mask ? String(decoding: ThreeDSContent.maskLuhnRuns(Array($0.utf8)), as: UTF8.self) : $0 }),
+                                  opt(r.miss.map { x.mask ? ThreeDSContent.maskLuhnRuns($0) : $0 }),
                                   optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults)])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
@@ -346,6 +349,7 @@ private final class Statements {
                     opt(s?.errorCode), found.location == "body" ? .null : .text(found.json.compact), opt(found.decryption),
                 ])
             }
+            guard wantsLines else { return nil }
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
                                 requestTypes: request.messages.compactMap { $0.summary?.messageType },
                                 responseTypes: resp?.messages.compactMap { $0.summary?.messageType } ?? [],
