@@ -73,6 +73,12 @@ final class EVPKey: @unchecked Sendable {
         return BigNum.bytes(bn)
     }
 
+    /// `(x, y)` of a P-256 key's point, 32 bytes each.
+    func p256Coordinates() -> (x: [UInt8], y: [UInt8])? {
+        guard let p = ecPoint(), p.count == 65, p[0] == 4 else { return nil }
+        return (Array(p[1...32]), Array(p[33...64]))
+    }
+
     /// The uncompressed EC point `04 || x || y`.
     func ecPoint() -> [UInt8]? {
         var buf = [UInt8](repeating: 0, count: 133)
@@ -272,10 +278,7 @@ public struct PublicKey: Sendable {
     }
 
     /// `(x, y)` for a P-256 key, 32 bytes each.
-    public var p256Coordinates: (x: [UInt8], y: [UInt8])? {
-        guard type == .p256, let p = key.ecPoint(), p.count == 65, p[0] == 4 else { return nil }
-        return (Array(p[1...32]), Array(p[33...64]))
-    }
+    public var p256Coordinates: (x: [UInt8], y: [UInt8])? { type == .p256 ? key.p256Coordinates() : nil }
 
     /// `n` and `e` for an RSA key.
     public var rsaComponents: RSAPublicComponents? {
@@ -348,15 +351,12 @@ public struct PrivateKey: Sendable {
 
     /// Generates a fresh P-256 key pair.
     public static func generateP256() throws(CryptoError) -> PrivateKey {
-        let ctx: OpaquePointer
-        if let parameters = EVPKey.p256Parameters {
-            ctx = try unwrap(EVP_PKEY_CTX_new_from_pkey(nil, parameters.pointer, nil), "EVP_PKEY_CTX_new_from_pkey(P-256)")
-        } else {
-            ctx = try unwrap(EVP_PKEY_CTX_new_from_name(nil, "EC", nil), "EVP_PKEY_CTX_new_from_name(EC)")
-        }
+        let parameters = EVPKey.p256Parameters
+        let ctx = try unwrap(parameters.map { EVP_PKEY_CTX_new_from_pkey(nil, $0.pointer, nil) } ?? EVP_PKEY_CTX_new_from_name(nil, "EC", nil),
+                             "EVP_PKEY_CTX_new for P-256 key generation")
         defer { EVP_PKEY_CTX_free(ctx) }
         try check(EVP_PKEY_keygen_init(ctx), "EVP_PKEY_keygen_init")
-        if EVPKey.p256Parameters == nil { try check(EVP_PKEY_CTX_set_group_name(ctx, "P-256"), "setting the P-256 group") }
+        if parameters == nil { try check(EVP_PKEY_CTX_set_group_name(ctx, "P-256"), "setting the P-256 group") }
         var k: OpaquePointer? = nil
         try check(EVP_PKEY_generate(ctx, &k), "generating a P-256 key")
         return PrivateKey(EVPKey(owning: try unwrap(k, "EVP_PKEY_generate")), type: .p256)
@@ -435,10 +435,7 @@ public struct PrivateKey: Sendable {
     }
 
     /// `(x, y)` of a P-256 key's public point, 32 bytes each, read from this key (no public key built).
-    public var p256Coordinates: (x: [UInt8], y: [UInt8])? {
-        guard type == .p256, let p = key.ecPoint(), p.count == 65, p[0] == 4 else { return nil }
-        return (Array(p[1...32]), Array(p[33...64]))
-    }
+    public var p256Coordinates: (x: [UInt8], y: [UInt8])? { type == .p256 ? key.p256Coordinates() : nil }
 
     /// The private scalar of a P-256 key, 32 bytes.
     public var p256D: [UInt8]? {

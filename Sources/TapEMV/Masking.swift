@@ -27,12 +27,10 @@ public enum Masking {
     /// Headers as stored: credentials redacted, card numbers (Luhn-valid 13–19 digit runs) masked in every value.
     public static func maskHeaders(_ headers: [(String, String)]) -> [(String, String)] {
         // Most header sets hold nothing to mask: kept as they are, without a copy.
-        let anything = headers.contains { name, value in
-            credentialHeaders.contains { name.caseInsensitiveEquals($0) } || ThreeDSContent.hasLuhnRun(value)
-        }
-        guard anything else { return headers }
+        func isCredential(_ name: String) -> Bool { credentialHeaders.contains { name.caseInsensitiveEquals($0) } }
+        guard headers.contains(where: { isCredential($0.0) || ThreeDSContent.hasLuhnRun($0.1) }) else { return headers }
         return headers.map { name, value in
-            if credentialHeaders.contains(where: { name.caseInsensitiveEquals($0) }) {
+            if isCredential(name) {
                 let scheme = name.lowercased().hasSuffix("authorization") ? value.split(separator: " ").first.map { "\($0) " } ?? "" : ""
                 return (name, scheme + "***")
             }

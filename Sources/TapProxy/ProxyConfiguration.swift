@@ -73,6 +73,12 @@ public struct ProxyConfiguration: Sendable {
         if case .forward = mode { return "forward" }
         return "reverse"
     }
+
+    /// Whether CONNECT is taken: a forward proxy with TLS interception set up.
+    var takesConnect: Bool {
+        if case .forward = mode { return interceptTLS != nil }
+        return false
+    }
 }
 
 /// Wall-clock seconds since 1970 with microsecond precision.

@@ -173,10 +173,8 @@ struct ProxySessionMachine {
         self.config = config
         self.connectionID = connectionID
         self.peer = peer
-        var forward = false
-        if case .forward = config.mode { forward = true }
         intake = HTTPRequestIntake(rules: .init(limits: config.limits, authorization: config.authorization,
-                                                acceptsConnect: forward && config.interceptTLS != nil))
+                                                acceptsConnect: config.takesConnect))
         if case let .reverse(u) = config.mode {
             reverseTarget = Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: u.basePath)
         } else {
