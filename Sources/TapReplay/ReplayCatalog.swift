@@ -71,11 +71,16 @@ public struct ReplayCatalog: Sendable {
         public var messageCategory: String
         public var maskedCard: String
 
-        public init(_ areq: JSON) {
-            messageVersion = areq["messageVersion"]?.stringValue ?? ""
-            deviceChannel = areq["deviceChannel"]?.stringValue ?? ""
-            messageCategory = areq["messageCategory"]?.stringValue ?? ""
-            maskedCard = areq["acctNumber"]?.stringValue.map(Masking.maskPAN) ?? ""
+        public init(_ areq: JSON) { self.init(field: { areq[$0] }) }
+
+        /// The key of a live AReq, its members read where they lie.
+        public init(_ areq: JSONMembers) { self.init(field: { areq[$0] }) }
+
+        init(field: (String) -> JSON?) {
+            messageVersion = field("messageVersion")?.stringValue ?? ""
+            deviceChannel = field("deviceChannel")?.stringValue ?? ""
+            messageCategory = field("messageCategory")?.stringValue ?? ""
+            maskedCard = field("acctNumber")?.stringValue.map(Masking.maskPAN) ?? ""
         }
 
         /// Each field that differs from `recorded`, as `name: live X, recorded Y`.

@@ -79,9 +79,11 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                                 forwardTo: req.target)
         }
         let first = req.body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D && $0 != 0x0A }
-        if first == UInt8(ascii: "{"), let json = try? JSON.parse(req.body), json.isObject {
-            if json["messageType"]?.stringValue == "AReq" { return aReq(json, req, selfURL: selfURL) }
-            if json["messageType"]?.stringValue == "Erro", let lf = ["acsTransID", "threeDSServerTransID"].lazy
+        // The members located, not built: an AReq's answer reads a dozen of its forty.
+        if first == UInt8(ascii: "{"), let json = try? JSONMembers(req.body) {
+            let messageType = json["messageType"]?.stringValue
+            if messageType == "AReq" { return aReq(json, req, selfURL: selfURL) }
+            if messageType == "Erro", let lf = ["acsTransID", "threeDSServerTransID"].lazy
                 .compactMap({ json[$0]?.stringValue }).compactMap({ self.live[$0] }).first {
                 // The SDK's own Erro, posted in clear to the acsURL: acknowledged as an ACS does, and the challenge is over.
                 // The ACS's RReq then says why: challengeCancel 08 when the SDK timed out (Erro 402), 06 otherwise.
@@ -129,7 +131,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
 
     // MARK: AReq
 
-    func aReq(_ areq: JSON, _ req: LiveRequest, selfURL: String) -> ReplayAnswer {
+    func aReq(_ areq: JSONMembers, _ req: LiveRequest, selfURL: String) -> ReplayAnswer {
         let key = ReplayCatalog.AReqKey(areq)
         let candidates = catalog.flowsByKey[key] ?? []
         var chosen = candidates.first { flowUses[$0] == 0 }
@@ -145,7 +147,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             let detail = ranked.isEmpty ? "the session has no AReq"
                 : ranked.map { "exchange #\(catalog.exchanges[catalog.flows[$0.0].areq].id) differs in "
                     + ($0.1.isEmpty ? "nothing but was already replayed (--repeat miss)" : $0.1.joined(separator: "; ")) }.joined(separator: " | ")
-            return miss(req, detail: "no recorded AReq matches: " + detail, erroCode: "305", about: "AReq", message: areq)
+            return miss(req, detail: "no recorded AReq matches: " + detail, erroCode: "305", about: "AReq", message: areq.tree)
         }
         flowUses[f] += 1
         let flow = catalog.flows[f]
@@ -167,7 +169,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         let lf = LiveFlow(flow: f, map: map, threeDSServerURL: areq["threeDSServerURL"]?.stringValue)
         guard let recordedARes = flow.aresJSON else {
-            return miss(req, detail: "recorded exchange #\(x.id) has no ARes to replay", erroCode: "305", about: "AReq", message: areq)
+            return miss(req, detail: "recorded exchange #\(x.id) has no ARes to replay", erroCode: "305", about: "AReq", message: areq.tree)
         }
         let aresType = recordedARes["messageType"]?.stringValue ?? "ARes"
         var note = "AReq: version, channel, category, card, order"
@@ -175,7 +177,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         if let code = faults.compactMap({ if case let .erro(c) = $0 { return c }; return nil }).first {
             // The DS answers the AReq with an Erro instead: the transaction ends there.
             let erro = Erro.make(code: code, component: "D", description: ReplayEngine.erroDescription(code),
-                                 detail: "fault injected by 3dstape replay (erro:\(code))", about: areq, messageType: "AReq",
+                                 detail: "fault injected by 3dstape replay (erro:\(code))", about: areq.tree, messageType: "AReq",
                                  version: areq["messageVersion"]?.stringValue)
             let a = answer(flow.areq, body: erro.bytes, type: "ARes", lf, matchedBy: note + "; fault erro:\(code)")
             return applyTransport(faults, to: a)
@@ -191,7 +193,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 channelKeys.withLock { $0[cipher.acsTransID.lowercased()] = cipher.cek }
                 note += "; fresh app-channel keys"
             } catch {
-                return miss(req, detail: "cannot set up the app channel for the live SDK: \(error)", erroCode: "305", about: "AReq", message: areq)
+                return miss(req, detail: "cannot set up the app channel for the live SDK: \(error)", erroCode: "305", about: "AReq", message: areq.tree)
             }
         }
         if !flow.followUps.isEmpty || flow.rreq != nil {
@@ -212,7 +214,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
 
     /// A new acsSignedContent for the live SDK: the recorded acsURL (rewritten), a fresh acsEphemPubKey, the live
     /// sdkEphemPubKey, signed by 3dstape's ACS certificate; and the ACS side of the channel.
-    func freshChannel(_ recorded: String, areq: JSON, acsTransID: String, _ lf: LiveFlow, faults: [FaultAction] = []) throws -> (String, AppChannelCipher) {
+    func freshChannel(_ recorded: String, areq: JSONMembers, acsTransID: String, _ lf: LiveFlow, faults: [FaultAction] = []) throws -> (String, AppChannelCipher) {
         let acsURL = try catalog.flows[lf.flow].acsURL ?? ACSSignedContent(unverified: recorded).acsURL
         guard let sdkKeyJSON = areq["sdkEphemPubKey"], let sdkRef = areq["sdkReferenceNumber"]?.stringValue else {
             throw ReplayError("the live AReq has no sdkEphemPubKey or sdkReferenceNumber")
