@@ -98,14 +98,12 @@ public final class SessionWriter: Sendable {
     public static let batchSize = 128
     /// The most events one transaction writes.
     static let maxTransaction = 256
-    /// How long the writer, once woken with events waiting, lets more gather before it starts a transaction (unless
-    /// `batchSize` are waiting sooner). A commit writes every page it touched, full, whatever it holds: one or two
-    /// exchanges per commit (a writer that keeps pace with the traffic) wrote 13-22 KB per exchange of 2.6 KB, against
-    /// 7.2 KB in commits of a few dozen, and the writer alone cost 49-57 us of CPU per exchange in commits of 8 against
-    /// 35-40 in commits of 32 or more. After an idle spell it lets the rest of a 3DS flow join its first exchange.
-    /// A writer slower than the traffic does not fall further behind for it: its batches grow to `batchSize`, which
-    /// starts a transaction at once.
+    /// How long the writer, woken by a first event, waits for more before it starts a transaction: a commit costs page
+    /// writes whatever it holds, and one exchange per commit (traffic just below the writer's pace) cost twice the
+    /// writes of a batch.
     static let gatherTime = DispatchTimeInterval.microseconds(2000)
+    /// The idle time (ns) after which the writer gathers (see `gatherTime`).
+    static let idleBeforeGather: UInt64 = 200_000
 
     /// The longest an event waits in memory before its transaction starts.
     public static let flushInterval = DispatchTimeInterval.milliseconds(20)
@@ -183,12 +181,13 @@ public final class SessionWriter: Sendable {
         var lastIdentityCheck = Date()
         var locked = false
         while true {
+            let idleFrom = DispatchTime.now().uptimeNanoseconds
             _ = wake.wait(timeout: .now() + SessionWriter.flushInterval)
-            // Let more events join the transaction (see `gatherTime`); a stale wake-up only goes round again.
-            let gatherUntil = DispatchTime.now() + SessionWriter.gatherTime
-            while DispatchTime.now() < gatherUntil, !stopping.load(ordering: .sequentiallyConsistent),
-                  queue.withLock({ (1..<SessionWriter.batchSize).contains($0.count) }) {
-                _ = wake.wait(timeout: gatherUntil)
+            // Woken after an idle spell by its first event: let the events right behind it (the rest of a 3DS flow) join
+            // the same transaction. Not when busy: a writer that pauses with work waiting makes the network loop wait.
+            if DispatchTime.now().uptimeNanoseconds - idleFrom > SessionWriter.idleBeforeGather,
+               queue.withLock({ (1..<SessionWriter.batchSize).contains($0.count) }) {
+                _ = wake.wait(timeout: .now() + SessionWriter.gatherTime)
             }
             if let identity, Date().timeIntervalSince(lastIdentityCheck) >= 1, failure.withLock({ $0 }) == nil {
                 lastIdentityCheck = Date()
