@@ -96,7 +96,7 @@ let package = Package(
         .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapSQLite", "TapCore"]),
         .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
-        .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapStore", "TapHTTP", "TapNet", "TapCrypto"]),
+        .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore"]),
         .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore"]),
         .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),

@@ -133,6 +133,7 @@ struct RecordCommand: Command {
         let types = tally.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         io.err("")
         io.err("stopped: \(s.exchanges) exchanges on \(s.connections) connections, \(s.errors) errors; 3DS messages: \(types.isEmpty ? "none" : types)")
+        if let line = s.backpressureSummary { io.err(line) }
         if let e = writer.writeError { io.err("recording stopped early: \(e); \(writer.exchangesDropped) exchanges were not recorded") }
         io.err("session: \(sessionPath) (\(writer.exchangesWritten) exchanges written)")
         return writer.writeError == nil ? 0 : 1

@@ -61,7 +61,9 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case let .note(kind, detail): server.note(kind, detail)
         case let .log(line): server.log(line)
         case .budgetRefused: server.refusedForBudget(peer)
-        case let .pace(seconds): server.loop.schedule(after: seconds) { [weak self] in self?.feed(.resume) }
+        case let .pace(seconds):
+            server.paced(seconds)
+            server.loop.schedule(after: seconds) { [weak self] in self?.feed(.resume) }
         case .waitForWriter: server.deferUntilWriterCatchesUp(self)
         case .ended:
             server.budget.release(ObjectIdentifier(self))

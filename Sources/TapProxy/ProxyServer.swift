@@ -12,6 +12,29 @@ public struct ProxyStats: Sendable {
     public var connections = 0
     public var exchanges = 0
     public var errors = 0
+    /// Requests slowed because the session writer was behind (see `ProxyServer.pacingDelay`), and their waits in all.
+    public var pacedRequests = 0
+    public var pacingSeconds = 0.0
+    /// Requests held until the writer caught up (its backlog at the limit), and the longest hold.
+    public var heldRequests = 0
+    public var longestHoldSeconds = 0.0
+
+    public init() {}
+
+    /// One sentence on what the writer's backpressure cost the traffic, or nil when it never slowed a request.
+    public var backpressureSummary: String? {
+        guard pacedRequests > 0 || heldRequests > 0 else { return nil }
+        var parts: [String] = []
+        if pacedRequests > 0 {
+            parts.append("\(pacedRequests) of \(exchanges) requests waited \(String(format: "%.3f", pacingSeconds * 1000 / Double(pacedRequests))) ms on average "
+                         + "(\(String(format: "%.1f", pacingSeconds * 1000)) ms in all)")
+        }
+        if heldRequests > 0 {
+            parts.append("\(heldRequests) \(heldRequests == 1 ? "was" : "were") held until it caught up (the longest \(String(format: "%.1f", longestHoldSeconds * 1000)) ms)")
+        }
+        return "the session writer fell behind the traffic: " + parts.joined(separator: " and ")
+            + "; each wait came before the request was forwarded, so the recorded upstream timings are not affected"
+    }
 }
 
 /// The recording proxy: accepts clients, forwards each request to its upstream, returns the response
@@ -27,8 +50,8 @@ public final class ProxyServer: @unchecked Sendable {
     private var listeners: [Listener] = []
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var nextConnectionID: Int64 = 1
-    /// Sessions waiting for the writer to catch up before their next request is taken.
-    private var deferred: [ClientSession] = []
+    /// Sessions waiting for the writer to catch up before their next request is taken, with when each began to wait.
+    private var deferred: [(session: ClientSession, since: UInt64)] = []
     /// Writer backlog (events) above which new requests wait.
     public var writerBacklogLimit = 2048
     private let statsBox = Locked(ProxyStats())
@@ -69,6 +92,8 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// Stops accepting and closes every connection (exchanges in flight are recorded as aborted).
     public func shutdown() {
+        // The session says so too when the recorder slowed the traffic it recorded.
+        if let line = stats.backpressureSummary { note("backpressure", line) }
         listeners.forEach { $0.close() }
         listeners.removeAll()
         for s in sessions.values { s.shutdown() }
@@ -130,7 +155,7 @@ public final class ProxyServer: @unchecked Sendable {
     /// Parks a session until the writer's backlog falls below 7/8 of the limit (a small step, so that
     /// each pause is short: about 256 exchanges of writer time).
     func deferUntilWriterCatchesUp(_ s: ClientSession) {
-        deferred.append(s)
+        deferred.append((s, EventLoop.nowNanos()))
         if deferred.count == 1 { scheduleDeferredCheck() }
     }
 
@@ -144,7 +169,12 @@ public final class ProxyServer: @unchecked Sendable {
             }
             let ready = self.deferred
             self.deferred.removeAll()
-            for s in ready { s.resumeAfterBackpressure() }
+            let now = EventLoop.nowNanos()
+            self.statsBox.withLock { stats in
+                stats.heldRequests += ready.count
+                for r in ready { stats.longestHoldSeconds = max(stats.longestHoldSeconds, Double(now &- r.since) / 1e9) }
+            }
+            for r in ready { r.session.resumeAfterBackpressure() }
         }
     }
 
@@ -153,6 +183,14 @@ public final class ProxyServer: @unchecked Sendable {
     func sessionEnded(_ s: ClientSession) {
         sessions.removeValue(forKey: ObjectIdentifier(s))
         writer?.submit(.connectionClosed(id: s.id, at: wallNow()))
+    }
+
+    /// Counts a request slowed by `seconds` of pacing.
+    func paced(_ seconds: Double) {
+        statsBox.withLock { s in
+            s.pacedRequests += 1
+            s.pacingSeconds += seconds
+        }
     }
 
     /// Hands a finished exchange to the writer; decoding, masking and 3DS parsing happen on its thread.

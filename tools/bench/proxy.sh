@@ -123,4 +123,7 @@ for c in 16 1; do
   done
 done
 echo "-- session file: $stored of $expected requests recorded ($(du -h "$work/bench.3dstape" | cut -f1))"
+# What the writer's backpressure cost the traffic over all of 3dstape's runs, as its own summary says (no line: nothing).
+bp=$(grep -h "session writer fell behind" "$work/tape.log" | sed 's/^3dstape: //' || true)
+echo "-- 3dstape's backpressure: ${bp:-no request waited for the session writer}"
 [ "$stored" -ge "$expected" ] && echo "no exchange missing" || { echo "MISSING EXCHANGES"; exit 1; }

@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+import TapCore
+import TapCrypto
+import TapHTTPService
+import TapNet
+import TapProxy
+import TapSQLite
+import TapStore
+
+/// The recorder's backpressure end to end on loopback: with the session file locked by another connection the
+/// writer falls behind, requests are first paced and then held until it catches up, and the proxy counts both,
+/// says so in its summary and notes it in the session.
+@Suite struct ProxyBackpressureTests {
+    @Test func pacedAndHeldRequestsAreCountedAndNoted() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-backpressure-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s.3dstape").path
+
+        let stack = try ServiceStack.background("3dstape-test-backpressure")
+        let upstream = HTTPServer(loop: stack.loop) { _, _, respond in respond(.json(Array(#"{"messageType":"ARes"}"#.utf8))) }
+        let up = try upstream.start(on: HostPort(host: "127.0.0.1", port: 0))
+        let writer = try SessionWriter(path: path, meta: [("label", "backpressure")])
+        let config = ProxyConfiguration(mode: .reverse(UpstreamURL("http://\(up)")!), upstreamTLS: try TLSContext(clientRoots: []), interceptTLS: nil)
+        let proxy = ProxyServer(loop: stack.loop, config: config, writer: writer)
+        proxy.writerBacklogLimit = 8 // pacing from 2 waiting events, holding above 8 (each request here is 3: open, exchange, close)
+        let address = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { proxy.shutdown(); upstream.stop() }
+        stack.finally { writer.close() }
+        stack.start()
+
+        // Another process's exclusive transaction: the writer cannot commit while it lasts.
+        let other = try Database(path: path)
+        try other.execute("BEGIN EXCLUSIVE")
+        let count = 10
+        let done = DispatchSemaphore(value: 0)
+        let statuses = Locked<[Int]>([])
+        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 30)
+        let url = HTTPURL("http://\(address)/ds/areq")!
+        DispatchQueue.global().async {
+            for i in 0..<count {
+                let status = (try? client.send("POST", url, headers: [("Content-Type", "application/json")],
+                                               body: Array(#"{"messageType":"AReq","n":\#(i)}"#.utf8)).head.status) ?? 0
+                statuses.withLock { $0.append(status) }
+            }
+            done.signal()
+        }
+        // Until the requests stop getting through: the writer's backlog is at the limit and the next one is held.
+        var seen = -1
+        while statuses.withLock({ $0.count }) != seen {
+            seen = statuses.withLock { $0.count }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        #expect(seen < count, "some requests wait for the writer while the file is locked")
+        try other.execute("COMMIT")
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        let stats = proxy.stats
+        stack.stop()
+
+        #expect(statuses.withLock { $0 } == Array(repeating: 200, count: count))
+        #expect(stats.pacedRequests >= 1 && stats.pacingSeconds > 0, "\(stats)")
+        #expect(stats.heldRequests >= 1 && stats.longestHoldSeconds >= 0.4, "\(stats)")
+        let summary = try #require(stats.backpressureSummary)
+        #expect(summary.contains("requests waited") && summary.contains("held until it caught up"), "\(summary)")
+        let reader = try Database(path: path, mode: .readOnly)
+        #expect(try reader.query("SELECT count(*) FROM exchanges")[0][0].integer == Int64(count))
+        let notes = try reader.query("SELECT detail FROM events WHERE kind = 'backpressure'")
+        #expect(notes.count == 1 && notes.first?.first?.text == summary)
+    }
+
+    @Test func noSummaryWhenNothingWaited() {
+        #expect(ProxyStats().backpressureSummary == nil)
+    }
+}
