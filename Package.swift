@@ -93,7 +93,7 @@ let package = Package(
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
                                                           "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
-        .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
+        .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "TapHTTPService", "TapNet", "TapSQLite"]),
         .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapSQLite", "TapCore"]),
         .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
         .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore"]),

@@ -82,6 +82,7 @@ struct ReplayCommand: Command {
         stack.runUntilSignal()
         let c = replayer.counts
         io.err("\nstopped: \(c.answered) answered, \(c.missed) missed, \(c.aborted) clients gave up, \(c.rreqs) RReqs sent; session: \(out)")
+        if let line = replayer.writerWaitSummary { io.err(line) }
         return writer.writeError == nil ? 0 : 1
     }
 

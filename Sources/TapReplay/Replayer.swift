@@ -52,12 +52,29 @@ public final class Replayer: @unchecked Sendable {
         var record: ExchangeRecord
         var annotation: ReplayAnnotation
         var startedNanos: UInt64
+        /// When the answer, due, began to wait for the session writer.
+        var heldSince: UInt64?
     }
 
-    /// True while the session writer has more than 2048 events or 32 MiB of bodies waiting (the recorder's limits).
+    /// Session-writer backlog (events) above which due answers wait, as the recorder's requests do.
+    public var writerBacklogLimit = 2048
+
+    /// True while the session writer has more than `writerBacklogLimit` events or 32 MiB of bodies waiting.
     var writerIsBehind: Bool {
         guard let writer else { return false }
-        return writer.backlog > 2048 || writer.backlogBytes > 32 << 20
+        return writer.backlog > writerBacklogLimit || writer.backlogBytes > 32 << 20
+    }
+
+    /// Answers that waited for the session writer past their scheduled delay, and the longest such wait.
+    public private(set) var writerWaits = (answers: 0, longestSeconds: 0.0)
+
+    private var notedWriterWaits = false
+
+    /// One sentence on the answers the session writer made late, or nil when it made none late.
+    public var writerWaitSummary: String? {
+        guard writerWaits.answers > 0 else { return nil }
+        return "the session writer fell behind: \(writerWaits.answers) answers waited for it past their scheduled delay (the longest "
+            + "\(String(format: "%.1f", writerWaits.longestSeconds * 1000)) ms); each exchange's actual delay in the replay session includes its wait"
     }
 
     /// The pseudo-connection RReqs are recorded on (the replayer as the ACS calling the 3DS Server).
@@ -99,6 +116,11 @@ public final class Replayer: @unchecked Sendable {
 
     /// Stops serving (on the loop's thread).
     public func stop() {
+        // The replay session says so too when the writer made answers late.
+        if let line = writerWaitSummary, !notedWriterWaits {
+            notedWriterWaits = true
+            writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "backpressure", detail: line))
+        }
         servers.forEach { $0.stop() }
         servers.removeAll()
     }
@@ -141,8 +163,13 @@ public final class Replayer: @unchecked Sendable {
             // Backpressure: while the session writer is behind, answers wait (and so do the clients' next requests),
             // so that memory stays bounded instead of queueing every exchange (1.3 GB under wrk before this).
             if self.writerIsBehind {
+                if self.pending[peer]?.heldSince == nil { self.pending[peer]?.heldSince = EventLoop.nowNanos() }
                 self.pending[peer]?.timer = self.loop.schedule(after: 0.001, send)
                 return
+            }
+            if let since = self.pending[peer]?.heldSince {
+                self.writerWaits.answers += 1
+                self.writerWaits.longestSeconds = max(self.writerWaits.longestSeconds, Double(EventLoop.nowNanos() &- since) / 1e9)
             }
             self.pending[peer] = nil
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6

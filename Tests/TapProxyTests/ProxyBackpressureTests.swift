@@ -46,11 +46,16 @@ import TapStore
             }
             done.signal()
         }
-        // Until the requests stop getting through: the writer's backlog is at the limit and the next one is held.
-        var seen = -1
-        while statuses.withLock({ $0.count }) != seen {
-            seen = statuses.withLock { $0.count }
-            Thread.sleep(forTimeInterval: 0.5)
+        // Until the requests stop coming, the writer's backlog past the limit and the next one waiting (after at least 3
+        // answers: a slow start under ThreadSanitizer is no stall); the file stays locked while one waits, so a whole
+        // second without progress costs nothing.
+        var seen = 0
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            Thread.sleep(forTimeInterval: 1)
+            let now = statuses.withLock { $0.count }
+            if now >= 3, now == seen { break }
+            seen = now
         }
         #expect(seen < count, "some requests wait for the writer while the file is locked")
         try other.execute("COMMIT")
