@@ -67,9 +67,12 @@ public final class SessionWriter: Sendable {
         // 16 KiB pages: a typical exchange row (a few KB of bodies) fits in its leaf page, where 4 KiB pages spilled it
         // into overflow pages (more WAL frames and write calls per exchange; same file size). An earlier trial blamed
         // 16 KiB pages for late replay answers, but a stray process on the benchmark's second core made that noise;
-        // with it gone the replayer's timing is the same with either size. Checkpoints every 16 MiB of WAL.
+        // with it gone the replayer's timing is the same with either size.
+        // Checkpoints every 4 MiB of WAL: the commit that runs one copies the whole WAL into the file, and at 16 MiB
+        // such commits took 9-27 ms (against under 1 ms for 256 exchanges), long enough for the replayer's answers to
+        // wait up to 11-19 ms for the writer at 28k req/s; at 4 MiB, 4-6 ms. The pages copied are the same in all.
         try db.execute("PRAGMA page_size=\(SessionWriter.pageSize); PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
-                       + "PRAGMA wal_autocheckpoint=\((16 << 20) / SessionWriter.pageSize); PRAGMA foreign_keys=ON;")
+                       + "PRAGMA wal_autocheckpoint=\(SessionWriter.checkpointBytes / SessionWriter.pageSize); PRAGMA foreign_keys=ON;")
         try db.transaction { try SessionSchema.create(in: db, meta: meta) }
         if let maxBytes { try db.execute("PRAGMA max_page_count=\(max(maxBytes / SessionWriter.pageSize, 16))") }
         let box = DatabaseBox(db)
@@ -93,6 +96,8 @@ public final class SessionWriter: Sendable {
 
     /// The session file's page size (see `init`).
     static let pageSize = 16384
+    /// WAL bytes after which a commit checkpoints them into the file (see `init`).
+    static let checkpointBytes = 4 << 20
 
     /// Events that wake the writer at once.
     public static let batchSize = 128
