@@ -163,6 +163,9 @@ printf '   %-22s %9s %8s %8s %7s\n' "nginx (static ARes)" "$nrps" "$np50" "$np99
 printf '   %-22s %9s %8s %8s %7s\n' "3dstape replay" "$rrps" "$rp50" "$rp99" "$rbad"
 echo "   ratio $(python3 -c "print(f'{$ratio_median:.2f}x')") nginx, median of three alternated rounds ($(python3 -c "print(' '.join(f'{float(x):.2f}' for x in '$ratio_all'.split()))")) (target >= 0.3x)"
 echo "   replay session: $answered answered, $misses misses; answer starts $check"
+# Answers the session writer made wait (all three rounds), as the replayer's own summary says (no line: none waited).
+wl=$(grep -h "session writer fell behind" "$work/rep2.log" || true)
+echo "   writer: ${wl:-no answer waited for the session writer}"
 echo "-- 3. app-channel challenge flows (AReq + 2 CReq/CRes, fresh keys), 3 rounds of $nflows flows, Python SDK with 4 workers;"
 echo "   each round followed by openssl speed (1 s): keygen + ECDH + PS256 sign = 2 ECDH + 1 RSA-2048 signature"
 python3 - "$tck" "${flow_rounds[@]}" <<'PY'
