@@ -30,7 +30,7 @@ public struct ProxyStats: Sendable {
                          + "(\(String(format: "%.1f", pacingSeconds * 1000)) ms in all)")
         }
         if heldRequests > 0 {
-            parts.append("\(heldRequests) \(heldRequests == 1 ? "was" : "were") held until it caught up (the longest \(String(format: "%.1f", longestHoldSeconds * 1000)) ms)")
+            parts.append("\(heldRequests)\(pacedRequests == 0 ? " of \(exchanges) requests" : "") \(heldRequests == 1 ? "was" : "were") held until it caught up (the longest \(String(format: "%.1f", longestHoldSeconds * 1000)) ms)")
         }
         return "the session writer fell behind the traffic: " + parts.joined(separator: " and ")
             + "; each wait came before the request was forwarded, so the recorded upstream timings are not affected"

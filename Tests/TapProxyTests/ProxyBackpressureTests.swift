@@ -74,7 +74,17 @@ import TapStore
         #expect(notes.count == 1 && notes.first?.first?.text == summary)
     }
 
-    @Test func noSummaryWhenNothingWaited() {
-        #expect(ProxyStats().backpressureSummary == nil)
+    @Test func theSummarySaysOnlyWhatHappened() {
+        var stats = ProxyStats()
+        #expect(stats.backpressureSummary == nil, "nothing waited")
+        stats.exchanges = 40
+        stats.heldRequests = 2
+        stats.longestHoldSeconds = 0.0125
+        #expect(stats.backpressureSummary?.hasPrefix("the session writer fell behind the traffic: 2 of 40 requests were held until it caught up (the longest 12.5 ms);") == true,
+                "\(stats.backpressureSummary ?? "")")
+        stats.pacedRequests = 4
+        stats.pacingSeconds = 0.002
+        #expect(stats.backpressureSummary?.contains("4 of 40 requests waited 0.500 ms on average (2.0 ms in all) and 2 were held") == true,
+                "\(stats.backpressureSummary ?? "")")
     }
 }
