@@ -7,6 +7,7 @@ import TapNet
 import TapProxy
 import TapSQLite
 import TapStore
+import TapTestSupport
 
 /// The recorder's backpressure end to end on loopback: with the session file locked by another connection the
 /// writer falls behind, requests are first paced and then held until it catches up, and the proxy counts both,
@@ -30,40 +31,16 @@ import TapStore
         stack.finally { writer.close() }
         stack.start()
 
-        // Another process's exclusive transaction: the writer cannot commit while it lasts.
-        let other = try Database(path: path)
-        try other.execute("BEGIN EXCLUSIVE")
+        // Another process's exclusive transaction keeps the writer from committing until the requests stall.
         let count = 10
-        let done = DispatchSemaphore(value: 0)
-        let statuses = Locked<[Int]>([])
-        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 30)
-        let url = HTTPURL("http://\(address)/ds/areq")!
-        DispatchQueue.global().async {
-            for i in 0..<count {
-                let status = (try? client.send("POST", url, headers: [("Content-Type", "application/json")],
-                                               body: Array(#"{"messageType":"AReq","n":\#(i)}"#.utf8)).head.status) ?? 0
-                statuses.withLock { $0.append(status) }
-            }
-            done.signal()
-        }
-        // Until the requests stop coming, the writer's backlog past the limit and the next one waiting (after at least 3
-        // answers: a slow start under ThreadSanitizer is no stall); the file stays locked while one waits, so a whole
-        // second without progress costs nothing.
-        var seen = 0
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            Thread.sleep(forTimeInterval: 1)
-            let now = statuses.withLock { $0.count }
-            if now >= 3, now == seen { break }
-            seen = now
-        }
-        #expect(seen < count, "some requests wait for the writer while the file is locked")
-        try other.execute("COMMIT")
-        #expect(done.wait(timeout: .now() + 30) == .success)
+        let load = try LockedSessionLoad.run(sessionPath: path, url: HTTPURL("http://\(address)/ds/areq")!, count: count,
+                                             minimumBeforeStall: 3) { Array(#"{"messageType":"AReq","n":\#($0)}"#.utf8) }
+        #expect(load.answeredWhileLocked < count, "some requests wait for the writer while the file is locked")
+        #expect(load.completed)
         let stats = proxy.stats
         stack.stop()
 
-        #expect(statuses.withLock { $0 } == Array(repeating: 200, count: count))
+        #expect(load.statuses == Array(repeating: 200, count: count))
         #expect(stats.pacedRequests >= 1 && stats.pacingSeconds > 0, "\(stats)")
         #expect(stats.heldRequests >= 1 && stats.longestHoldSeconds >= 0.4, "\(stats)")
         let summary = try #require(stats.backpressureSummary)

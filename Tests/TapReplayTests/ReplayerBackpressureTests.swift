@@ -7,6 +7,7 @@ import TapNet
 import TapSQLite
 @testable import TapReplay
 import TapStore
+import TapTestSupport
 
 /// The replayer's backpressure on loopback: with its session file locked by another connection the writer falls
 /// behind and due answers wait for it; the replayer counts them, says so and notes it in the replay session.
@@ -27,40 +28,16 @@ import TapStore
         stack.finally { writer.close() }
         stack.start()
 
-        // Another process's exclusive transaction: the writer cannot commit while it lasts.
-        let other = try Database(path: path)
-        try other.execute("BEGIN EXCLUSIVE")
+        // Another process's exclusive transaction keeps the writer from committing until the answers stall.
         let count = 8
-        let done = DispatchSemaphore(value: 0)
-        let statuses = Locked<[Int]>([])
-        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 30)
-        let url = HTTPURL("http://\(address)/not/recorded")!
-        DispatchQueue.global().async {
-            for i in 0..<count {
-                let status = (try? client.send("POST", url, headers: [("Content-Type", "application/json")],
-                                               body: Array(#"{"n":\#(i)}"#.utf8)).head.status) ?? 0
-                statuses.withLock { $0.append(status) }
-            }
-            done.signal()
-        }
-        // Until the answers stop coming, the writer's backlog past the limit and the next one waiting (after at least 2
-        // answers: a slow start under ThreadSanitizer is no stall); the file stays locked while one waits, so a whole
-        // second without progress costs nothing.
-        var seen = 0
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            Thread.sleep(forTimeInterval: 1)
-            let now = statuses.withLock { $0.count }
-            if now >= 2, now == seen { break }
-            seen = now
-        }
-        #expect(seen < count, "some answers wait for the writer while the file is locked")
-        try other.execute("COMMIT")
-        #expect(done.wait(timeout: .now() + 30) == .success)
+        let load = try LockedSessionLoad.run(sessionPath: path, url: HTTPURL("http://\(address)/not/recorded")!, count: count,
+                                             minimumBeforeStall: 2) { Array(#"{"n":\#($0)}"#.utf8) }
+        #expect(load.answeredWhileLocked < count, "some answers wait for the writer while the file is locked")
+        #expect(load.completed)
         stack.stop()
 
         // Misses (the session has no such exchange) are answered, and recorded, like any answer.
-        #expect(statuses.withLock { $0 } == Array(repeating: 404, count: count))
+        #expect(load.statuses == Array(repeating: 404, count: count))
         #expect(replayer.writerWaits.answers >= 1 && replayer.writerWaits.longestSeconds >= 0.4, "\(replayer.writerWaits)")
         let summary = try #require(replayer.writerWaitSummary)
         let reader = try Database(path: path, mode: .readOnly)
