@@ -72,9 +72,12 @@ struct ShowCommand: Command {
         case let other: throw InvalidArguments("--profile \(other): expected emv, pxp or trustpayments")
         }
         if args.value("jwt-secret") != nil { throw InvalidArguments("--jwt-secret goes with --profile trustpayments") }
+        let events = try reader.events()
         if args.has("json") {
             io.out(JSON.object([("file", .string(path)), ("meta", .object(reader.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
-                                ("exchanges", .array(all.map(ExchangeJSON.summary)))]).pretty)
+                                ("exchanges", .array(all.map(ExchangeJSON.summary))),
+                                ("events", .array(events.map { .object([("at", .number(String(format: "%.6f", $0.at))), ("kind", .string($0.kind)),
+                                                                        ("detail", .string($0.detail))]) }))]).pretty)
             return 0
         }
         let m = reader.meta
@@ -93,6 +96,12 @@ struct ShowCommand: Command {
         }
         io.out(Table.render(rows))
         io.out("\(all.count) exchanges; '3dstape show \(path) --exchange N' for one in full")
+        if !events.isEmpty {
+            // Events by kind (their rows: sqlite3, or --json); the writer's backpressure in full, since it bears on every timing above.
+            let kinds = Dictionary(grouping: events, by: \.kind).map { "\($0.value.count) \($0.key)" }.sorted()
+            io.out("events: " + kinds.joined(separator: ", ") + " ('--json' lists them)")
+            for e in events where e.kind == "backpressure" { io.out(io.red("! " + e.detail)) }
+        }
         return 0
     }
 

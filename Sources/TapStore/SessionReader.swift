@@ -130,6 +130,13 @@ public final class SessionReader {
         return try readExchanges(whereClause: "WHERE e.id IN (\(ids.map { String($0) }.joined(separator: ",")))", [])
     }
 
+    /// The session's events (what is not an exchange: refusals, key-substitution decisions, backpressure), in order.
+    public func events() throws -> [SessionNote] {
+        try db.query("SELECT at, kind, detail FROM events ORDER BY at, id").map {
+            SessionNote(at: $0[0].real ?? 0, kind: $0[1].text ?? "", detail: $0[2].text ?? "")
+        }
+    }
+
     /// Connection details by id.
     public func connections() throws -> [Int64: (client: String, tls: String?, sni: String?, alpn: String?)] {
         var out: [Int64: (String, String?, String?, String?)] = [:]
@@ -240,4 +247,11 @@ public final class SessionReader {
         return SessionSummary(path: path, label: meta["label"] ?? "", created: meta["created_at"] ?? "", exchanges: count,
                               transactions: tx.count, outcome: outcome.isEmpty ? "-" : outcome, durationSeconds: duration)
     }
+}
+
+/// One row of a session's `events` table.
+public struct SessionNote: Sendable, Equatable {
+    public var at: Double
+    public var kind: String
+    public var detail: String
 }

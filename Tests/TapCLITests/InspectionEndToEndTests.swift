@@ -37,6 +37,26 @@ import TapCore
         #expect(rules.status == 0 && rules.stdout.contains("AReq.sdkEphemPubKey") && rules.stdout.contains("tx.sdk-counter"))
     }
 
+    /// `show` lists a session's events by kind and prints the writer's backpressure in full; `--json` carries them.
+    @Test func showSaysWhatTheEventsAre() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("sample-reverse.3dstape").path
+        let before = try CLIRunner.run(["show", file])
+        #expect(before.status == 0 && !before.stdout.contains("events:"), "the sample has no events")
+        let line = "the session writer fell behind the traffic: 3 of 9 requests waited 0.500 ms on average (1.5 ms in all)"
+        _ = try sh(["sqlite3", file, "INSERT INTO events(at, kind, detail) VALUES (1790000000.5, 'rejected', 'x: 400 bad'), "
+                    + "(1790000001.5, 'rejected', 'y: 431 big'), (1790000002.5, 'backpressure', '\(line)')"])
+        let after = try CLIRunner.run(["show", file])
+        #expect(after.status == 0)
+        #expect(after.stdout.contains("events: 1 backpressure, 2 rejected ('--json' lists them)"), "\(after.stdout)")
+        #expect(after.stdout.contains("! " + line))
+        let json = try JSON.parse(try CLIRunner.run(["show", file, "--json"]).stdout)
+        guard case let .array(events)? = json["events"] else { Issue.record("no events in --json"); return }
+        #expect(events.map { $0["kind"]?.stringValue ?? "" } == ["rejected", "rejected", "backpressure"])
+        #expect(events.last?["detail"]?.stringValue == line)
+    }
+
     @Test func exportHARImportItAndDiffGivesNoDifferences() throws {
         let dir = try Self.workspace()
         defer { try? FileManager.default.removeItem(at: dir) }
