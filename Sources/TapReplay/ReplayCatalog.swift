@@ -36,6 +36,8 @@ public struct ReplayCatalog: Sendable {
         public let matchKey: AReqKey
         /// The acsURL of the recorded acsSignedContent (app challenges), read once.
         public let acsURL: String?
+        /// The recorded AReq's URLs a live one replaces (notificationURL, threeDSServerURL), read once.
+        public let liveURLFields: [(key: String, recorded: String)]
         /// The recorded ARes serialised once, open where a replay writes something else (`answerTemplate`).
         public internal(set) var aresTemplate: JSONTemplate?
 
@@ -60,6 +62,7 @@ public struct ReplayCatalog: Sendable {
             self.aresJSON = aresJSON
             matchKey = AReqKey(areqJSON)
             acsURL = aresJSON?["acsSignedContent"]?.stringValue.flatMap { try? ACSSignedContent(unverified: $0).acsURL }
+            liveURLFields = ["notificationURL", "threeDSServerURL"].compactMap { k in areqJSON[k]?.stringValue.map { (k, $0) } }
         }
     }
 

@@ -151,16 +151,16 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         flowUses[f] += 1
         let flow = catalog.flows[f]
-        let x = catalog.exchanges[flow.areq]
+        let recordedID = catalog.exchanges[flow.areq].id
         // IDs: the live ones echoed, the ACS's and DS's fresh from the seed.
-        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(flowUses[f]))
+        var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: recordedID), index: UInt64(flowUses[f]))
         var map: [(String, String)] = []
         for key in ["threeDSServerTransID", "sdkTransID"] {
             if let r = flow.ids[key], let l = areq[key]?.stringValue { map.append((r, l)) }
         }
         for key in ["acsTransID", "dsTransID"] { if let r = flow.ids[key] { map.append((r, rng.uuid())) } }
-        for key in ["notificationURL", "threeDSServerURL"] {
-            if let r = flow.areqJSON[key]?.stringValue, let l = areq[key]?.stringValue, r != l { map.append((r, l)) }
+        for (key, r) in flow.liveURLFields {
+            if let l = areq[key]?.stringValue, r != l { map.append((r, l)) }
         }
         // Servers the recording reached (the ACS) are written as the replayer's address for clients pointed at it directly.
         if !req.viaProxy || options.publicURL != nil {
@@ -169,7 +169,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         let lf = LiveFlow(flow: f, map: map, threeDSServerURL: areq["threeDSServerURL"]?.stringValue)
         guard let recordedARes = flow.aresJSON else {
-            return miss(req, detail: "recorded exchange #\(x.id) has no ARes to replay", erroCode: "305", about: "AReq", message: areq.tree)
+            return miss(req, detail: "recorded exchange #\(recordedID) has no ARes to replay", erroCode: "305", about: "AReq", message: areq.tree)
         }
         let aresType = recordedARes["messageType"]?.stringValue ?? "ARes"
         var note = "AReq: version, channel, category, card, order"
