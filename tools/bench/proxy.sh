@@ -16,7 +16,7 @@ root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"
 work="$(mktemp -d /tmp/3dstape-bench.XXXXXX)"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
 command -v wrk >/dev/null && command -v nginx >/dev/null || {

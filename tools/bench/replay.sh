@@ -18,7 +18,7 @@ root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"; count="${2:-1000}"; nflows="${3:-300}"
 work="$(mktemp -d /tmp/3dstape-replay-bench.XXXXXX)"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 command -v wrk >/dev/null && command -v nginx >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx >/dev/null; }
