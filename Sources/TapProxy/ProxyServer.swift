@@ -131,7 +131,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
     }
 
-    var writerIsBehind: Bool { (writer?.backlog ?? 0) > writerBacklogLimit || (writer?.backlogBytes ?? 0) > writerBacklogByteLimit }
+    var writerIsBehind: Bool { writer?.isBehind(eventLimit: writerBacklogLimit) ?? false }
 
     /// How long a new request waits before it is handled while the writer's backlog is between a quarter of the
     /// limit and the limit: 0 below, rising linearly to `maxPacingDelay` at the limit. Traffic faster than the
@@ -148,9 +148,8 @@ public final class ProxyServer: @unchecked Sendable {
     /// The pacing delay at the backlog limit.
     static let maxPacingDelay = 0.002
 
-    /// Body bytes waiting for the writer beyond which new requests wait too (hardening: 60 uploads of 15 MiB once
-    /// held 1 GB while the event count stayed low).
-    let writerBacklogByteLimit = 32 << 20
+    /// Body bytes waiting for the writer beyond which new requests wait too (see `SessionWriter.backlogByteLimit`).
+    let writerBacklogByteLimit = SessionWriter.backlogByteLimit
 
     /// Parks a session until the writer's backlog falls below 7/8 of the limit (a small step, so that
     /// each pause is short: about 256 exchanges of writer time).

@@ -59,11 +59,8 @@ public final class Replayer: @unchecked Sendable {
     /// Session-writer backlog (events) above which due answers wait, as the recorder's requests do.
     public var writerBacklogLimit = 2048
 
-    /// True while the session writer has more than `writerBacklogLimit` events or 32 MiB of bodies waiting.
-    var writerIsBehind: Bool {
-        guard let writer else { return false }
-        return writer.backlog > writerBacklogLimit || writer.backlogBytes > 32 << 20
-    }
+    /// True while the session writer has more than `writerBacklogLimit` events or its byte limit of bodies waiting.
+    var writerIsBehind: Bool { writer?.isBehind(eventLimit: writerBacklogLimit) ?? false }
 
     /// Answers that waited for the session writer past their scheduled delay, and the longest such wait.
     public private(set) var writerWaits = (answers: 0, longestSeconds: 0.0)

@@ -120,6 +120,14 @@ public final class SessionWriter: Sendable {
     /// Body bytes held by the events in `backlog`: a few large uploads weigh more than many small exchanges.
     public var backlogBytes: Int { queuedBytes.load(ordering: .relaxed) }
 
+    /// Body bytes waiting beyond which the writer counts as behind whatever the event count (hardening: 60 uploads of
+    /// 15 MiB once held 1 GB while the event count stayed low).
+    public static let backlogByteLimit = 32 << 20
+
+    /// Whether more than `eventLimit` events, or more than `backlogByteLimit` body bytes, wait: the point at which the
+    /// recorder stops taking requests and the replayer holds answers.
+    public func isBehind(eventLimit: Int) -> Bool { backlog > eventLimit || backlogBytes > SessionWriter.backlogByteLimit }
+
     /// Exchanges committed to the file so far.
     public var exchangesWritten: Int { written.load(ordering: .relaxed) }
 
