@@ -9,7 +9,14 @@ import TapStore
 
 /// A sandbox (and optionally the recording proxy) on a loop thread, with client certificates on disk.
 final class SandboxHarness {
-    static let keysDirectory: String = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sandbox-keys-\(getpid())").path
+    /// The test process's key directories (this one and its "-identity" sibling), removed when the process exits: one
+    /// pair per `swift test` run was left in the temporary directory before.
+    static let keysDirectory: String = {
+        atexit {
+            for suffix in ["", "-identity"] { try? FileManager.default.removeItem(atPath: SandboxHarness.keysDirectory + suffix) }
+        }
+        return FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-sandbox-keys-\(getpid())").path
+    }()
     /// Made once per test process (suites run in parallel; Swift initialises a static exactly once).
     static let keys: SandboxKeys = try! SandboxKeys.loadOrCreate(in: keysDirectory)
     /// 3dstape's own test DS identity for key substitution (a second key set).

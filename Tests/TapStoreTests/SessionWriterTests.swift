@@ -18,10 +18,15 @@ import TapEMV
         func add(_ s: String) { lines.withLock { $0.append(s) } }
     }
 
+    /// A session path in a directory of its own; `removeTemp` deletes that directory (each test's `defer`).
     static func tempPath() throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-writer-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return dir.appendingPathComponent("s.3dstape").path
+    }
+
+    static func removeTemp(_ path: String) {
+        try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
     }
 
     static func exchange(_ n: Int, body: Int) -> SessionEvent {
@@ -47,6 +52,7 @@ import TapEMV
 
     @Test func aFullFileStopsRecordingOnceAndStaysValid() throws {
         let path = try Self.tempPath()
+        defer { Self.removeTemp(path) }
         let problems = Problems()
         let writer = try SessionWriter(path: path, meta: [("label", "full")], maxBytes: 256 << 10, onProblem: problems.add)
         writer.submit(Self.opened())
@@ -63,6 +69,7 @@ import TapEMV
 
     @Test func aDeletedFileIsNoticed() throws {
         let path = try Self.tempPath()
+        defer { Self.removeTemp(path) }
         let problems = Problems()
         let writer = try SessionWriter(path: path, meta: [("label", "deleted")], onProblem: problems.add)
         writer.submit(Self.opened())
@@ -79,6 +86,7 @@ import TapEMV
 
     @Test func aLockedFileMakesEventsWaitAndThenWritesThem() throws {
         let path = try Self.tempPath()
+        defer { Self.removeTemp(path) }
         let problems = Problems()
         let writer = try SessionWriter(path: path, meta: [("label", "locked")], onProblem: problems.add)
         writer.submit(Self.opened())
@@ -101,6 +109,7 @@ import TapEMV
     /// killed) answers the same queries, and `decrypt` adds it.
     @Test func theTransactionIndexIsBuiltWhenRecordingEnds() throws {
         let path = try Self.tempPath()
+        defer { Self.removeTemp(path) }
         let writer = try SessionWriter(path: path, meta: [("label", "index")])
         writer.submit(Self.opened())
         for i in 0..<3 {
