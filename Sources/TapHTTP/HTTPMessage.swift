@@ -45,6 +45,12 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     public mutating func remove(_ name: String) { fields.removeAll { $0.name.caseInsensitiveEquals(name) } }
 
+    /// Removes every field named in `names`, in one pass; fields shared with another copy are not copied when none matches.
+    public mutating func remove(anyOf names: [String]) {
+        guard fields.contains(where: { f in names.contains { f.name.caseInsensitiveEquals($0) } }) else { return }
+        fields.removeAll { f in names.contains { f.name.caseInsensitiveEquals($0) } }
+    }
+
     public mutating func replaceOrAdd(_ name: String, _ value: String) {
         if let i = fields.firstIndex(where: { $0.name.caseInsensitiveEquals(name) }) {
             fields[i].value = value

@@ -65,7 +65,10 @@ public struct HTTPParser: Sendable {
     /// True when nothing at all is buffered (between messages).
     public var isIdle: Bool { buffer.isEmpty && head == nil }
 
-    public mutating func append(_ bytes: [UInt8]) { buffer += bytes }
+    /// Adds bytes read from the connection; an empty buffer takes the array itself instead of a copy.
+    public mutating func append(_ bytes: [UInt8]) {
+        if buffer.isEmpty { buffer = bytes } else { buffer += bytes }
+    }
 
     /// The next complete request, or nil if more bytes are needed.
     public mutating func nextRequest() throws(HTTPParseError) -> HTTPRequest? {
@@ -270,11 +273,15 @@ public struct HTTPParser: Sendable {
     }
 
     func decideFraming(_ line: [String], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
-        let te = headers.tokens("Transfer-Encoding").filter { !$0.isEmpty }
-        if mode == .request, headers["Transfer-Encoding"] != nil, te.isEmpty {
+        // Most heads have one Content-Length and no Transfer-Encoding: looked for in one pass, lists made only if present.
+        var hasTE = false, lengths: [String] = []
+        for f in headers.fields {
+            if f.name.caseInsensitiveEquals("Content-Length") { lengths.append(f.value) } else if f.name.caseInsensitiveEquals("Transfer-Encoding") { hasTE = true }
+        }
+        let te = hasTE ? headers.tokens("Transfer-Encoding").filter { !$0.isEmpty } : []
+        if mode == .request, hasTE, te.isEmpty {
             throw HTTPParseError(status: 400, "empty Transfer-Encoding")
         }
-        let lengths = headers.fields.filter { $0.name.caseInsensitiveEquals("Content-Length") }.map(\.value)
         if mode == .response {
             let status = Int(line[1]) ?? 0
             if requestMethod == "HEAD" || (100...199).contains(status) || status == 204 || status == 304 { return .none }

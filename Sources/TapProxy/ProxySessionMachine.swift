@@ -225,11 +225,10 @@ struct ProxySessionMachine {
     private mutating func clientClosed(error: String?, tlsFailure: Bool, _ env: some ProxySessionEnvironment) {
         guard !closed else { return }
         closed = true
-        if var f = inFlight {
+        if var f = inFlight.take() {
             f.record.clientAbortAt = env.wallClock()
             f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
             f.record.done = env.wallClock()
-            inFlight = nil
             actions.append(.record(f.record))
         } else if let error, tlsFailure {
             actions.append(.log("client \(peer): \(error)"))
@@ -379,12 +378,12 @@ struct ProxySessionMachine {
 
         inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context)
         wait(for: .upstream, seconds: config.upstreamTimeout, env)
-        if var link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
-            link.awaiting = true
-            link.parser.requestMethod = head.method
-            link.firstByteAt = nil
-            link.requestSentAt = env.wallClock()
-            upstream = link
+        if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
+            // Changed in place: a copy of the link would share its parser's buffer, and the next read would copy it.
+            upstream!.awaiting = true
+            upstream!.parser.requestMethod = head.method
+            upstream!.firstByteAt = nil
+            upstream!.requestSentAt = env.wallClock()
             actions.append(.writeUpstream(bytes))
         } else {
             if upstream != nil { actions.append(.closeUpstream) }
@@ -397,12 +396,16 @@ struct ProxySessionMachine {
         }
     }
 
+    /// Fields that concern one connection only and are not forwarded (RFC 9110 §7.6.1, and the proxy's own).
+    static let hopByHop = ["Connection", "Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"]
+
     /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged).
     func upstreamHead(_ head: HTTPRequestHead, target: Target) -> HTTPRequestHead {
         var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
-        for h in ["Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"] { out.headers.remove(h) }
-        if config.authorization != nil, case .reverse = config.mode { out.headers.remove("Authorization") } // it was 3dstape's
-        out.headers.remove("Connection")
+        // Hop-by-hop fields, and in reverse mode with --auth the Authorization that was 3dstape's.
+        let ownAuthorization: Bool
+        if config.authorization != nil, case .reverse = config.mode { ownAuthorization = true } else { ownAuthorization = false }
+        out.headers.remove(anyOf: ownAuthorization ? Self.hopByHop + ["Authorization"] : Self.hopByHop)
         // A reverse proxy names its upstream; a forward proxy given an absolute URL replaces the client's Host with that
         // URL's authority (RFC 9112 §3.2.2), so that what is recorded is what the upstream sees. In a tunnel the
         // client's own Host goes through, and the recorded URL comes from the CONNECT target.
@@ -449,7 +452,7 @@ struct ProxySessionMachine {
     // MARK: upstream side
 
     private mutating func upstreamConnected(_ connectedAt: Double?, _ tlsDoneAt: Double?, _ env: some ProxySessionEnvironment) {
-        guard var link = upstream, !link.closed else { return }
+        guard upstream?.closed == false, var link = upstream.take() else { return }
         link.connected = true
         link.connectedAt = connectedAt
         link.tlsDoneAt = tlsDoneAt
@@ -460,7 +463,8 @@ struct ProxySessionMachine {
     }
 
     private mutating func upstreamBytes(_ bytes: [UInt8], _ env: some ProxySessionEnvironment) {
-        guard var link = upstream, !link.closed else { return }
+        // Taken out while it is changed (and put back on every path), so that its parser's buffer is not shared.
+        guard upstream?.closed == false, var link = upstream.take() else { return }
         if link.firstByteAt == nil { link.firstByteAt = env.wallClock() }
         link.parser.append(bytes)
         do {
@@ -515,8 +519,7 @@ struct ProxySessionMachine {
     }
 
     private mutating func responseReceived(_ response: HTTPResponse, firstByteAt: Double?, _ env: some ProxySessionEnvironment) {
-        guard var f = inFlight else { return }
-        inFlight = nil
+        guard var f = inFlight.take() else { return }
         holdBudget(env)
         var headers = response.head.headers
         var body = response.body
@@ -556,8 +559,7 @@ struct ProxySessionMachine {
     }
 
     private mutating func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool, _ env: some ProxySessionEnvironment) {
-        guard var f = inFlight else { return }
-        inFlight = nil
+        guard var f = inFlight.take() else { return }
         holdBudget(env)
         wait(for: .idle, seconds: config.idleTimeout, env)
         fillUpstreamTimes(&f.record)

@@ -243,4 +243,35 @@ import Testing
         q.append(bytes("\r\n"))
         #expect((try? q.nextRequest())?.head.target == "/")
     }
+
+    /// Hop-by-hop removal in one pass: every listed name goes (any case, repeated), the rest keeps its order, and a
+    /// copy that shares the fields is left as it was.
+    @Test func removingSeveralFieldsAtOnce() {
+        let original = HTTPHeaders([("Host", "x"), ("connection", "close"), ("Content-Length", "2"), ("TE", "trailers"), ("CONNECTION", "x"), ("Upgrade", "h2c")])
+        var h = original
+        h.remove(anyOf: ["Connection", "TE", "Upgrade", "Keep-Alive"])
+        #expect(h.fields.map(\.name) == ["Host", "Content-Length"])
+        #expect(original.fields.count == 6)
+        var none = original
+        none.remove(anyOf: ["Expect"])
+        #expect(none == original)
+    }
+
+    /// A body split over reads, the parser's buffer empty before each (it takes the read's array), or not.
+    @Test func appendsAfterAnEmptiedBufferKeepEveryByte() throws {
+        var p = HTTPParser(mode: .response)
+        for i in 0..<3 {
+            p.append(bytes("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"))
+            #expect(try p.nextResponse() == nil)
+            var last = bytes("cde")
+            if i == 2 { last += bytes("HTTP/1.1 204 No Content\r\n\r\n") }
+            p.append(last)
+            let r = try #require(try p.nextResponse())
+            #expect(r.body == bytes("abcde"))
+            last[0] = 0x7A // the caller's array changes after the call: the parser's copy does not
+            #expect(r.body == bytes("abcde"))
+        }
+        #expect(try p.nextResponse()?.head.status == 204)
+        #expect(p.isIdle)
+    }
 }
