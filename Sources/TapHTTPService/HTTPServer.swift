@@ -41,11 +41,14 @@ public struct HTTPReply: Sendable {
         HTTPReply(status: status, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(text.utf8))
     }
 
-    public func bytes(keepAlive: Bool) -> [UInt8] {
+    public func bytes(keepAlive: Bool) -> [UInt8] { head(keepAlive: keepAlive) + body }
+
+    /// The status line and headers (with Content-Length, and `Connection: close` when the connection ends after it).
+    public func head(keepAlive: Bool) -> [UInt8] {
         var h = HTTPHeaders(headers)
         h.replaceOrAdd("Content-Length", String(body.count))
         if !keepAlive { h.replaceOrAdd("Connection", "close") }
-        return HTTPResponseHead(status: status, headers: h).bytes + body
+        return HTTPResponseHead(status: status, headers: h).bytes
     }
 }
 
@@ -294,7 +297,7 @@ private final class ServerConnection: ConnectionDelegate {
             self.busy = false // answered (even by a fault): a close from here on is not the client giving up
             switch reply.transport {
             case nil:
-                c.write(reply.bytes(keepAlive: keepAlive))
+                c.write(reply.head(keepAlive: keepAlive), reply.body)
                 if keepAlive { self.next() } else { c.close(afterFlush: true) }
             case .close?:
                 c.close()

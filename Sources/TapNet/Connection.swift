@@ -141,6 +141,45 @@ public final class Connection: EventHandler {
         }
     }
 
+    /// Queues `head` then `body` (a message's head and its body): on a plain socket with nothing queued, both go in one
+    /// `sendmsg` from where they lie, without first being joined into one array.
+    public func write(_ head: [UInt8], _ body: [UInt8]) {
+        guard !isClosed else { return }
+        guard tls == nil, !head.isEmpty, !body.isEmpty else {
+            write(head.isEmpty ? body : (body.isEmpty ? head : head + body)) // TLS: one record for both
+            return
+        }
+        guard outboxOffset == outbox.count, !connecting else {
+            outbox += head
+            outbox += body
+            if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
+            return
+        }
+        outbox.removeAll(keepingCapacity: true)
+        outboxOffset = 0
+        let n = head.withUnsafeBytes { h in
+            body.withUnsafeBytes { b in
+                withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { iov -> Int in
+                    iov[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress), iov_len: h.count)
+                    iov[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
+                    var message = msghdr()
+                    message.msg_iov = iov.baseAddress
+                    message.msg_iovlen = 2
+                    return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                }
+            }
+        }
+        if n == head.count + body.count { bytesOut += n; return }
+        if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
+            fail(.io(NetError.errno("send to \(peer)")))
+            return
+        }
+        let sent = max(0, n)
+        bytesOut += sent
+        outbox = sent < head.count ? Array(head[sent...]) + body : Array(body[(sent - head.count)...])
+        if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
+    }
+
     /// Closes now, or once queued bytes are sent.
     public func close(afterFlush: Bool = false) {
         guard !isClosed else { return }

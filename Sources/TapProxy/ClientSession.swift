@@ -40,7 +40,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     private func perform(_ action: ProxySessionMachine.Action) {
         switch action {
-        case let .writeClient(bytes): client.write(bytes)
+        case let .writeClient(head, body): client.write(head, body)
         case let .closeClient(afterFlush): client.close(afterFlush: afterFlush)
         case let .startClientTLS(serverName):
             do {
@@ -53,7 +53,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case .pauseClientReading: client.pauseReading()
         case .resumeClientReading: client.resumeReading()
         case let .connectUpstream(target): connectUpstream(target)
-        case let .writeUpstream(bytes): upstream?.connection?.write(bytes)
+        case let .writeUpstream(head, body): upstream?.connection?.write(head, body)
         case .closeUpstream:
             upstream?.close()
             upstream = nil

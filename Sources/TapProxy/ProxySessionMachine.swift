@@ -83,7 +83,8 @@ struct ProxySessionMachine {
 
     /// Something the driver must do.
     enum Action {
-        case writeClient([UInt8])
+        /// Bytes for the client; a message's head and body are given apart and sent together without being joined.
+        case writeClient([UInt8], then: [UInt8] = [])
         case closeClient(afterFlush: Bool)
         /// Answer a CONNECT: terminate the client's TLS with a leaf minted for this host.
         case startClientTLS(serverName: String)
@@ -91,7 +92,7 @@ struct ProxySessionMachine {
         case resumeClientReading
         /// Open a connection to this target (closing any other first); report `upstreamConnected` or `upstreamClosed`.
         case connectUpstream(Target)
-        case writeUpstream([UInt8])
+        case writeUpstream([UInt8], then: [UInt8] = [])
         case closeUpstream
         /// A finished exchange for the session writer.
         case record(ExchangeRecord)
@@ -374,7 +375,7 @@ struct ProxySessionMachine {
                 return
             }
         }
-        let bytes = out.bytes + forwardBody
+        let outHead = out.bytes
 
         inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context)
         wait(for: .upstream, seconds: config.upstreamTimeout, env)
@@ -384,13 +385,13 @@ struct ProxySessionMachine {
             upstream!.parser.requestMethod = head.method
             upstream!.firstByteAt = nil
             upstream!.requestSentAt = env.wallClock()
-            actions.append(.writeUpstream(bytes))
+            actions.append(.writeUpstream(outHead, then: forwardBody))
         } else {
             if upstream != nil { actions.append(.closeUpstream) }
             var link = Upstream(target: target, parser: HTTPParser(mode: .response, limits: config.limits))
             link.awaiting = true
             link.parser.requestMethod = head.method
-            link.pending = bytes
+            link.pending = outHead + forwardBody
             upstream = link
             actions.append(.connectUpstream(target))
         }
@@ -523,7 +524,7 @@ struct ProxySessionMachine {
         holdBudget(env)
         var headers = response.head.headers
         var body = response.body
-        var wire = response.rawHead + response.rawBody
+        var (wireHead, wireBody) = (response.rawHead, response.rawBody)
         if let ctx = f.substitution, let sub = config.substitution {
             switch sub.response(response.body, context: ctx) {
             case let .unchanged(note):
@@ -533,16 +534,17 @@ struct ProxySessionMachine {
                 headers.remove("Transfer-Encoding")
                 headers.replaceOrAdd("Content-Length", String(newBody.count))
                 body = newBody
-                wire = HTTPResponseHead(status: response.head.status, reason: response.head.reason, version: response.head.version,
-                                        headers: headers).bytes + newBody
+                wireHead = HTTPResponseHead(status: response.head.status, reason: response.head.reason, version: response.head.version,
+                                            headers: headers).bytes
+                wireBody = newBody
             case .answer:
                 break
             }
         }
         // The client gets (and the session stores) the response as the client sees it.
-        actions.append(.writeClient(wire))
+        actions.append(.writeClient(wireHead, then: wireBody))
         f.record.status = response.head.status
-        f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: wire.count)
+        f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: wireHead.count + wireBody.count)
         fillUpstreamTimes(&f.record)
         f.record.firstByte = firstByteAt
         f.record.done = env.wallClock()

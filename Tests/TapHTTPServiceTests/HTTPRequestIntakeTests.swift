@@ -105,6 +105,31 @@ import TapNet
         try d.send("CONNECT acs.test:443 HTTP/1.1\r\nHost: acs.test:443\r\n\r\n")
         #expect(try d.read(until: "}").hasPrefix("HTTP/1.1 405"))
     }
+
+    /// A reply's head and body go out in one gathered write; when the client reads late the socket takes only part of
+    /// them, and the rest follows from the connection's queue, every byte in order, before the next reply.
+    @Test func aLargeReplyReadLateArrivesWholeAndInOrder() throws {
+        let big = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) }
+        let stack = try ServiceStack.background("gathered-write-test")
+        let server = HTTPServer(loop: stack.loop) { request, _, respond in
+            respond(request.head.target == "/big" ? HTTPReply(status: 200, headers: [("Content-Type", "application/octet-stream")], body: big)
+                                                  : .json(Array("{\"small\":true}".utf8)))
+        }
+        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { server.stop() }
+        stack.start()
+        defer { stack.stop() }
+
+        let c = try RawClient(port: Int(address.port))
+        try c.send("GET /big HTTP/1.1\r\nHost: t\r\n\r\nGET /small HTTP/1.1\r\nHost: t\r\n\r\n")
+        usleep(300_000) // the server has written what the socket takes and queued the rest
+        let got = try c.readBytes(count: 200 + big.count + 200, until: Array("{\"small\":true}".utf8))
+        let headEnd = try #require(got.firstRange(of: Array("\r\n\r\n".utf8))).upperBound
+        let head = String(decoding: got[..<headEnd], as: UTF8.self)
+        #expect(head.hasPrefix("HTTP/1.1 200") && head.contains("Content-Length: \(big.count)\r\n"))
+        #expect(got.count >= headEnd + big.count && Array(got[headEnd..<(headEnd + big.count)]) == big)
+        #expect(String(decoding: got[(headEnd + big.count)...], as: UTF8.self).hasPrefix("HTTP/1.1 200"), "the second reply after the whole first")
+    }
 }
 
 /// A blocking loopback TCP client for byte-level checks (2 s receive timeout).
@@ -125,6 +150,17 @@ final class RawClient {
     func send(_ text: String) throws {
         let b = Array(text.utf8)
         guard Glibc.send(fd, b, b.count, 0) == b.count else { throw NetError("send", code: errno) }
+    }
+    /// Reads bytes until `tail` ends them (or `count` have come, the timeout, or the peer closes).
+    func readBytes(count: Int, until tail: [UInt8]) throws -> [UInt8] {
+        var got: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 1 << 16)
+        while got.count < count, !(got.count >= tail.count && Array(got.suffix(tail.count)) == tail) {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n <= 0 { break }
+            got += buf[0..<n]
+        }
+        return got
     }
     /// Reads until `marker` has arrived (or the timeout, or the peer closes).
     func read(until marker: String) throws -> String {

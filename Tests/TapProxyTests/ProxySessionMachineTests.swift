@@ -52,8 +52,8 @@ struct Harness {
 }
 
 extension Array where Element == ProxySessionMachine.Action {
-    var clientWrites: [String] { compactMap { if case let .writeClient(b) = $0 { return String(decoding: b, as: UTF8.self) }; return nil } }
-    var upstreamWrites: [String] { compactMap { if case let .writeUpstream(b) = $0 { return String(decoding: b, as: UTF8.self) }; return nil } }
+    var clientWrites: [String] { compactMap { if case let .writeClient(h, b) = $0 { return String(decoding: h + b, as: UTF8.self) }; return nil } }
+    var upstreamWrites: [String] { compactMap { if case let .writeUpstream(h, b) = $0 { return String(decoding: h + b, as: UTF8.self) }; return nil } }
     var connects: [Target] { compactMap { if case let .connectUpstream(t) = $0 { return t }; return nil } }
     var records: [ExchangeRecord] { compactMap { if case let .record(r) = $0 { return r }; return nil } }
     var closesClient: Bool { contains { if case .closeClient = $0 { return true }; return false } }
