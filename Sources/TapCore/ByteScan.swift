@@ -42,6 +42,36 @@ public enum ByteScan {
         return i
     }
 
+    /// The first index in `from..<end` holding a CR or an LF; `end` when there is none (an HTTP head's line ends).
+    @inlinable public static func lineBreak(_ u: UnsafeBufferPointer<UInt8>, from: Int, end: Int) -> Int {
+        var i = from
+        while i + 8 <= end {
+            let w = word(u, i)
+            let hit = zeroBytes(w ^ (ones &* 0x0D)) | zeroBytes(w ^ (ones &* 0x0A))
+            if hit != 0 { return i + hit.trailingZeroBitCount / 8 }
+            i += 8
+        }
+        while i < end {
+            if u[i] == 0x0D || u[i] == 0x0A { return i }
+            i += 1
+        }
+        return end
+    }
+
+    /// Whether every byte in `range` is ASCII (below 0x80).
+    @inlinable public static func isASCII(_ u: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
+        var i = range.lowerBound
+        while i + 8 <= range.upperBound {
+            if word(u, i) & highs != 0 { return false }
+            i += 8
+        }
+        while i < range.upperBound {
+            if u[i] >= 0x80 { return false }
+            i += 1
+        }
+        return true
+    }
+
     /// Whether the eight bytes at `i` (with `i + 8 <= u.count`) are all ASCII digits.
     @inlinable public static func eightDigits(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
         bytesBetween(word(u, i), above: 0x2F, below: 0x3A) == highs

@@ -170,38 +170,35 @@ public struct HTTPParser: Sendable {
     /// pieces kept (the start line's three parts, each field's name and value).
     static func parseHead(_ b: UnsafeBufferPointer<UInt8>, end: Int, mode: Mode, limits: HTTPLimits) throws(HTTPParseError) -> ParsedHead {
         let headEnd = end - 4 // where the final CRLFCRLF starts
-        var lines: [Range<Int>] = []
-        var lineStart = 0
-        var k = 0
-        while k < headEnd {
-            let c = b[k]
-            if c == 0x0D {
-                // RFC 9112 §2.2: a CR is only ever the first half of a line ending; a bare CR is refused.
-                guard k + 1 < headEnd, b[k + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
-                lines.append(lineStart..<k)
-                lineStart = k + 2
-                k += 2
-            } else if c == 0x0A {
-                throw HTTPParseError(status: 400, "bare LF in the header section")
-            } else {
-                k += 1
-            }
-        }
-        lines.append(lineStart..<headEnd)
-        let startLine = try parseStartLine(b, lines[0], mode: mode)
+        var startLine: [String]?
         var headers = HTTPHeaders()
-        headers.fields.reserveCapacity(lines.count - 1)
-        for line in lines.dropFirst() {
-            headers.fields.append(try parseField(b, line))
-            if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(status: 431, "more than \(limits.maxHeaderCount) header fields") }
+        headers.fields.reserveCapacity(12)
+        var lineStart = 0
+        while true {
+            // RFC 9112 §2.2: a CR is only ever the first half of a line ending; a bare CR or LF is refused.
+            let brk = ByteScan.lineBreak(b, from: lineStart, end: headEnd)
+            if brk < headEnd {
+                if b[brk] == 0x0A { throw HTTPParseError(status: 400, "bare LF in the header section") }
+                guard brk + 1 < headEnd, b[brk + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
+            }
+            if startLine == nil {
+                startLine = try parseStartLine(b, lineStart..<brk, mode: mode)
+            } else {
+                headers.fields.append(try parseField(b, lineStart..<brk))
+                if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(status: 431, "more than \(limits.maxHeaderCount) header fields") }
+            }
+            if brk >= headEnd { break }
+            lineStart = brk + 2
         }
-        return ParsedHead(startLine: startLine, headers: headers, headLength: end)
+        return ParsedHead(startLine: startLine ?? [], headers: headers, headLength: end)
     }
 
     /// The start line split at its first two spaces (a response's reason phrase may hold more, or be absent), checked.
     static func parseStartLine(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>, mode: Mode) throws(HTTPParseError) -> [String] {
         let bytes = UnsafeBufferPointer(rebasing: b[line])
-        guard String(validating: bytes, as: UTF8.self) != nil else { throw HTTPParseError(status: 400, "start line is not valid UTF-8") }
+        guard ByteScan.isASCII(b, line) || String(validating: bytes, as: UTF8.self) != nil else {
+            throw HTTPParseError(status: 400, "start line is not valid UTF-8")
+        }
         var parts: [Range<Int>] = []
         var from = 0
         while parts.count < 2, let sp = bytes[from...].firstIndex(of: 0x20) {
@@ -249,10 +246,15 @@ public struct HTTPParser: Sendable {
         var vs = colon + 1, ve = line.upperBound
         while vs < ve, b[vs] == 0x20 || b[vs] == 0x09 { vs += 1 }
         while ve > vs, b[ve - 1] == 0x20 || b[ve - 1] == 0x09 { ve -= 1 }
-        guard (vs..<ve).allSatisfy({ b[$0] >= 0x20 && b[$0] != 0x7F || b[$0] == 0x09 }) else {
-            throw HTTPParseError(status: 400, "control character in a header value")
+        var ascii = true
+        for k in vs..<ve {
+            let c = b[k]
+            guard c >= 0x20 && c != 0x7F || c == 0x09 else { throw HTTPParseError(status: 400, "control character in a header value") }
+            if c >= 0x80 { ascii = false }
         }
-        guard let value = String(validating: UnsafeBufferPointer(rebasing: b[vs..<ve]), as: UTF8.self) else {
+        // ASCII (nearly every value) needs no UTF-8 validation; anything else must be valid UTF-8.
+        let valueBytes = UnsafeBufferPointer(rebasing: b[vs..<ve])
+        guard let value = ascii ? String(decoding: valueBytes, as: UTF8.self) : String(validating: valueBytes, as: UTF8.self) else {
             throw HTTPParseError(status: 400, "header value is not valid UTF-8")
         }
         return (name: String(decoding: UnsafeBufferPointer(rebasing: b[line.lowerBound..<colon]), as: UTF8.self), value: value)
@@ -263,13 +265,18 @@ public struct HTTPParser: Sendable {
         try buffer.withUnsafeBufferPointer { b throws(HTTPParseError) in try HTTPParser.parseField(b, line) }
     }
 
+    /// Just past the first CRLFCRLF at or after `scanFrom - 3`, if there is one (line breaks found a word at a time).
     func findHeadEnd() -> Int? {
-        var i = max(0, scanFrom - 3)
-        while i + 3 < buffer.count {
-            if buffer[i] == 0x0D, buffer[i + 1] == 0x0A, buffer[i + 2] == 0x0D, buffer[i + 3] == 0x0A { return i + 4 }
-            i += 1
+        buffer.withUnsafeBufferPointer { b in
+            var i = max(0, scanFrom - 3)
+            while i + 3 < b.count {
+                i = ByteScan.lineBreak(b, from: i, end: b.count - 3)
+                if i + 3 >= b.count { return nil }
+                if b[i] == 0x0D, b[i + 1] == 0x0A, b[i + 2] == 0x0D, b[i + 3] == 0x0A { return i + 4 }
+                i += 1
+            }
+            return nil
         }
-        return nil
     }
 
     func decideFraming(_ line: [String], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
@@ -408,12 +415,13 @@ public struct HTTPParser: Sendable {
 }
 
 extension HTTPParser {
-    /// RFC 9110 tchar, as a lookup over bytes.
-    static let tokenTable: [Bool] = (0..<256).map { b in
-        guard b > 32, b < 127 else { return false }
-        return !Array("\"(),/:;<=>?@[\\]{}".utf8).contains(UInt8(b))
+    /// RFC 9110 tchar: visible ASCII but for the delimiters `"(),/:;<=>?@[\]{}`, as two 64-bit masks (bytes 0-63 and
+    /// 64-127; the test compares them with the definition byte by byte).
+    static let tokenMaskLow: UInt64 = 0x03FF_6CFA_0000_0000
+    static let tokenMaskHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+    @inline(__always) static func isToken(_ b: UInt8) -> Bool {
+        b < 64 ? tokenMaskLow >> b & 1 == 1 : (b < 128 && tokenMaskHigh >> (b - 64) & 1 == 1)
     }
-    @inline(__always) static func isToken(_ b: UInt8) -> Bool { tokenTable[Int(b)] }
 }
 
 extension Character {

@@ -274,4 +274,26 @@ import Testing
         #expect(try p.nextResponse()?.head.status == 204)
         #expect(p.isIdle)
     }
+
+    /// The token masks say exactly what RFC 9110's tchar says, for every byte.
+    @Test func tokenMasksMatchTheDefinition() {
+        let delimiters = Array("\"(),/:;<=>?@[\\]{}".utf8)
+        for b in 0...255 {
+            let byte = UInt8(b)
+            #expect(HTTPParser.isToken(byte) == (b > 32 && b < 127 && !delimiters.contains(byte)), "byte \(b)")
+        }
+    }
+
+    /// The head's end is found wherever it falls against the word-at-a-time scan, and only at a full CRLFCRLF.
+    @Test func theHeadEndIsFoundAtEveryOffset() throws {
+        for pad in 0..<20 {
+            let target = "/" + String(repeating: "a", count: pad)
+            let text = "GET \(target) HTTP/1.1\r\nX: \r\n\r\r\nHost: h\r\n\r\n"
+            var p = HTTPParser(mode: .request)
+            #expect(throws: HTTPParseError.self) { try { p.append(Array(text.utf8)); _ = try p.nextRequest() }() }
+            var q = HTTPParser(mode: .request)
+            for piece in ["GET \(target) HTTP/1.1\r\nHost: h\r", "\n\r", "\n"] { q.append(Array(piece.utf8)) }
+            #expect(try q.nextRequest()?.head.target == target)
+        }
+    }
 }
