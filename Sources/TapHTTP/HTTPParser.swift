@@ -138,9 +138,18 @@ public struct HTTPParser: Sendable {
             body = decoded
         }
         let rawHead = Array(buffer[0..<start])
-        let raw = Array(buffer[start..<end])
+        let raw: [UInt8]
+        if end == buffer.count, end - start > 256 {
+            // The message fills the buffer (the common case, one read per message): its body keeps the buffer's
+            // storage, moved up over the head, instead of being copied into a new array.
+            buffer.removeFirst(start)
+            raw = buffer
+            buffer = []
+        } else {
+            raw = Array(buffer[start..<end])
+            buffer.removeFirst(end)
+        }
         if case .length = framing { body = raw }
-        buffer.removeFirst(end)
         head = nil
         scanFrom = 0
         chunkOffset = 0

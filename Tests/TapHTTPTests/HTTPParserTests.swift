@@ -296,4 +296,19 @@ import Testing
             #expect(try q.nextRequest()?.head.target == target)
         }
     }
+
+    /// A message that fills the buffer keeps its storage for its body; one followed by more bytes is copied out. Both
+    /// give the same message, and what follows is parsed next.
+    @Test func aBodyThatFillsTheBufferAndOneThatDoesNot() throws {
+        let body = String(repeating: "0123456789", count: 100)
+        let one = "POST /a HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + body
+        var p = HTTPParser(mode: .request)
+        let sent = Array(one.utf8)
+        p.append(sent)
+        let r = try #require(try p.nextRequest())
+        #expect(r.body == Array(body.utf8) && r.rawHead + r.rawBody == sent && p.isIdle)
+        p.append(Array((one + one).utf8))
+        for _ in 0..<2 { #expect(try p.nextRequest()?.body == Array(body.utf8)) }
+        #expect(p.isIdle)
+    }
 }
