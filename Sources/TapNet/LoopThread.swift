@@ -15,10 +15,12 @@ public final class LoopThread {
         let ended = self.ended
         self.loop = loop
         thread = Thread {
+            // Set from the thread itself (Foundation on Linux does not pass a name given before start), and cut to the
+            // 15 bytes Linux keeps (a longer name is refused whole).
+            Thread.current.name = String(name.utf8.prefix(15)) ?? name
             loop.run()
             ended.signal()
         }
-        thread.name = name
     }
 
     /// Starts the loop's thread (set up servers on the loop before, or with `loop.execute` after).

@@ -76,8 +76,10 @@ public final class SessionWriter: Sendable {
         try db.transaction { try SessionSchema.create(in: db, meta: meta) }
         if let maxBytes { try db.execute("PRAGMA max_page_count=\(max(maxBytes / SessionWriter.pageSize, 16))") }
         let box = DatabaseBox(db)
-        let thread = Thread { [self] in self.runLoop(box.take()) }
-        thread.name = "3dstape-session-writer"
+        let thread = Thread { [self] in
+            Thread.current.name = "3dstape-writer" // as top -H and perf show it (set from the thread itself on Linux)
+            self.runLoop(box.take())
+        }
         thread.start()
     }
 

@@ -80,14 +80,23 @@ check=$(curl -s -X POST -d '{}' "http://127.0.0.1:$TAPE/ds/areq" | head -c 40)
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
+# 3dstape's two busy threads: the network loop (the main thread) and the session writer (named 3dstape-writer).
+writer_tid() { for t in /proc/"$1"/task/*; do grep -q '^3dstape-writer' "$t/comm" && { basename "$t"; return; }; done; }
+thread_ticks() { awk '{print $14 + $15}' "/proc/$1/task/$2/stat"; }
+declare -A SPLIT
 
 run() { # name port threads conns pid -> "rps p50ms p99ms requests non2xx maxms cpu%"
-  local before after
+  local before after wtid loop0 writer0
   [ -n "$5" ] && before=$(cpu_ticks "$5")
+  if [ "$1" = 3dstape ]; then wtid=$(writer_tid "$5"); loop0=$(thread_ticks "$5" "$5"); writer0=$(thread_ticks "$5" "$wtid"); fi
   wrk -t"$3" -c"$4" -d"${secs}s" -s "$work/post.lua" --latency "http://127.0.0.1:$2/ds/areq" > "$work/wrk-$1-$4.txt"
   local cpu=-
   if [ -n "$5" ]; then after=$(cpu_ticks "$5"); cpu=$(python3 -c "print(f'{($after - $before) / $hz / $secs * 100:.0f}')"); fi
-  echo "$(python3 "$here/wrk_summary.py" "$work/wrk-$1-$4.txt") $cpu"
+  local summary; summary=$(python3 "$here/wrk_summary.py" "$work/wrk-$1-$4.txt")
+  if [ "$1" = 3dstape ]; then # microseconds of each thread's CPU per exchange wrk completed
+    SPLIT[$4]=$(python3 -c "n = max(int('$summary'.split()[3]), 1); print(f'network loop {($(thread_ticks "$5" "$5") - $loop0) / $hz * 1e6 / n:.1f} us, session writer {($(thread_ticks "$5" "$wtid") - $writer0) / $hz * 1e6 / n:.1f} us')")
+  fi
+  echo "$summary $cpu"
 }
 
 declare -A R
@@ -96,7 +105,8 @@ for load in "2 16" "1 1"; do
   set -- $load
   for target in direct:$UP: nginx:$NGX:$ngx_pid mitmproxy:$MITM:$mitm_pid 3dstape:$TAPE:$tape_pid; do
     IFS=: read -r name port pid <<<"$target"
-    R[$name-$2]=$(run "$name" "$port" "$1" "$2" "$pid")
+    run "$name" "$port" "$1" "$2" "$pid" > "$work/run.txt" # not in a subshell: run() keeps the 3dstape CPU split
+    R[$name-$2]=$(cat "$work/run.txt")
     if [ "$name" = 3dstape ]; then total_tape=$((total_tape + $(echo "${R[$name-$2]}" | cut -d' ' -f4))); fi
   done
 done
@@ -122,6 +132,7 @@ for c in 16 1; do
     printf '%-10s %9s %8s %8s %9s %6s %11s %8s %11s %7s\n' "$name" "$rps" "$p50" "$p99" "$mx" "$cpu" "$per" "${RSS[$name]:--}" "$ratio" "$bad"
   done
 done
+echo "-- 3dstape's CPU per exchange: under load ${SPLIT[16]}; at one connection ${SPLIT[1]}"
 echo "-- session file: $stored of $expected requests recorded ($(du -h "$work/bench.3dstape" | cut -f1))"
 # What the writer's backpressure cost the traffic over all of 3dstape's runs, as its own summary says (no line: nothing).
 bp=$(grep -h "session writer fell behind" "$work/tape.log" | sed 's/^3dstape: //' || true)
