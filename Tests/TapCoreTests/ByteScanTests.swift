@@ -2,7 +2,7 @@ import Testing
 import TapCore
 
 /// The word-at-a-time searches against the byte loops they replace, at every start offset of random buffers
-/// biased towards the bytes that matter (quotes, backslashes, controls, high bytes, digits and their neighbours).
+/// biased towards the bytes that matter (quotes, backslashes, CR and LF, controls, high bytes, digits and their neighbours).
 @Suite struct ByteScanTests {
     static func referenceStop(_ u: [UInt8], _ from: Int) -> Int {
         u[from...].firstIndex { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 } ?? u.count
@@ -12,9 +12,14 @@ import TapCore
         u[at..<at + 8].allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
+    static func referenceLineBreak(_ u: [UInt8], _ from: Int, _ end: Int) -> Int {
+        u[from..<end].firstIndex { $0 == 0x0D || $0 == 0x0A } ?? end
+    }
+
     @Test func agreesWithByteLoops() {
         var rng = SystemRandomNumberGenerator()
-        let interesting: [UInt8] = [0x00, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x2F, 0x30, 0x39, 0x3A, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0xAF, 0xB0, 0xB9, 0xFF]
+        let interesting: [UInt8] = [0x00, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x2F, 0x30, 0x39, 0x3A, 0x5B, 0x5C,
+                                    0x5D, 0x7F, 0x80, 0x8A, 0x8D, 0xAF, 0xB0, 0xB9, 0xFF]
         for _ in 0..<2_000 {
             let count = Int.random(in: 0...40, using: &rng)
             let sparse = Int.random(in: 1...30, using: &rng) // how rare the interesting bytes are
@@ -26,6 +31,10 @@ import TapCore
                     #expect(ByteScan.jsonStringStop(u, from: from) == ByteScanTests.referenceStop(bytes, from), "\(bytes) from \(from)")
                     if from + 8 <= count {
                         #expect(ByteScan.eightDigits(u, at: from) == ByteScanTests.referenceEightDigits(bytes, from), "\(bytes) at \(from)")
+                    }
+                    for end in from...count {
+                        #expect(ByteScan.lineBreak(u, from: from, end: end) == ByteScanTests.referenceLineBreak(bytes, from, end), "\(bytes) \(from)..<\(end)")
+                        #expect(ByteScan.isASCII(u, from..<end) == bytes[from..<end].allSatisfy { $0 < 0x80 }, "\(bytes) \(from)..<\(end)")
                     }
                 }
             }
@@ -41,6 +50,8 @@ import TapCore
                 digits[lane] = UInt8(value)
                 bytes.withUnsafeBufferPointer { u in
                     #expect(ByteScan.jsonStringStop(u, from: 0) == ByteScanTests.referenceStop(bytes, 0), "\(value) at \(lane)")
+                    #expect(ByteScan.lineBreak(u, from: 0, end: 16) == ByteScanTests.referenceLineBreak(bytes, 0, 16), "\(value) at \(lane)")
+                    #expect(ByteScan.isASCII(u, 0..<16) == (value < 0x80), "\(value) at \(lane)")
                 }
                 digits.withUnsafeBufferPointer { u in
                     #expect(ByteScan.eightDigits(u, at: 0) == ByteScanTests.referenceEightDigits(digits, 0), "\(value) at \(lane)")
