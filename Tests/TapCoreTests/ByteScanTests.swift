@@ -1,8 +1,8 @@
 import Testing
 import TapCore
 
-/// The word-at-a-time searches against the byte loops they replace, at every start offset of random buffers
-/// biased towards the bytes that matter (quotes, backslashes, CR and LF, controls, high bytes, digits and their neighbours).
+/// The word-at-a-time searches against the byte loops they replace, at every start offset of random buffers biased
+/// towards the bytes that matter (quotes, backslashes, CR and LF, controls, high bytes, digits and their neighbours).
 @Suite struct ByteScanTests {
     static func referenceStop(_ u: [UInt8], _ from: Int) -> Int {
         u[from...].firstIndex { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 } ?? u.count
