@@ -126,58 +126,20 @@ public final class Connection: EventHandler {
     public var tlsSession: TLSSession? { tls }
 
     /// Queues plaintext for sending (encrypting it if TLS is on).
-    public func write(_ bytes: [UInt8]) {
-        guard !isClosed, !bytes.isEmpty else { return }
-        if let tls {
-            do {
-                try tls.writePlaintext(bytes)
-            } catch {
-                fail(.tls(error.message))
-                return
-            }
-            sendRaw(tls.takeCiphertext())
-        } else {
-            sendRaw(bytes)
-        }
-    }
+    public func write(_ bytes: [UInt8]) { write(bytes, []) }
 
     /// Queues `head` then `body` (a message's head and its body): on a plain socket with nothing queued, both go in one
-    /// `sendmsg` from where they lie, without first being joined into one array.
+    /// `sendmsg` from where they lie, without first being joined into one array; with TLS, in one record.
     public func write(_ head: [UInt8], _ body: [UInt8]) {
-        guard !isClosed else { return }
-        guard tls == nil, !head.isEmpty, !body.isEmpty else {
-            write(head.isEmpty ? body : (body.isEmpty ? head : head + body)) // TLS: one record for both
+        guard !isClosed, !head.isEmpty || !body.isEmpty else { return }
+        guard let tls else { return sendRaw(head, body) }
+        do {
+            try tls.writePlaintext(body.isEmpty ? head : (head.isEmpty ? body : head + body))
+        } catch {
+            fail(.tls(error.message))
             return
         }
-        guard outboxOffset == outbox.count, !connecting else {
-            outbox += head
-            outbox += body
-            if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
-            return
-        }
-        outbox.removeAll(keepingCapacity: true)
-        outboxOffset = 0
-        let n = head.withUnsafeBytes { h in
-            body.withUnsafeBytes { b in
-                withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { iov -> Int in
-                    iov[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress), iov_len: h.count)
-                    iov[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
-                    var message = msghdr()
-                    message.msg_iov = iov.baseAddress
-                    message.msg_iovlen = 2
-                    return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
-                }
-            }
-        }
-        if n == head.count + body.count { bytesOut += n; return }
-        if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
-            fail(.io(NetError.errno("send to \(peer)")))
-            return
-        }
-        let sent = max(0, n)
-        bytesOut += sent
-        outbox = sent < head.count ? Array(head[sent...]) + body : Array(body[(sent - head.count)...])
-        if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
+        sendRaw(tls.takeCiphertext())
     }
 
     /// Closes now, or once queued bytes are sent.
@@ -198,22 +160,37 @@ public final class Connection: EventHandler {
         finish(error: nil, notify: true)
     }
 
-    private func sendRaw(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty else { return }
+    /// Sends `head` then `body` at once when nothing is queued (the socket may take part; the rest is queued), else
+    /// queues them behind what is.
+    private func sendRaw(_ head: [UInt8], _ body: [UInt8] = []) {
+        let total = head.count + body.count
+        guard total > 0 else { return }
         if outboxOffset == outbox.count, !connecting {
             outbox.removeAll(keepingCapacity: true)
             outboxOffset = 0
-            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n == bytes.count { bytesOut += n; return }
+            let n = head.withUnsafeBytes { h in
+                body.withUnsafeBytes { b in
+                    withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { iov -> Int in
+                        iov[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress), iov_len: h.count)
+                        iov[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
+                        var message = msghdr()
+                        message.msg_iov = iov.baseAddress
+                        message.msg_iovlen = body.isEmpty ? 1 : 2
+                        return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                    }
+                }
+            }
+            if n == total { bytesOut += n; return }
             if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
                 fail(.io(NetError.errno("send to \(peer)")))
                 return
             }
             let sent = max(0, n)
             bytesOut += sent
-            outbox = Array(bytes[sent...])
+            outbox = sent < head.count ? Array(head[sent...]) + body : Array(body[(sent - head.count)...])
         } else {
-            outbox += bytes
+            outbox += head
+            outbox += body
         }
         if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
     }
