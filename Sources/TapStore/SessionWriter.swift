@@ -224,7 +224,8 @@ public final class SessionWriter: Sendable {
             if !batch.isEmpty {
                 if let s = statements, failure.withLock({ $0 }) == nil { write(batch, with: s, in: db, locked: &locked) } else { drop(batch) }
             }
-            load.add(busy: DispatchTime.now().uptimeNanoseconds - started, at: DispatchTime.now().uptimeNanoseconds)
+            let ended = DispatchTime.now().uptimeNanoseconds
+            load.add(busy: ended - started, at: ended)
             if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
         }
         statements = nil
