@@ -121,7 +121,9 @@ extension ReplayEngine {
         let offset = max(0, x.requestStart - (t.done ?? t.requestStart))
         let after = options.schedule.delay(for: ScheduledAnswer(recordedExchangeID: x.id, recordedWait: offset, messageType: "RReq", occurrence: 1,
                                                                 path: ReplayURL.pathAndQuery(x.url).path, servedBefore: served[r] - 1))
-        return PlannedRReq(url: url, body: rewrite(json, lf, &rng).bytes, after: after, recordedExchangeID: x.id)
+        let rreq = rewrite(json, lf, &rng)
+        return PlannedRReq(url: url, body: rreq.bytes, after: after, recordedExchangeID: x.id,
+                           threeDSServerTransID: rreq["threeDSServerTransID"]?.stringValue ?? "")
     }
 
     /// Called by the driver once the RReq of a transaction has been answered (or failed): the transaction is over.

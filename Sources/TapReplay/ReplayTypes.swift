@@ -80,6 +80,8 @@ public struct PlannedRReq: Sendable {
     /// Seconds after the triggering answer is sent.
     public var after: Double
     public var recordedExchangeID: Int64
+    /// The live transaction's threeDSServerTransID, which the RReq carries (the transaction ends when it is answered).
+    public var threeDSServerTransID: String
 }
 
 /// The engine's decision for one live request.

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import TapCore
 import TapCrypto
@@ -244,28 +243,22 @@ public final class Replayer: @unchecked Sendable {
             finishRecord(record, annotation, status: 502, headers: [], body: body, actualMs: 0, outcome: "forward failed")
             return
         }
-        let client = BlockingHTTPClient(tls: outgoingTLS, timeout: 10)
         let hop: Set<String> = ["host", "connection", "proxy-connection", "keep-alive", "content-length", "transfer-encoding", "te", "upgrade"]
         let headers = req.head.headers.fields.filter { !hop.contains($0.name.lowercased()) }.map { ($0.name, $0.value) }
-        let method = req.head.method, body = req.body
-        let reply = LoopBound(respond)
-        DispatchQueue.global().async { [weak self] in
-            let result = Result { () throws(HTTPClientError) -> HTTPResponse in try client.send(method, url, headers: headers, body: body) }
-            self?.loop.execute { [weak self] in
-                guard let self else { return }
-                let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
-                switch result {
-                case let .success(r):
-                    let h = ReplayEngine.replayableHeaders(r.head.headers.fields.map { ($0.name, $0.value) })
-                    reply.value(HTTPReply(status: r.head.status, headers: h, body: r.body))
-                    self.finishRecord(record, annotation, status: r.head.status, headers: h, body: r.body, actualMs: actual, outcome: "forwarded")
-                case let .failure(e):
-                    let b = JSON.object([("error", .string("forwarding to \(url) failed: \(e.message)"))]).bytes
-                    reply.value(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: b))
-                    var failed = record
-                    failed.error = "forwarding to \(url) failed: \(e.message)"
-                    self.finishRecord(failed, annotation, status: 502, headers: [], body: b, actualMs: actual, outcome: "forward failed")
-                }
+        LoopHTTPClient.send(req.head.method, url, headers: headers, body: req.body, tls: outgoingTLS, timeout: 10, on: loop) { [weak self] result in
+            guard let self else { return }
+            let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
+            switch result {
+            case let .success(r):
+                let h = ReplayEngine.replayableHeaders(r.head.headers.fields.map { ($0.name, $0.value) })
+                respond(HTTPReply(status: r.head.status, headers: h, body: r.body))
+                self.finishRecord(record, annotation, status: r.head.status, headers: h, body: r.body, actualMs: actual, outcome: "forwarded")
+            case let .failure(e):
+                let b = JSON.object([("error", .string("forwarding to \(url) failed: \(e.message)"))]).bytes
+                respond(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: b))
+                var failed = record
+                failed.error = "forwarding to \(url) failed: \(e.message)"
+                self.finishRecord(failed, annotation, status: 502, headers: [], body: b, actualMs: actual, outcome: "forward failed")
             }
         }
     }
@@ -275,7 +268,7 @@ public final class Replayer: @unchecked Sendable {
         let started = Date().timeIntervalSince1970
         let seq = seqs[Replayer.rreqConnection, default: 0] + 1
         seqs[Replayer.rreqConnection] = seq
-        let serverTransID = (try? JSON.parse(r.body))?["threeDSServerTransID"]?.stringValue ?? ""
+        let serverTransID = r.threeDSServerTransID
         guard let url = HTTPURL(r.url) else {
             engine.rreqDone(for: serverTransID)
             return
@@ -288,30 +281,19 @@ public final class Replayer: @unchecked Sendable {
         let record = pendingRecord
         let annotation = ReplayAnnotation(recordedExchangeID: r.recordedExchangeID, matchedBy: "RReq sent by the replayer as the ACS",
                                           miss: nil, scheduledDelayMs: r.after * 1000, actualDelayMs: nil)
-        let client = BlockingHTTPClient(tls: outgoingTLS, timeout: 10)
-        DispatchQueue.global().async { [weak self] in
-            let result = Result { () throws(HTTPClientError) -> HTTPResponse in try client.send("POST", url, headers: headers, body: r.body) }
-            self?.loop.execute { [weak self] in
-                guard let self else { return }
-                self.counts.rreqs += 1
-                self.engine.rreqDone(for: serverTransID)
-                switch result {
-                case let .success(resp):
-                    self.finishRecord(record, annotation, status: resp.head.status, headers: resp.head.headers.fields.map { ($0.name, $0.value) },
-                                      body: resp.body, actualMs: r.after * 1000, outcome: "RReq sent")
-                case let .failure(e):
-                    var failed = record
-                    failed.error = "RReq to \(r.url) failed: \(e.message)"
-                    self.finishRecord(failed, annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "RReq failed: \(e.message)")
-                }
+        LoopHTTPClient.send("POST", url, headers: headers, body: r.body, tls: outgoingTLS, timeout: 10, on: loop) { [weak self] result in
+            guard let self else { return }
+            self.counts.rreqs += 1
+            self.engine.rreqDone(for: serverTransID)
+            switch result {
+            case let .success(resp):
+                self.finishRecord(record, annotation, status: resp.head.status, headers: resp.head.headers.fields.map { ($0.name, $0.value) },
+                                  body: resp.body, actualMs: r.after * 1000, outcome: "RReq sent")
+            case let .failure(e):
+                var failed = record
+                failed.error = "RReq to \(r.url) failed: \(e.message)"
+                self.finishRecord(failed, annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "RReq failed: \(e.message)")
             }
         }
     }
-}
-
-/// A value that travels to another thread and back, and is used only on the loop's thread.
-struct LoopBound<T>: @unchecked Sendable {
-    // Safe: created on the loop thread and only called again inside `loop.execute`, on that same thread.
-    let value: T
-    init(_ value: T) { self.value = value }
 }

@@ -234,6 +234,32 @@ import TapCore
         }
     }
 
+    /// `--on-miss forward:URL`: a request the session has no answer for goes to the live server, whose answer the
+    /// client gets and the replay session records; a server that is down gives a 502 naming it, and the replayer goes on.
+    @Test func missesAreForwardedToALiveServerAndRecorded() throws {
+        try withFixture { f in
+            let (session, _) = try slowSession(f)
+            let up = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])
+            defer { up.stop() }
+            let upPort = try up.port(after: "listening ")
+            let out = f.path("fwd.3dstape")
+            let (rep, port) = try replayer(f, session, out, ["--timing", "none", "--quiet", "--on-miss", "forward:http://127.0.0.1:\(upPort)"])
+            defer { rep.stop() }
+            let fwd = try sh(["curl", "-sS", "-X", "POST", "--data-binary", "hello", "http://127.0.0.1:\(port)/not/recorded?x=1"])
+            #expect(fwd.out.contains("\"path\": \"/not/recorded?x=1\"") && fwd.out.contains("\"body_length\": 5"), "the live server's echo: \(fwd.out)")
+            #expect(try measured(port, 50) < 50, "a recorded request is still answered from the session")
+            up.stop()
+            let down = try sh(["curl", "-sS", "-w", " %{http_code}", "http://127.0.0.1:\(port)/not/recorded/either"])
+            #expect(down.out.hasSuffix(" 502") && down.out.contains("connect to 127.0.0.1:\(upPort)"), "\(down.out)")
+            try stop(rep)
+            let stored = try sqlite(out, "SELECT e.status || ' ' || coalesce(r.miss, '') || ' ' || length(e.response_body) FROM exchanges e "
+                                    + "JOIN replay_matches r ON r.exchange_id = e.id WHERE e.path = '/not/recorded'")
+            #expect(stored.hasPrefix("200 ") && stored.contains("/not/recorded") && !stored.hasSuffix(" "),
+                    "the forwarded exchange, its miss and the live answer are in the replay session: \(stored)")
+            #expect(try sqlite(out, "SELECT error FROM exchanges WHERE path = '/not/recorded/either'").contains("Connection refused"))
+        }
+    }
+
     @Test func malformedLiveRequestsGetTheRecordersAnswersAndTheReplayerGoesOn() throws {
         try withFixture { f in
             let (session, _) = try slowSession(f)

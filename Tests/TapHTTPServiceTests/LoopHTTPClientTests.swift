@@ -1,0 +1,142 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import TapCrypto
+import TapHTTP
+import TapHTTPService
+import TapNet
+
+/// `LoopHTTPClient` on loopback against a real `HTTPServer` and raw sockets: an answer, a refusal, a server that never
+/// answers, an answer framed by the connection's close.
+@Suite struct LoopHTTPClientTests {
+    /// Sends one request from the stack's loop thread and waits (5 s at most) for the one callback.
+    static func send(_ stack: ServiceStack, _ url: String, body: [UInt8] = [], timeout: Double = 5) throws -> Result<HTTPResponse, HTTPClientError> {
+        let target = try #require(HTTPURL(url))
+        let tls = try TLSContext(clientRoots: nil)
+        let results = Mutex<[Result<HTTPResponse, HTTPClientError>]>([])
+        let done = DispatchSemaphore(value: 0)
+        let loop = stack.loop
+        loop.execute {
+            LoopHTTPClient.send("POST", target, headers: [("Content-Type", "application/json")], body: body, tls: tls,
+                                timeout: timeout, on: loop) { result in
+                results.withLock { $0.append(result) }
+                done.signal()
+            }
+        }
+        #expect(done.wait(timeout: .now() + 5) == .success, "the callback came")
+        usleep(50_000) // a second callback would come now
+        let all = results.withLock { $0 }
+        #expect(all.count == 1, "one callback, got \(all.count)")
+        return try #require(all.first)
+    }
+
+    @Test func aRequestGetsTheServersAnswer() throws {
+        let stack = try ServiceStack.background("loop-client-test")
+        let server = HTTPServer(loop: stack.loop) { request, _, respond in
+            let seen = "\(request.head.method) \(request.head.target) \(request.head.headers["Connection"] ?? "-") \(request.body.count)"
+            respond(.json(Array("{\"seen\":\"\(seen)\"}".utf8)))
+        }
+        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { server.stop() }
+        stack.start()
+        defer { stack.stop() }
+
+        let r = try Self.send(stack, "http://127.0.0.1:\(address.port)/3ds/rreq?x=1", body: Array(repeating: 0x41, count: 70_000)).get()
+        #expect(r.head.status == 200)
+        #expect(String(decoding: r.body, as: UTF8.self) == "{\"seen\":\"POST /3ds/rreq?x=1 close 70000\"}")
+    }
+
+    @Test func aRefusedConnectionIsReportedWithItsAddress() throws {
+        let port = try Self.closedPort()
+        let stack = try ServiceStack.background("loop-client-test")
+        stack.start()
+        defer { stack.stop() }
+        guard case let .failure(e) = try Self.send(stack, "http://127.0.0.1:\(port)/3ds/rreq") else {
+            Issue.record("a closed port answered")
+            return
+        }
+        #expect(e.kind == .connect && e.message == "connect to 127.0.0.1:\(port): Connection refused", "\(e.message)")
+    }
+
+    @Test func aServerThatNeverAnswersTimesOut() throws {
+        let silent = try RawServer { _ in usleep(1_000_000) } // accepts, reads, answers nothing for a second
+        let stack = try ServiceStack.background("loop-client-test")
+        stack.start()
+        defer { stack.stop() }
+        let started = Date()
+        guard case let .failure(e) = try Self.send(stack, "http://127.0.0.1:\(silent.port)/x", timeout: 0.3) else {
+            Issue.record("a silent server answered")
+            return
+        }
+        let waited = Date().timeIntervalSince(started)
+        #expect(e.kind == .timeout && e.message.contains("within 0.3 s"), "\(e.message)")
+        #expect(waited >= 0.3 && waited < 2, "the timeout fired after \(waited) s")
+    }
+
+    @Test func anAnswerEndedByCloseIsWholeAndOneEndedEarlyIsAnError() throws {
+        let untilClose = try RawServer { fd in _ = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it".withCString { Glibc.send(fd, $0, strlen($0), 0) } }
+        let cut = try RawServer { fd in _ = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart".withCString { Glibc.send(fd, $0, strlen($0), 0) } }
+        let stack = try ServiceStack.background("loop-client-test")
+        stack.start()
+        defer { stack.stop() }
+        let whole = try Self.send(stack, "http://127.0.0.1:\(untilClose.port)/x").get()
+        #expect(String(decoding: whole.body, as: UTF8.self) == "all of it")
+        guard case let .failure(e) = try Self.send(stack, "http://127.0.0.1:\(cut.port)/x") else {
+            Issue.record("a cut answer was taken as complete")
+            return
+        }
+        #expect(e.kind == .protocolError && e.message.contains("before a complete response"), "\(e.message)")
+    }
+
+    /// A loopback port with nothing listening (bound, then closed).
+    static func closedPort() throws -> UInt16 {
+        let s = try RawServer { _ in }
+        let port = s.port
+        s.close()
+        return port
+    }
+}
+
+/// A one-connection loopback server on a raw socket: accepts once, reads the request, calls `answer` with the
+/// socket, closes it. Closed when dropped.
+final class RawServer: @unchecked Sendable {
+    // Safe: `fd` is written only in init and `close`; the accepting thread reads it once it is set and stops when the
+    // socket is shut down.
+    private(set) var fd: Int32
+    let port: UInt16
+
+    init(answer: @escaping @Sendable (Int32) -> Void) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = fd
+        let ok = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listening, $0, len) == 0 && listen(listening, 4) == 0 && getsockname(listening, $0, &len) == 0
+            }
+        }
+        guard ok else { throw NetError("binding a loopback test server", code: errno) }
+        port = UInt16(bigEndian: addr.sin_port)
+        Thread.detachNewThread {
+            let c = accept(listening, nil, nil)
+            guard c >= 0 else { return }
+            var buf = [UInt8](repeating: 0, count: 4096)
+            _ = recv(c, &buf, buf.count, 0)
+            answer(c)
+            usleep(100_000)
+            Glibc.close(c)
+        }
+    }
+
+    func close() {
+        guard fd >= 0 else { return }
+        shutdown(fd, Int32(SHUT_RDWR))
+        Glibc.close(fd)
+        fd = -1
+    }
+
+    deinit { close() }
+}
