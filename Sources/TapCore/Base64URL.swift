@@ -10,6 +10,17 @@ public enum Base64URL {
         return t
     }()
 
+    /// Whether `c` is one of base64url's 64 characters (A-Z, a-z, 0-9, `-`, `_`; no padding): what each part of a
+    /// compact JOSE serialisation is made of.
+    @inlinable
+    public static func isAlphabetByte(_ c: UInt8) -> Bool {
+        (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2D || c == 0x5F
+    }
+
+    /// Whether `c` is a space, tab, CR or LF (the whitespace `trimmingWhitespace` skips).
+    @inlinable
+    public static func isWhitespaceByte(_ c: UInt8) -> Bool { isASCIIWhitespace(c) }
+
     /// Encodes without padding, as JOSE requires.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let input = Array(bytes)

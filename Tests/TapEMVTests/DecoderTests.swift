@@ -224,6 +224,30 @@ import TapJOSE
         #expect(wrong.json["messageType"] == nil, "no plaintext when the key is wrong")
         #expect(ThreeDSContent.decryptAppChannel(f2, body: cres, isRequest: false, keys: nil, mask: true).decryption == "encrypted: no key log")
     }
+
+    /// An app-channel JWE is told from other bodies on its bytes: five base64url parts (whitespace around them aside), a
+    /// `dir` header with a kid; anything else, as the JOSE parser would refuse it, is no app-channel message.
+    @Test func anAppChannelJWEIsFoundOnItsBytesAndNothingElseIs() throws {
+        var sdk = AppChannelCipher(role: .sdk, cek: Digest.randomBytes(32), acsTransID: "tx-1", enc: .a128cbcHS256)
+        let sealed = try sdk.seal(.object([("messageType", .string("CReq"))]))
+        let parts = sealed.split(separator: ".", omittingEmptySubsequences: false).map(String.init) // dir: the key part is empty
+        func found(_ text: String) -> String? { ThreeDSContent.appChannelJWE(in: Array(text.utf8), isRequest: true)?.summary?.acsTransID }
+        #expect(found(sealed) == "tx-1")
+        #expect(found(" \r\n" + sealed + "\n") == "tx-1", "surrounding whitespace")
+        #expect(try JWE(compact: " \r\n" + sealed + "\n").keyID == "tx-1", "as the JOSE parser reads it")
+        for (what, text) in [
+            ("a fifth dot", sealed + ".x"), ("four parts", parts.dropLast().joined(separator: ".")),
+            ("a character outside base64url in the ciphertext", parts[0...2].joined(separator: ".") + ".a+b." + parts[4]),
+            ("padding", parts[0] + "=." + parts[1...].joined(separator: ".")), ("a space inside", parts[0] + ". " + parts[1...].joined(separator: ".")),
+            ("a header that is not JSON", "bm90IGpzb24." + parts[1...].joined(separator: ".")),
+            ("a header without dir", Base64URL.encode(Array("{\"alg\":\"RSA-OAEP-256\",\"kid\":\"tx-1\"}".utf8)) + "." + parts[1...].joined(separator: ".")),
+            ("a header without kid", Base64URL.encode(Array("{\"alg\":\"dir\",\"enc\":\"A128CBC-HS256\"}".utf8)) + "." + parts[1...].joined(separator: ".")),
+            ("JSON", "{\"messageType\":\"CReq\"}"), ("nothing", ""),
+        ] {
+            #expect(found(text) == nil, "\(what)")
+            if what != "a header without kid", what != "a header without dir" { #expect(throws: JOSEError.self, "\(what)") { try JWE(compact: text) } }
+        }
+    }
 }
 
 /// Hardening defect 4b: what is stored or printed keeps card numbers, credentials and security codes masked.
