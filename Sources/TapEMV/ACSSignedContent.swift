@@ -25,12 +25,19 @@ public struct ACSSignedContent: Sendable {
     /// The compact JWS, signed by `key` with `certificate` (and any intermediates) in x5c.
     public func sign(key: PrivateKey, certificate: Certificate, intermediates: [Certificate] = [],
                      algorithm: SignatureAlgorithm) throws(JOSEError) -> String {
-        try sign(key: key, x5c: JWS.x5cHeader([certificate] + intermediates), algorithm: algorithm)
+        try sign(key: key, protectedHeader: ACSSignedContent.protectedHeader(certificate: certificate, intermediates: intermediates, algorithm: algorithm),
+                 algorithm: algorithm)
     }
 
-    /// The same with the x5c header made once in advance (a server signing for every challenge).
-    public func sign(key: PrivateKey, x5c: JSON, algorithm: SignatureAlgorithm) throws(JOSEError) -> String {
-        try JWS.signCompact(payload: json.bytes, algorithm: algorithm, key: key, extraHeader: [("x5c", x5c)])
+    /// The same under a protected header encoded once in advance (`ACSSignedContent.protectedHeader`), as a server
+    /// signing for every challenge does.
+    public func sign(key: PrivateKey, protectedHeader: String, algorithm: SignatureAlgorithm) throws(JOSEError) -> String {
+        try JWS.signCompact(payload: json.bytes, algorithm: algorithm, key: key, protectedHeader: protectedHeader)
+    }
+
+    /// The encoded protected header an ACS signs acsSignedContent under: `alg` and the x5c chain of its certificate.
+    public static func protectedHeader(certificate: Certificate, intermediates: [Certificate] = [], algorithm: SignatureAlgorithm) -> String {
+        JWS.protectedHeader(algorithm: algorithm, extraHeader: [("x5c", JWS.x5cHeader([certificate] + intermediates))])
     }
 
     /// The content of a compact acsSignedContent, unverified (for a recording already checked when it was made).

@@ -51,8 +51,19 @@ public struct JWS: Sendable {
     /// Signs and returns the compact serialisation only, without parsing it back (for servers signing per request).
     public static func signCompact(payload: [UInt8], algorithm: SignatureAlgorithm, key: PrivateKey,
                                    extraHeader: [(String, JSON)] = []) throws(JOSEError) -> String {
-        let header = JSON.object([("alg", .string(algorithm.rawValue))] + extraHeader)
-        let input = Base64URL.encode(header.bytes) + "." + Base64URL.encode(payload)
+        try signCompact(payload: payload, algorithm: algorithm, key: key, protectedHeader: protectedHeader(algorithm: algorithm, extraHeader: extraHeader))
+    }
+
+    /// The encoded protected header (`alg` first, then `extraHeader`) that `signCompact` puts first: made once by a
+    /// server that signs with the same header every time (an x5c chain is a few kilobytes to serialise and encode).
+    public static func protectedHeader(algorithm: SignatureAlgorithm, extraHeader: [(String, JSON)] = []) -> String {
+        Base64URL.encode(JSON.object([("alg", .string(algorithm.rawValue))] + extraHeader).bytes)
+    }
+
+    /// Signs `payload` under a protected header made by `protectedHeader(algorithm:extraHeader:)` with the same algorithm.
+    public static func signCompact(payload: [UInt8], algorithm: SignatureAlgorithm, key: PrivateKey,
+                                   protectedHeader: String) throws(JOSEError) -> String {
+        let input = protectedHeader + "." + Base64URL.encode(payload)
         let sig: [UInt8]
         do { sig = try key.sign(Array(input.utf8), algorithm: algorithm) } catch { throw JOSEError.from(error, context: "signing") }
         return input + "." + Base64URL.encode(sig)

@@ -224,7 +224,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         let echoedKey = faults.contains(.wrongEphemeralKey) ? JWK(publicKey: try PrivateKey.generateP256().publicKey).json() : sdkKeyJSON
         let signer = faults.contains(.untrustedSigner) ? try untrustedIdentity() : identity
         let signed = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: echoedKey, acsURL: lf.value(acsURL))
-            .sign(key: signer.key, x5c: signer.x5c, algorithm: signer.signing)
+            .sign(key: signer.key, protectedHeader: signer.protectedHeader, algorithm: signer.signing)
         return (signed, cipher)
     }
 

@@ -46,13 +46,13 @@ public struct ReplayACSIdentity: Sendable {
     public let key: PrivateKey
     public let certificate: Certificate
     public let signing: SignatureAlgorithm
-    /// The x5c header for the certificate, made once.
-    let x5c: JSON
+    /// The encoded protected header (alg and the certificate's x5c), made once.
+    let protectedHeader: String
     public init(key: PrivateKey, certificate: Certificate, signing: SignatureAlgorithm) {
         self.key = key
         self.certificate = certificate
         self.signing = signing
-        x5c = JWS.x5cHeader([certificate])
+        protectedHeader = ACSSignedContent.protectedHeader(certificate: certificate, algorithm: signing)
     }
 }
 

@@ -34,6 +34,13 @@ import TapCrypto
         // No x5c.
         let bare = try JWS.sign(payload: payload, algorithm: .es256, key: acsKey)
         #expect { try bare.verifyWithX5C(roots: [root.certificate]) } throws: { ($0 as? JOSEError)?.kind == .missingKey }
+        // A protected header encoded once and signed under many times: the same header as one made per signature.
+        let header = JWS.protectedHeader(algorithm: .es256, extraHeader: [("x5c", x5c)])
+        for _ in 0..<2 {
+            let reused = try JWS(compact: try JWS.signCompact(payload: payload, algorithm: .es256, key: acsKey, protectedHeader: header))
+            #expect(reused.compact.hasPrefix(jws.compact.prefix { $0 != "." } + "."), "the header part is the per-signature one")
+            #expect(try reused.verifyWithX5C(roots: [root.certificate]).commonName == "ACS" && reused.payload == payload)
+        }
     }
 
     @Test(arguments: ContentEncryption.allCases)
