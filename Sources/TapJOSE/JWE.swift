@@ -119,13 +119,18 @@ public struct JWE: Sendable {
 
     /// Parses a compact JWE; throws `.malformed` naming the part at fault.
     public init(compact text: String) throws(JOSEError) {
-        let parts = try CompactParts.split(text, count: 5, what: "JWE")
-        header = try CompactParts.header(parts[0])
-        protectedSegment = String(parts[0])
-        encryptedKey = try CompactParts.decode(parts[1], name: "JWE encrypted key")
-        iv = try CompactParts.decode(parts[2], name: "JWE IV")
-        ciphertext = try CompactParts.decode(parts[3], name: "JWE ciphertext")
-        tag = try CompactParts.decode(parts[4], name: "JWE tag")
+        try self.init(compact: Array(text.utf8))
+    }
+
+    /// Parses a compact JWE from its bytes (an HTTP body as it arrived, whitespace around it allowed).
+    public init(compact bytes: [UInt8]) throws(JOSEError) {
+        let parts = try CompactParts(bytes, count: 5, what: "JWE")
+        header = try parts.header()
+        protectedSegment = parts.text(0)
+        encryptedKey = try parts.decode(1, name: "JWE encrypted key")
+        iv = try parts.decode(2, name: "JWE IV")
+        ciphertext = try parts.decode(3, name: "JWE ciphertext")
+        tag = try parts.decode(4, name: "JWE tag")
     }
 
     init(header: JSON, encryptedKey: [UInt8], iv: [UInt8], ciphertext: [UInt8], tag: [UInt8], protectedSegment: String) {

@@ -33,12 +33,12 @@ public struct JWS: Sendable {
 
     /// Parses a compact JWS; throws `.malformed` naming the problem.
     public init(compact text: String) throws(JOSEError) {
-        let parts = try CompactParts.split(text, count: 3, what: "JWS")
-        header = try CompactParts.header(parts[0])
-        payload = try CompactParts.decode(parts[1], name: "JWS payload")
-        signature = try CompactParts.decode(parts[2], name: "JWS signature")
-        signingInput = Array("\(parts[0]).\(parts[1])".utf8)
-        compact = parts.joined(separator: ".")
+        let parts = try CompactParts(Array(text.utf8), count: 3, what: "JWS")
+        header = try parts.header()
+        payload = try parts.decode(1, name: "JWS payload")
+        signature = try parts.decode(2, name: "JWS signature")
+        signingInput = parts.bytes(from: 0, through: 1)
+        compact = String(decoding: parts.bytes(from: 0, through: 2), as: UTF8.self)
         guard algorithm != nil else { throw JOSEError(.malformed, "JWS header has no \"alg\"") }
     }
 

@@ -28,6 +28,7 @@ extension ReplayEngine {
 
     /// Applies the transport and HTTP faults to an answer and lists every fault applied.
     func applyTransport(_ faults: [FaultAction], to answer: ReplayAnswer) -> ReplayAnswer {
+        guard !faults.isEmpty else { return answer }
         var a = answer
         a.faults = faults.map(\.description) + a.faults
         for f in faults {
@@ -84,34 +85,36 @@ extension ReplayEngine {
         guard let r = catalog.flows[lf.flow].rreq else { return }
         let faults = faultsFor(r, type: "RReq", nil)
         answer.faults += faults.map(\.description)
-        guard var planned = planRReq(lf, after: trigger) else { return }
+        guard let (rreq, after) = planRReq(lf, after: trigger) else { return }
         if faults.contains(.dropRReq) {
             finish(lf)
             return
         }
-        if var json = try? JSON.parse(planned.body) {
-            for (k, v) in override?.objectMembers ?? [] { json = json.setting(k, to: v) }
-
-            for f in faults {
-                switch f {
-                case let .transStatus(st): json = json.setting("transStatus", to: .string(st))
-                case let .challengeCancel(c): json = json.setting("challengeCancel", to: .string(c))
-                case let .rreqDelay(d): planned.after = d
-                default: break
-                }
+        var json = rreq
+        var delay = after
+        for (k, v) in override?.objectMembers ?? [] { json = json.setting(k, to: v) }
+        for f in faults {
+            switch f {
+            case let .transStatus(st): json = json.setting("transStatus", to: .string(st))
+            case let .challengeCancel(c): json = json.setting("challengeCancel", to: .string(c))
+            case let .rreqDelay(d): delay = d
+            default: break
             }
-            if let st = json["transStatus"]?.stringValue, st != "Y", st != "A" {
-                json = json.removing("authenticationValue").setting("eci", to: .string("07")) // a failed authentication carries no CAVV
-            }
-            planned.body = json.bytes
         }
+        if let st = json["transStatus"]?.stringValue, st != "Y", st != "A" {
+            json = json.removing("authenticationValue").setting("eci", to: .string("07")) // a failed authentication carries no CAVV
+        }
+        // Serialised once, with its faults applied.
+        let planned = PlannedRReq(url: lf.threeDSServerURL ?? "", body: json.bytes, after: delay, recordedExchangeID: catalog.exchanges[r].id,
+                                  threeDSServerTransID: json["threeDSServerTransID"]?.stringValue ?? "")
         answer.rreq = planned
     }
 
-    /// The recorded RReq, rewritten for the live transaction, sent to its threeDSServerURL at the recorded offset.
-    func planRReq(_ lf: LiveFlow, after trigger: Int) -> PlannedRReq? {
+    /// The recorded RReq rewritten for the live transaction, and when to send it (at the recorded offset, subject to
+    /// timing); nil when the session has none or the live AReq named no threeDSServerURL to send it to.
+    func planRReq(_ lf: LiveFlow, after trigger: Int) -> (json: JSON, after: Double)? {
         let flow = catalog.flows[lf.flow]
-        guard let r = flow.rreq, let url = lf.threeDSServerURL,
+        guard let r = flow.rreq, lf.threeDSServerURL != nil,
               let json = catalog.exchanges[r].messages.first(where: { $0.direction == "request" && $0.type == "RReq" })?.json else {
             return nil
         }
@@ -121,9 +124,7 @@ extension ReplayEngine {
         let offset = max(0, x.requestStart - (t.done ?? t.requestStart))
         let after = options.schedule.delay(for: ScheduledAnswer(recordedExchangeID: x.id, recordedWait: offset, messageType: "RReq", occurrence: 1,
                                                                 path: ReplayURL.pathAndQuery(x.url).path, servedBefore: served[r] - 1))
-        let rreq = rewrite(json, lf, &rng)
-        return PlannedRReq(url: url, body: rreq.bytes, after: after, recordedExchangeID: x.id,
-                           threeDSServerTransID: rreq["threeDSServerTransID"]?.stringValue ?? "")
+        return (rewrite(json, lf, &rng), after)
     }
 
     /// Called by the driver once the RReq of a transaction has been answered (or failed): the transaction is over.

@@ -110,14 +110,15 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// A non-JSON body tied to a live transaction: an app-channel CReq (by its JWE kid), a browser creq form (by the
     /// acsTransID inside), or any other form or text that carries one of the transaction's live IDs.
     func tiedByText(_ req: LiveRequest) -> ReplayAnswer? {
-        // Decoded from a contiguous buffer (an ArraySlice takes the standard library's slow path) and trimmed on bytes.
-        let text = req.body.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0.prefix(64 * 1024)), as: UTF8.self) }
-            .trimmingWhitespace
-        if req.body.lazy.filter({ $0 == 0x2E }).count == 4, let jwe = try? JWE(compact: text) {
+        // An app-channel CReq is parsed from the body's bytes; only other bodies are made text.
+        if req.body.withUnsafeBufferPointer({ b in b.reduce(0) { $0 + ($1 == 0x2E ? 1 : 0) } }) == 4, let jwe = try? JWE(compact: req.body) {
             if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, jwe, req) }
             return miss(req, detail: "app-channel CReq for acsTransID \(jwe.keyID ?? "(no kid)"), which is no live transaction of this replay",
                         erroCode: "301", about: "CReq")
         }
+        // Decoded from a contiguous buffer (an ArraySlice takes the standard library's slow path) and trimmed on bytes.
+        let text = req.body.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0.prefix(64 * 1024)), as: UTF8.self) }
+            .trimmingWhitespace
         if let fields = FormBody.parse(text) {
             if let creq = fields.first(where: { $0.0 == "creq" })?.1, let b = Base64URL.decode(creq), let json = try? JSON.parse(b),
                let id = json["acsTransID"]?.stringValue, let lf = live[id] {
@@ -439,8 +440,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
 
     /// Recorded response headers worth sending again (framing and dates are the replayer's own).
     static func replayableHeaders(_ headers: [(String, String)]) -> [(String, String)] {
-        let drop: Set<String> = ["content-length", "transfer-encoding", "connection", "date", "content-encoding", "keep-alive", "server"]
-        return headers.filter { !drop.contains($0.0.lowercased()) }
+        headers.filter { !notReplayed.contains($0.0.lowercased()) }
     }
+    static let notReplayed: Set<String> = ["content-length", "transfer-encoding", "connection", "date", "content-encoding", "keep-alive", "server"]
 
 }

@@ -56,6 +56,14 @@ import Testing
         #expect(Base64URL.decode("-_8") == [0xFB, 0xFF])
     }
 
+    /// The alphabet's bit masks against RFC 4648 §5's table (the characters `encode` writes), for every byte.
+    @Test func alphabetBytesAreExactlyTheSixtyFourCharacters() {
+        let table = Set(Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8))
+        for b in 0...255 { #expect(Base64URL.isAlphabetByte(UInt8(b)) == table.contains(UInt8(b)), "byte \(b)") }
+        let encoded = Array(Base64URL.encode((0...255).map { UInt8($0) }).utf8)
+        #expect(encoded.allSatisfy(Base64URL.isAlphabetByte) && Set(encoded) == table)
+    }
+
     @Test func rejectsOutsideAlphabet() {
         #expect(Base64URL.decode("+/8") == nil)
         #expect(Base64URL.decode("+/8", lenient: true) == [0xFB, 0xFF])

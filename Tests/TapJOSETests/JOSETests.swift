@@ -18,6 +18,27 @@ import TapCrypto
         }
     }
 
+    /// Compact serialisations are split on their bytes: whitespace around a token is allowed, and a malformed one is
+    /// refused naming its part count or the first part with a character outside base64url.
+    @Test func compactTokensAreSplitOnTheirBytesAndRefusedNamingThePart() throws {
+        let key = try PrivateKey.generateP256()
+        let jws = try JWS.sign(payload: payload, algorithm: .es256, key: key)
+        let spaced = try JWS(compact: "\r\n " + jws.compact + "\n")
+        #expect(spaced.compact == jws.compact && spaced.signingInput == jws.signingInput && spaced.payload == payload)
+        try spaced.verify(with: key.publicKey)
+        let cek = Array(repeating: UInt8(7), count: 32)
+        let jwe = try JWE.encrypt(plaintext: payload, cek: cek, header: .object([("alg", .string("dir")), ("enc", .string("A128CBC-HS256")), ("kid", .string("k"))]))
+        let fromBytes = try JWE(compact: Array((" " + jwe.compact + "\r\n").utf8))
+        let opened = try fromBytes.decrypt(cek: cek)
+        #expect(fromBytes.compact == jwe.compact && fromBytes.keyID == "k" && opened == payload)
+        let p = jws.compact.split(separator: ".").map(String.init)
+        #expect(throws: JOSEError(.malformed, "JWS must have 3 dot-separated parts, found 2")) { try JWS(compact: p[0] + "." + p[1]) }
+        #expect(throws: JOSEError(.malformed, "JWS must have 3 dot-separated parts, found 4")) { try JWS(compact: jws.compact + ".") }
+        #expect(throws: JOSEError(.malformed, "JWS part 2 contains characters outside base64url")) { try JWS(compact: p[0] + ".a+b.c/d") }
+        #expect(throws: JOSEError(.malformed, "JWS part 1 contains characters outside base64url")) { try JWS(compact: "é." + p[1] + "." + p[2]) }
+        #expect(throws: JOSEError(.malformed, "JWE must have 5 dot-separated parts, found 1")) { try JWE(compact: Array("{\"a\":1}".utf8)) }
+    }
+
     @Test func x5cChainValidation() throws {
         let root = try CertificateAuthority.selfSigned(commonName: "DS Root", key: try PrivateKey.generateRSA())
         let acsKey = try PrivateKey.generateP256()
