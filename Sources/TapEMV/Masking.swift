@@ -46,22 +46,26 @@ public enum Masking {
     public static func masking(_ json: JSON) -> (JSON, Bool) {
         switch json {
         case let .object(members):
-            var changed = false
-            let out: [(String, JSON)] = members.map { key, value in
+            // Copied only once a member changes: most objects (the writer masks every message it stores) have nothing
+            // to mask, and building a new array for each of them was most of the cost.
+            var out: [(String, JSON)]?
+            for (i, (key, value)) in members.enumerated() {
+                let replaced: JSON?
                 if key == "acctNumber", let pan = value.stringValue {
                     let m = maskPAN(pan)
-                    if m != pan { changed = true }
-                    return (key, .string(m))
+                    replaced = m != pan ? .string(m) : nil
+                } else if secretFields.contains(key), let v = value.stringValue {
+                    replaced = v != "***" ? .string("***") : nil
+                } else {
+                    let (inner, c) = masking(value)
+                    replaced = c ? inner : nil
                 }
-                if secretFields.contains(key), let v = value.stringValue {
-                    if v != "***" { changed = true }
-                    return (key, .string("***"))
+                if let replaced {
+                    if out == nil { out = members }
+                    out?[i].1 = replaced
                 }
-                let (inner, c) = masking(value)
-                if c { changed = true }
-                return (key, inner)
             }
-            return changed ? (.object(out), true) : (json, false)
+            return out.map { (.object($0), true) } ?? (json, false)
         case let .array(items):
             var changed = false
             let out = items.map { item -> JSON in
@@ -70,7 +74,7 @@ public enum Masking {
                 return inner
             }
             return changed ? (.array(out), true) : (json, false)
-        case let .string(text) where text.hasPrefix("eyJ"):
+        case let .string(text) where text.utf8.starts(with: "eyJ".utf8):
             guard let masked = maskedJWS(text) else { return (json, false) }
             return (.string(masked), true)
         default:

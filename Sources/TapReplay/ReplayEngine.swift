@@ -52,7 +52,10 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         /// A JSON string value with recorded IDs and URLs replaced.
         func value(_ s: String) -> String {
             for (r, l) in map where r == s { return l }
-            for (r, l) in prefixes where s.hasPrefix(r) { return l + s.dropFirst(r.count) }
+            // On UTF-8 bytes: URLs, where String.hasPrefix's Unicode comparison cost more than the rest of the rewrite.
+            for (r, l) in prefixes where s.utf8.starts(with: r.utf8) {
+                return l + String(decoding: s.utf8.dropFirst(r.utf8.count), as: UTF8.self)
+            }
             return s
         }
     }

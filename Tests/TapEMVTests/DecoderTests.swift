@@ -142,6 +142,13 @@ import TapJOSE
         let j = try JSON.parse(#"{"acctNumber":"5100000000000008","x":[{"challengeDataEntry":"1234"}],"authenticationValue":"AAAB"}"#)
         #expect(Masking.mask(j).compact == #"{"acctNumber":"510000******0008","x":[{"challengeDataEntry":"***"}],"authenticationValue":"***"}"#)
         #expect(Masking.maskPAN("1234") == "****")
+        // Whether anything changed, and the members around a change kept in order.
+        let clean = try JSON.parse(#"{"a":{"b":[1,"x",{"c":null}]},"acctNumber":"400000******1091","otp":"***"}"#)
+        let (same, changed) = Masking.masking(clean)
+        #expect(!changed && same.compact == clean.compact)
+        let deep = try JSON.parse(#"{"a":1,"b":{"c":2,"d":[{"e":3},{"challengeDataEntry":"99"}],"f":4},"g":5}"#)
+        let (masked, didMask) = Masking.masking(deep)
+        #expect(didMask && masked.compact == #"{"a":1,"b":{"c":2,"d":[{"e":3},{"challengeDataEntry":"***"}],"f":4},"g":5}"#)
     }
 }
 
