@@ -35,6 +35,11 @@ public struct ACSSignedContent: Sendable {
         try JWS.signCompact(payload: json.bytes, algorithm: algorithm, key: key, protectedHeader: protectedHeader)
     }
 
+    /// The same with a signer prepared once (a replayer or simulator signing for every challenge).
+    public func sign(signer: PreparedSigner, protectedHeader: String) throws(JOSEError) -> String {
+        try JWS.signCompact(payload: json.bytes, signer: signer, protectedHeader: protectedHeader)
+    }
+
     /// The encoded protected header an ACS signs acsSignedContent under: `alg` and the x5c chain of its certificate.
     public static func protectedHeader(certificate: Certificate, intermediates: [Certificate] = [], algorithm: SignatureAlgorithm) -> String {
         JWS.protectedHeader(algorithm: algorithm, extraHeader: [("x5c", JWS.x5cHeader([certificate] + intermediates))])

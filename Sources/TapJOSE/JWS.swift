@@ -63,9 +63,19 @@ public struct JWS: Sendable {
     /// Signs `payload` under a protected header made by `protectedHeader(algorithm:extraHeader:)` with the same algorithm.
     public static func signCompact(payload: [UInt8], algorithm: SignatureAlgorithm, key: PrivateKey,
                                    protectedHeader: String) throws(JOSEError) -> String {
+        try signCompact(payload: payload, protectedHeader: protectedHeader) { (input) throws(CryptoError) in try key.sign(input, algorithm: algorithm) }
+    }
+
+    /// The same with a signer prepared once for many signatures (the protected header made with its algorithm).
+    public static func signCompact(payload: [UInt8], signer: PreparedSigner, protectedHeader: String) throws(JOSEError) -> String {
+        try signCompact(payload: payload, protectedHeader: protectedHeader) { (input) throws(CryptoError) in try signer.sign(input) }
+    }
+
+    private static func signCompact(payload: [UInt8], protectedHeader: String,
+                                    sign: ([UInt8]) throws(CryptoError) -> [UInt8]) throws(JOSEError) -> String {
         let input = protectedHeader + "." + Base64URL.encode(payload)
         let sig: [UInt8]
-        do { sig = try key.sign(Array(input.utf8), algorithm: algorithm) } catch { throw JOSEError.from(error, context: "signing") }
+        do { sig = try sign(Array(input.utf8)) } catch { throw JOSEError.from(error, context: "signing") }
         return input + "." + Base64URL.encode(sig)
     }
 

@@ -226,10 +226,21 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         let (cipher, acsEphemPubKey) = try ACSChannel.open(sdkEphemPubKey: sdkKeyJSON, sdkReferenceNumber: sdkRef, acsTransID: acsTransID)
         // Faults: a foreign sdkEphemPubKey in the signed content, or a signer outside the DS root.
         let echoedKey = faults.contains(.wrongEphemeralKey) ? JWK(publicKey: try PrivateKey.generateP256().publicKey).json() : sdkKeyJSON
-        let signer = faults.contains(.untrustedSigner) ? try untrustedIdentity() : identity
-        let signed = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: echoedKey, acsURL: lf.value(acsURL))
-            .sign(key: signer.key, protectedHeader: signer.protectedHeader, algorithm: signer.signing)
-        return (signed, cipher)
+        let content = ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: echoedKey, acsURL: lf.value(acsURL))
+        if faults.contains(.untrustedSigner) {
+            let stranger = try untrustedIdentity()
+            return (try content.sign(key: stranger.key, protectedHeader: stranger.protectedHeader, algorithm: stranger.signing), cipher)
+        }
+        return (try content.sign(signer: try preparedSigner(), protectedHeader: identity.protectedHeader), cipher)
+    }
+
+    /// The ACS identity's key prepared for signing, made on the first challenge (used on the loop thread only).
+    var identitySigner: PreparedSigner?
+    func preparedSigner() throws -> PreparedSigner {
+        if let identitySigner { return identitySigner }
+        let s = try PreparedSigner(key: identity.key, algorithm: identity.signing)
+        identitySigner = s
+        return s
     }
 
     /// A self-signed ACS certificate that no DS root vouches for (the `untrusted-signer` fault), made once.

@@ -117,6 +117,27 @@ private func b64u(_ s: String) -> [UInt8] { Base64URL.decode(s)! }
         #expect(!key.publicKey.verify(Array(sig.prefix(10)), of: data, algorithm: alg))
     }
 
+    /// A signer prepared once signs many messages, each as `PrivateKey.sign` would (verified the same way), and refuses
+    /// a key of the other type.
+    @Test(arguments: SignatureAlgorithm.allCases)
+    func preparedSignerSignsManyMessages(alg: SignatureAlgorithm) throws {
+        let key = alg == .es256 ? try PrivateKey.generateP256() : try PrivateKey.generateRSA()
+        let signer = try PreparedSigner(key: key, algorithm: alg)
+        for n in [0, 1, 100, 5000] {
+            let data = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            let sig = try signer.sign(data)
+            #expect(sig.count == (alg == .es256 ? 64 : 256))
+            #expect(key.publicKey.verify(sig, of: data, algorithm: alg), "\(alg) \(n) bytes")
+            #expect(!key.publicKey.verify(sig, of: data + [1], algorithm: alg))
+            if alg == .rs256 {
+                let direct = try key.sign(data, algorithm: alg)
+                #expect(sig == direct, "PKCS#1 v1.5 is deterministic: the same signature")
+            }
+        }
+        let other = alg == .es256 ? try PrivateKey.generateRSA() : try PrivateKey.generateP256()
+        #expect(throws: CryptoError.self) { try PreparedSigner(key: other, algorithm: alg) }
+    }
+
     @Test func rsaOAEP256RoundTripAndWrongKey() throws {
         let k = try PrivateKey.generateRSA(), other = try PrivateKey.generateRSA()
         let c = try k.publicKey.rsaOAEP256Encrypt(Array("cek".utf8))

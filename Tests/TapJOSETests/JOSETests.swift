@@ -61,6 +61,10 @@ import TapCrypto
             let reused = try JWS(compact: try JWS.signCompact(payload: payload, algorithm: .es256, key: acsKey, protectedHeader: header))
             #expect(reused.compact.hasPrefix(jws.compact.prefix { $0 != "." } + "."), "the header part is the per-signature one")
             #expect(try reused.verifyWithX5C(roots: [root.certificate]).commonName == "ACS" && reused.payload == payload)
+            let prepared = try JWS(compact: try JWS.signCompact(payload: payload, signer: try PreparedSigner(key: acsKey, algorithm: .es256),
+                                                                protectedHeader: header))
+            let signerName = try prepared.verifyWithX5C(roots: [root.certificate]).commonName
+            #expect(prepared.compact.hasPrefix(header + ".") && signerName == "ACS")
         }
     }
 
