@@ -1,3 +1,4 @@
+import Dispatch
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -6,7 +7,11 @@ import TapNet
 /// send, read the whole response, call back once on the loop (with the response, or why it failed: connect, TLS,
 /// timeout, a malformed answer). For a server that sends requests of its own, such as the replayer's RReq to the
 /// live 3DS Server and its `--on-miss forward`, so that none of them needs a thread of its own.
-public final class LoopHTTPClient: ConnectionDelegate {
+///
+/// `@unchecked Sendable`: used only on its loop's thread, but for one hop out and back: a host name is resolved on a
+/// Dispatch thread (a slow resolver must not hold up the loop, whose timers are the replayer's product), and the client
+/// returns to the loop with `loop.execute` before anything of it is touched.
+public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     private let loop: EventLoop
     private let url: HTTPURL
     private var request: (head: [UInt8], body: [UInt8])
@@ -45,8 +50,30 @@ public final class LoopHTTPClient: ConnectionDelegate {
 
     private func start(tls: TLSContext) {
         guard completion != nil else { return }
+        guard ResolvedAddress.isLiteral(url.address.host) else {
+            let target = url.address
+            DispatchQueue.global().async {
+                let numeric = Result { () throws(NetError) -> String in
+                    guard let n = try ResolvedAddress(target).numericHost else { throw NetError("cannot resolve \(target.host)", code: 0, reason: "no address") }
+                    return n
+                }
+                self.loop.execute {
+                    switch numeric {
+                    case let .success(host): self.connect(to: HostPort(host: host, port: target.port), tls: tls)
+                    case let .failure(e): self.finish(.failure(HTTPClientError(.connect, "\(e)")))
+                    }
+                }
+            }
+            return
+        }
+        connect(to: url.address, tls: tls)
+    }
+
+    /// Connects to an address the loop can use without a resolver (TLS still names the URL's host).
+    private func connect(to address: HostPort, tls: TLSContext) {
+        guard completion != nil else { return }
         do {
-            let c = try Connection.connect(to: url.address, loop: loop, delegate: self)
+            let c = try Connection.connect(to: address, loop: loop, delegate: self)
             connection = c
             if url.tls { c.startTLS(try TLSSession(context: tls, serverName: url.address.host)) }
         } catch let error as ConnectionError {

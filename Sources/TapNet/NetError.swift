@@ -108,4 +108,20 @@ public final class ResolvedAddress {
     }
 
     deinit { freeaddrinfo(list) }
+
+    /// The first address as numeric text (`127.0.0.1`, `::1`): what a caller that resolved off the loop hands to
+    /// `Connection.connect`, whose own lookup of a literal then needs no resolver.
+    public var numericHost: String? {
+        var buf = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let a = list.pointee
+        guard getnameinfo(a.ai_addr, a.ai_addrlen, &buf, socklen_t(buf.count), nil, 0, NI_NUMERICHOST) == 0 else { return nil }
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether `host` is an IPv4 or IPv6 literal (resolved without asking any resolver).
+    public static func isLiteral(_ host: String) -> Bool {
+        var v4 = in_addr(), v6 = in6_addr()
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return inet_pton(AF_INET, bare, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1
+    }
 }

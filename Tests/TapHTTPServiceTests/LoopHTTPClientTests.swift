@@ -47,6 +47,22 @@ import TapNet
         #expect(String(decoding: r.body, as: UTF8.self) == "{\"seen\":\"POST /3ds/rreq?x=1 close 70000\"}")
     }
 
+    /// A host name is resolved away from the loop (a slow resolver must not hold up its timers), then connected to.
+    @Test func aHostNameIsResolvedAwayFromTheLoopAndReached() throws {
+        #expect(ResolvedAddress.isLiteral("127.0.0.1") && ResolvedAddress.isLiteral("::1") && ResolvedAddress.isLiteral("[::1]"))
+        #expect(!ResolvedAddress.isLiteral("localhost") && !ResolvedAddress.isLiteral("acs.example") && !ResolvedAddress.isLiteral("1.2.3"))
+        // Wherever localhost leads here (127.0.0.1 or ::1), the server listens there.
+        let local = try #require(try ResolvedAddress(HostPort(host: "localhost", port: 1)).numericHost)
+        let stack = try ServiceStack.background("loop-client-test")
+        let server = HTTPServer(loop: stack.loop) { request, _, respond in respond(.json(Array("{\"host\":\"\(request.head.headers["Host"] ?? "")\"}".utf8))) }
+        let address = try server.start(on: HostPort(host: local, port: 0))
+        stack.onStop { server.stop() }
+        stack.start()
+        defer { stack.stop() }
+        let r = try Self.send(stack, "http://localhost:\(address.port)/x").get()
+        #expect(String(decoding: r.body, as: UTF8.self) == "{\"host\":\"localhost:\(address.port)\"}", "the Host header keeps the name")
+    }
+
     @Test func aRefusedConnectionIsReportedWithItsAddress() throws {
         let port = try Self.closedPort()
         let stack = try ServiceStack.background("loop-client-test")
