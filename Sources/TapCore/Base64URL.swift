@@ -34,6 +34,7 @@ public enum Base64URL {
     /// Three bytes at a time into a string of the final size (a character-at-a-time append into an array, then a
     /// String made of it, cost four times as much).
     static func encode(buffer input: UnsafeBufferPointer<UInt8>) -> String {
+        if input.isEmpty { return "" }
         let whole = input.count / 3, rest = input.count % 3
         let outCount = whole * 4 + (rest == 0 ? 0 : rest + 1)
         return alphabet.withUnsafeBufferPointer { letters in
@@ -90,6 +91,9 @@ public enum Base64URL {
         while n > 0, bytes[n - 1] == UInt8(ascii: "=") { n -= 1 }
         let rest = n % 4
         if rest == 1 { return nil }
+        // Nothing to decode (a JWE's empty key part): no array made, since one of capacity 0 is the shared empty
+        // storage, whose count `unsafeUninitializedCapacity` would write (a race ThreadSanitizer reports).
+        if n == 0 { return [] }
         let outCount = n / 4 * 3 + (rest == 0 ? 0 : rest - 1)
         var valid = true
         let out = values.withUnsafeBufferPointer { table in
