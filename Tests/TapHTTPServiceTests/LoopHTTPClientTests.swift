@@ -11,9 +11,10 @@ import TapNet
 /// answers, an answer framed by the connection's close.
 @Suite struct LoopHTTPClientTests {
     /// Sends one request from the stack's loop thread and waits (5 s at most) for the one callback.
-    static func send(_ stack: ServiceStack, _ url: String, body: [UInt8] = [], timeout: Double = 5) throws -> Result<HTTPResponse, HTTPClientError> {
+    static func send(_ stack: ServiceStack, _ url: String, body: [UInt8] = [], timeout: Double = 5,
+                     roots: [Certificate]? = nil) throws -> Result<HTTPResponse, HTTPClientError> {
         let target = try #require(HTTPURL(url))
-        let tls = try TLSContext(clientRoots: nil)
+        let tls = try TLSContext(clientRoots: roots)
         let results = Mutex<[Result<HTTPResponse, HTTPClientError>]>([])
         let done = DispatchSemaphore(value: 0)
         let loop = stack.loop
@@ -61,6 +62,29 @@ import TapNet
         defer { stack.stop() }
         let r = try Self.send(stack, "http://localhost:\(address.port)/x").get()
         #expect(String(decoding: r.body, as: UTF8.self) == "{\"host\":\"localhost:\(address.port)\"}", "the Host header keeps the name")
+    }
+
+    /// HTTPS: a server whose certificate chains to a trusted root answers; one that does not is refused in the handshake.
+    @Test func httpsReachesATrustedServerAndRefusesAnUntrustedOne() throws {
+        let ca = try CertificateAuthority.selfSigned(commonName: "Test 3DS Server CA", key: try PrivateKey.generateP256())
+        let stack = try ServiceStack.background("loop-client-test")
+        let server = HTTPServer(loop: stack.loop, tls: try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))) { request, _, respond in
+            respond(.json(Array("{\"rres\":\(request.body.count)}".utf8)))
+        }
+        // By name, as 3DS Servers are reached (the server mints its certificate for the name the client sends).
+        let local = try #require(try ResolvedAddress(HostPort(host: "localhost", port: 1)).numericHost)
+        let address = try server.start(on: HostPort(host: local, port: 0))
+        stack.onStop { server.stop() }
+        stack.start()
+        defer { stack.stop() }
+        let r = try Self.send(stack, "https://localhost:\(address.port)/3ds/rreq", body: Array("{}".utf8), roots: [ca.certificate]).get()
+        #expect(r.head.status == 200 && String(decoding: r.body, as: UTF8.self) == "{\"rres\":2}")
+        let stranger = try CertificateAuthority.selfSigned(commonName: "Stranger", key: try PrivateKey.generateP256())
+        guard case let .failure(e) = try Self.send(stack, "https://localhost:\(address.port)/3ds/rreq", roots: [stranger.certificate]) else {
+            Issue.record("an untrusted server was accepted")
+            return
+        }
+        #expect(e.kind == .tls && e.message.hasPrefix("TLS to localhost:\(address.port)") && e.message.contains("certificate"), "\(e.message)")
     }
 
     @Test func aRefusedConnectionIsReportedWithItsAddress() throws {
