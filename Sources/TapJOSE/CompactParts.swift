@@ -38,7 +38,7 @@ struct CompactParts {
     /// Part `i` as text (base64url is ASCII).
     func text(_ i: Int) -> String { String(decoding: bytes[ranges[i]], as: UTF8.self) }
 
-    /// Parts `from` through `to` with their dots, as bytes (a JWS signing input).
+    /// Parts `from` through `through` with the dots between them, as bytes (a JWS signing input).
     func bytes(from: Int, through: Int) -> [UInt8] { Array(bytes[ranges[from].lowerBound..<ranges[through].upperBound]) }
 
     /// Part `i` decoded.
