@@ -1,4 +1,5 @@
 import TapCore
+import TapJOSE
 
 /// Finds EMV 3DS messages in HTTP bodies and masks card data before anything is stored.
 public enum ThreeDSContent {
@@ -62,27 +63,10 @@ public enum ThreeDSContent {
     /// Recorded as the message type with `location` `jwe` and the protected header as its JSON, until a key
     /// decrypts it.
     public static func appChannelJWE(in body: [UInt8], isRequest: Bool) -> Found? {
-        // On the bytes: five base64url parts (surrounding whitespace aside), and only the header is decoded; no text is made
-        // of the body (the writer asks this of every CReq and CRes it stores).
-        guard body.count < 1 << 20 else { return nil }
-        let header: JSON? = body.withUnsafeBufferPointer { b in
-            var lo = 0, hi = b.count
-            while lo < hi, Base64URL.isWhitespaceByte(b[lo]) { lo += 1 }
-            while hi > lo, Base64URL.isWhitespaceByte(b[hi - 1]) { hi -= 1 }
-            var dots = 0, firstDot = -1
-            for i in lo..<hi {
-                let c = b[i]
-                if c == 0x2E {
-                    if dots == 0 { firstDot = i }
-                    dots += 1
-                } else if !Base64URL.isAlphabetByte(c) {
-                    return nil
-                }
-            }
-            guard dots == 4, let h = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: b[lo..<firstDot])) else { return nil }
-            return try? JSON.parse(h)
-        }
-        guard let header, header["alg"]?.stringValue == "dir", let kid = header["kid"]?.stringValue else { return nil }
+        // Told on the bytes, as the JOSE parser splits a token, with only the header decoded: no text is made of the
+        // body (the writer asks this of every CReq and CRes it stores).
+        guard body.count < 1 << 20, let header = try? JWE.protectedHeader(ofCompact: body),
+              header["alg"]?.stringValue == "dir", let kid = header["kid"]?.stringValue else { return nil }
         let summaryJSON = JSON.object([("messageType", .string(isRequest ? "CReq" : "CRes")), ("acsTransID", .string(kid))])
         return Found(location: "jwe", json: header, summary: MessageSummary(summaryJSON))
     }

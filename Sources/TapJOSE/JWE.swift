@@ -133,6 +133,12 @@ public struct JWE: Sendable {
         tag = try parts.decode(4, name: "JWE tag")
     }
 
+    /// The protected header of a compact JWE, the token's shape checked as `init(compact:)` checks it (five base64url
+    /// parts, whitespace around them allowed) but only the header decoded: enough to tell what a body is.
+    public static func protectedHeader(ofCompact bytes: [UInt8]) throws(JOSEError) -> JSON {
+        try CompactParts(bytes, count: 5, what: "JWE").header()
+    }
+
     init(header: JSON, encryptedKey: [UInt8], iv: [UInt8], ciphertext: [UInt8], tag: [UInt8], protectedSegment: String) {
         self.header = header
         self.protectedSegment = protectedSegment
