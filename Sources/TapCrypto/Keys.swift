@@ -459,13 +459,10 @@ public struct PrivateKey: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Signs in JOSE form (r‖s for ES256).
+    /// Signs in JOSE form (r‖s for ES256): one signature, with a signing context made for it (`PreparedSigner`, which
+    /// a server signing many messages keeps).
     public func sign(_ data: [UInt8], algorithm: SignatureAlgorithm) throws(CryptoError) -> [UInt8] {
-        guard algorithm.keyType == type else {
-            throw CryptoError(.invalidKey, "\(algorithm.rawValue) needs an \(algorithm.keyType.rawValue) key, got \(type.rawValue)")
-        }
-        let der = try Signer.sign(key: key, data: data, rsaPSS: algorithm == .rs256 ? false : (algorithm == .ps256 ? true : nil))
-        return algorithm == .es256 ? try ECDSASignature.raw(fromDER: der) : der
+        try PreparedSigner(key: self, algorithm: algorithm).sign(data)
     }
 
     /// The ECDH shared secret (the 32-byte x-coordinate) with a peer's P-256 public key.
@@ -497,7 +494,7 @@ public struct PrivateKey: Sendable {
 /// it is used by one thread at a time.
 public final class PreparedSigner {
     public let algorithm: SignatureAlgorithm
-    private let key: EVPKey
+    /// Holds its own reference to the key (EVP_PKEY_CTX_new_from_pkey takes one; EVP_PKEY_CTX_free drops it).
     private let ctx: OpaquePointer
 
     public init(key: PrivateKey, algorithm: SignatureAlgorithm) throws(CryptoError) {
@@ -514,13 +511,12 @@ public final class PreparedSigner {
             throw error
         }
         self.algorithm = algorithm
-        self.key = key.key
         self.ctx = ctx
     }
 
     deinit { EVP_PKEY_CTX_free(ctx) }
 
-    /// Signs SHA-256 of `data`, in JOSE form (r‖s for ES256), as `PrivateKey.sign` does.
+    /// Signs SHA-256 of `data`, in JOSE form (r‖s for ES256).
     public func sign(_ data: [UInt8]) throws(CryptoError) -> [UInt8] {
         let digest = Digest.sha256(data)
         var len = 0
@@ -541,24 +537,6 @@ enum Signer {
                 && EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) > 0
         }
         return EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) > 0
-    }
-
-    /// Signs SHA-256 of `data`; `rsaPSS` nil for EC.
-    static func sign(key: EVPKey, data: [UInt8], rsaPSS: Bool?) throws(CryptoError) -> [UInt8] {
-        let md = try unwrap(EVP_MD_CTX_new(), "EVP_MD_CTX_new")
-        defer { EVP_MD_CTX_free(md) }
-        var pctx: OpaquePointer? = nil
-        try check(EVP_DigestSignInit(md, &pctx, EVP_sha256(), nil, key.pointer), "EVP_DigestSignInit")
-        if let rsaPSS, !configureRSA(pctx, pss: rsaPSS) { throw CryptoError.openSSL("configuring RSA padding") }
-        var len = 0
-        try data.withUnsafeBufferPointer { (d) throws(CryptoError) in
-            try check(EVP_DigestSign(md, nil, &len, d.baseAddress, d.count), "signature length")
-        }
-        var sig = [UInt8](repeating: 0, count: len)
-        try data.withUnsafeBufferPointer { (d) throws(CryptoError) in
-            try check(EVP_DigestSign(md, &sig, &len, d.baseAddress, d.count), "signing")
-        }
-        return Array(sig.prefix(len))
     }
 }
 
