@@ -86,22 +86,18 @@ import TapNet
     /// `HTTPServer` on loopback: a client that waits for `100 Continue` gets it before sending its body, and a CONNECT
     /// to a server that is no proxy is refused.
     @Test func aServerAnswersContinueAndRefusesConnect() throws {
-        let stack = try ServiceStack.background("intake-test")
-        let server = HTTPServer(loop: stack.loop) { request, _, respond in
+        let server = try LoopbackServer("intake-test") { request, _, respond in
             respond(.json(Array("{\"got\":\(request.body.count)}".utf8)))
         }
-        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
-        stack.onStop { server.stop() }
-        stack.start()
-        defer { stack.stop() }
+        defer { server.stop() }
 
-        let c = try RawClient(port: Int(address.port))
+        let c = try RawClient(port: Int(server.address.port))
         try c.send("POST /x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
         #expect(try c.read(until: "\r\n\r\n") == "HTTP/1.1 100 Continue\r\n\r\n", "before any body byte is sent")
         try c.send("hello")
         #expect(try c.read(until: "{\"got\":5}").hasPrefix("HTTP/1.1 200"))
 
-        let d = try RawClient(port: Int(address.port))
+        let d = try RawClient(port: Int(server.address.port))
         try d.send("CONNECT acs.test:443 HTTP/1.1\r\nHost: acs.test:443\r\n\r\n")
         #expect(try d.read(until: "}").hasPrefix("HTTP/1.1 405"))
     }
@@ -110,17 +106,13 @@ import TapNet
     /// them, and the rest follows from the connection's queue, every byte in order, before the next reply.
     @Test func aLargeReplyReadLateArrivesWholeAndInOrder() throws {
         let big = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) }
-        let stack = try ServiceStack.background("gathered-write-test")
-        let server = HTTPServer(loop: stack.loop) { request, _, respond in
+        let server = try LoopbackServer("gathered-write-test") { request, _, respond in
             respond(request.head.target == "/big" ? HTTPReply(status: 200, headers: [("Content-Type", "application/octet-stream")], body: big)
                                                   : .json(Array("{\"small\":true}".utf8)))
         }
-        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
-        stack.onStop { server.stop() }
-        stack.start()
-        defer { stack.stop() }
+        defer { server.stop() }
 
-        let c = try RawClient(port: Int(address.port))
+        let c = try RawClient(port: Int(server.address.port))
         try c.send("GET /big HTTP/1.1\r\nHost: t\r\n\r\nGET /small HTTP/1.1\r\nHost: t\r\n\r\n")
         usleep(300_000) // the server has written what the socket takes and queued the rest
         let got = try c.readBytes(count: 200 + big.count + 200, until: Array("{\"small\":true}".utf8))

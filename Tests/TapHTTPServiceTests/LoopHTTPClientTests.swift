@@ -33,17 +33,13 @@ import TapNet
     }
 
     @Test func aRequestGetsTheServersAnswer() throws {
-        let stack = try ServiceStack.background("loop-client-test")
-        let server = HTTPServer(loop: stack.loop) { request, _, respond in
+        let server = try LoopbackServer("loop-client-test") { request, _, respond in
             let seen = "\(request.head.method) \(request.head.target) \(request.head.headers["Connection"] ?? "-") \(request.body.count)"
             respond(.json(Array("{\"seen\":\"\(seen)\"}".utf8)))
         }
-        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
-        stack.onStop { server.stop() }
-        stack.start()
-        defer { stack.stop() }
+        defer { server.stop() }
 
-        let r = try Self.send(stack, "http://127.0.0.1:\(address.port)/3ds/rreq?x=1", body: Array(repeating: 0x41, count: 70_000)).get()
+        let r = try Self.send(server.stack, "http://127.0.0.1:\(server.address.port)/3ds/rreq?x=1", body: Array(repeating: 0x41, count: 70_000)).get()
         #expect(r.head.status == 200)
         #expect(String(decoding: r.body, as: UTF8.self) == "{\"seen\":\"POST /3ds/rreq?x=1 close 70000\"}")
     }
@@ -54,37 +50,29 @@ import TapNet
         #expect(!ResolvedAddress.isLiteral("localhost") && !ResolvedAddress.isLiteral("acs.example") && !ResolvedAddress.isLiteral("1.2.3"))
         // Wherever localhost leads here (127.0.0.1 or ::1), the server listens there.
         let local = try #require(try ResolvedAddress(HostPort(host: "localhost", port: 1)).numericHost)
-        let stack = try ServiceStack.background("loop-client-test")
-        let server = HTTPServer(loop: stack.loop) { request, _, respond in respond(.json(Array("{\"host\":\"\(request.head.headers["Host"] ?? "")\"}".utf8))) }
-        let address = try server.start(on: HostPort(host: local, port: 0))
-        stack.onStop { server.stop() }
-        stack.start()
-        defer { stack.stop() }
-        let r = try Self.send(stack, "http://localhost:\(address.port)/x").get()
-        #expect(String(decoding: r.body, as: UTF8.self) == "{\"host\":\"localhost:\(address.port)\"}", "the Host header keeps the name")
+        let server = try LoopbackServer("loop-client-test", host: local) { request, _, respond in respond(.json(Array("{\"host\":\"\(request.head.headers["Host"] ?? "")\"}".utf8))) }
+        defer { server.stop() }
+        let r = try Self.send(server.stack, "http://localhost:\(server.address.port)/x").get()
+        #expect(String(decoding: r.body, as: UTF8.self) == "{\"host\":\"localhost:\(server.address.port)\"}", "the Host header keeps the name")
     }
 
     /// HTTPS: a server whose certificate chains to a trusted root answers; one that does not is refused in the handshake.
     @Test func httpsReachesATrustedServerAndRefusesAnUntrustedOne() throws {
         let ca = try CertificateAuthority.selfSigned(commonName: "Test 3DS Server CA", key: try PrivateKey.generateP256())
-        let stack = try ServiceStack.background("loop-client-test")
-        let server = HTTPServer(loop: stack.loop, tls: try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))) { request, _, respond in
-            respond(.json(Array("{\"rres\":\(request.body.count)}".utf8)))
-        }
         // By name, as 3DS Servers are reached (the server mints its certificate for the name the client sends).
         let local = try #require(try ResolvedAddress(HostPort(host: "localhost", port: 1)).numericHost)
-        let address = try server.start(on: HostPort(host: local, port: 0))
-        stack.onStop { server.stop() }
-        stack.start()
-        defer { stack.stop() }
-        let r = try Self.send(stack, "https://localhost:\(address.port)/3ds/rreq", body: Array("{}".utf8), roots: [ca.certificate]).get()
+        let server = try LoopbackServer("loop-client-test", host: local, tls: try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))) { request, _, respond in
+            respond(.json(Array("{\"rres\":\(request.body.count)}".utf8)))
+        }
+        defer { server.stop() }
+        let r = try Self.send(server.stack, "https://localhost:\(server.address.port)/3ds/rreq", body: Array("{}".utf8), roots: [ca.certificate]).get()
         #expect(r.head.status == 200 && String(decoding: r.body, as: UTF8.self) == "{\"rres\":2}")
         let stranger = try CertificateAuthority.selfSigned(commonName: "Stranger", key: try PrivateKey.generateP256())
-        guard case let .failure(e) = try Self.send(stack, "https://localhost:\(address.port)/3ds/rreq", roots: [stranger.certificate]) else {
+        guard case let .failure(e) = try Self.send(server.stack, "https://localhost:\(server.address.port)/3ds/rreq", roots: [stranger.certificate]) else {
             Issue.record("an untrusted server was accepted")
             return
         }
-        #expect(e.kind == .tls && e.message.hasPrefix("TLS to localhost:\(address.port)") && e.message.contains("certificate"), "\(e.message)")
+        #expect(e.kind == .tls && e.message.hasPrefix("TLS to localhost:\(server.address.port)") && e.message.contains("certificate"), "\(e.message)")
     }
 
     @Test func aRefusedConnectionIsReportedWithItsAddress() throws {
