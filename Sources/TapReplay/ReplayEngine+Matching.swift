@@ -49,7 +49,8 @@ extension ReplayEngine {
                 let lf = LiveFlow(flow: -1, map: echo, threeDSServerURL: nil)
                 let json = (try? JSON.parse(x.responseBody)).flatMap { $0.isObject ? $0 : nil }
                 let body = json.map { rewrite($0, lf, &rng).bytes }
-                    ?? (echo.isEmpty ? x.responseBody : Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng).utf8))
+                    ?? (echo.isEmpty ? x.responseBody : Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng,
+                                                                          contentType: x.responseHeaders.first { $0.0.caseInsensitiveEquals("Content-Type") }?.1).utf8))
                 return answer(i, body: body, type: x.messages.first { $0.direction == "response" }?.type, nil,
                               matchedBy: "method, path, query, body (occurrence \(n + 1) of \(equal.count))",
                               headers: ReplayEngine.replayableHeaders(x.responseHeaders), status: x.status ?? 502)

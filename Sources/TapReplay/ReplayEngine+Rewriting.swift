@@ -48,8 +48,10 @@ extension ReplayEngine {
         }
     }
 
-    /// HTML or text: base64url JSON in form values (a cres, a creq) rewritten inside, then IDs and URLs replaced.
-    func rewriteText(_ text: String, _ lf: LiveFlow, _ rng: inout SeededRandom) -> String {
+    /// HTML or text: base64url JSON in form values (a cres, a creq) rewritten inside, then IDs and URLs replaced. In a
+    /// page a browser may render (`contentType` names HTML or XML, or is missing and the browser would sniff), each
+    /// live value is escaped for where it lands: it comes from the live client (a notificationURL, threeDSSessionData).
+    func rewriteText(_ text: String, _ lf: LiveFlow, _ rng: inout SeededRandom, contentType: String?) -> String {
         var out = ""
         var rest = Substring(text)
         while let r = rest.range(of: "value=\"") {
@@ -65,7 +67,14 @@ extension ReplayEngine {
             rest = rest[end...]
         }
         out += rest
-        return replaceAll(out, lf)
+        guard ReplayEngine.rendersAsHTML(contentType) else { return replaceAll(out, lf) }
+        return HTMLSubstitution.replacing(lf.map.map { (recorded: $0.0, live: $0.1) }, in: out)
+    }
+
+    /// Whether a browser may render a body of this type as a page: HTML or XML, or no type at all (it would sniff).
+    static func rendersAsHTML(_ contentType: String?) -> Bool {
+        guard let t = contentType?.lowercased() else { return true }
+        return t.contains("html") || t.contains("xml")
     }
 
     /// A well-formed authentication value (20 bytes, base64) derived from the seed, in place of a masked one.

@@ -402,7 +402,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         } else if let json = try? JSON.parse(x.responseBody), json.isObject {
             body = rewrite(json, lf, &rng).bytes
         } else {
-            body = Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng).utf8)
+            body = Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng,
+                                     contentType: headers.first { $0.0.caseInsensitiveEquals("Content-Type") }?.1).utf8)
         }
         if headers.isEmpty { headers = [("Content-Type", "application/octet-stream")] }
         var a = answer(i, body: body, type: type ?? path, lf, matchedBy: "", headers: headers)

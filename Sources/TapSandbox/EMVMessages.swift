@@ -26,13 +26,14 @@ enum EMV {
 
 }
 
-/// A tiny HTML form reader for the browser flow: the form's action and its input fields.
+/// A tiny HTML form reader and writer for the browser flow: the form's action and its input fields (escaping and
+/// unescaping by `HTMLEscape`, the one helper every page uses).
 enum HTMLForm {
     static func action(in html: String) -> String? {
         guard let r = html.range(of: "action=\"") else { return nil }
         let rest = html[r.upperBound...]
         guard let end = rest.firstIndex(of: "\"") else { return nil }
-        return htmlUnescape(String(rest[..<end]))
+        return HTMLEscape.unescape(String(rest[..<end]))
     }
 
     /// `name=value` of every `<input ... name="x" value="y">`.
@@ -52,26 +53,18 @@ enum HTMLForm {
         guard let r = tag.range(of: " \(name)=\"") else { return nil }
         let rest = tag[r.upperBound...]
         guard let end = rest.firstIndex(of: "\"") else { return nil }
-        return htmlUnescape(String(rest[..<end]))
+        return HTMLEscape.unescape(String(rest[..<end]))
     }
 
-    static func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
-            .replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
-    }
-
-    static func htmlUnescape(_ s: String) -> String {
-        s.replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&lt;", with: "<")
-            .replacingOccurrences(of: "&gt;", with: ">").replacingOccurrences(of: "&amp;", with: "&")
-    }
-
-    /// An auto-posting form (with a no-JavaScript button), as an ACS sends the final CRes.
+    /// An auto-posting form (with a no-JavaScript button), as an ACS sends the final CRes. Every value is escaped for
+    /// where it goes; an `action` that is not an http(s) URL becomes `about:blank`.
     static func autoPost(action: String, fields: [(String, String)], title: String) -> String {
-        let inputs = fields.map { "<input type=\"hidden\" name=\"\(escape($0.0))\" value=\"\(escape($0.1))\">" }.joined(separator: "\n")
+        let inputs = fields.map { "<input type=\"hidden\" name=\"\(HTMLEscape.attribute($0.0))\" value=\"\(HTMLEscape.attribute($0.1))\">" }
+            .joined(separator: "\n")
         return """
-        <!DOCTYPE html><html><head><title>\(escape(title))</title></head>
+        <!DOCTYPE html><html><head><title>\(HTMLEscape.text(title))</title></head>
         <body onload="document.forms[0].submit()">
-        <form method="post" action="\(escape(action))">
+        <form method="post" action="\(HTMLEscape.url(action))">
         \(inputs)
         <noscript><button type="submit">Continue</button></noscript>
         </form></body></html>

@@ -182,6 +182,9 @@ public final class Sandbox: @unchecked Sendable {
         let pan = areq["acctNumber"]?.stringValue ?? ""
         if !(13...19).contains(pan.count) || !pan.allSatisfy(\.isASCIIDigitCharacter) { bad.append("acctNumber") }
         if channel == "01", areq["sdkEphemPubKey"].map({ !$0.isObject }) ?? true { bad.append("sdkEphemPubKey") }
+        // The URLs the ACS posts to (the browser's final CRes, the RReq): fully qualified http(s) URLs, nothing a page could run.
+        for key in (channel == "02" ? ["threeDSServerURL", "notificationURL"] : ["threeDSServerURL"])
+            where HTTPURL(areq[key]?.stringValue ?? "") == nil { bad.append(key) }
         guard bad.isEmpty else {
             return respond(erroReply(.formatInvalid, "D", "Format or value invalid", bad.joined(separator: ","), about: areq, type: "AReq"))
         }
@@ -325,6 +328,7 @@ public final class Sandbox: @unchecked Sendable {
               let notify = json["threeDSMethodNotificationURL"]?.stringValue else {
             return .html("<p>threeDSMethodData missing or malformed</p>", status: 400)
         }
+        guard HTTPURL(notify) != nil else { return .html("<p>threeDSMethodNotificationURL is not an http(s) URL</p>", status: 400) }
         let back = Base64URL.encode(JSON.object([("threeDSServerTransID", .string(id))]).bytes)
         return .html(HTMLForm.autoPost(action: notify, fields: [("threeDSMethodData", back)], title: "3DS Method"))
     }

@@ -191,10 +191,10 @@ extension Sandbox {
         }
         respond(.html("""
         <!DOCTYPE html><html><head><title>3dstape Sandbox Bank</title></head><body>
-        <h1>3dstape Sandbox Bank</h1><p>\(HTMLForm.escape(prompt))</p>
-        <form method="post" action="\(HTMLForm.escape(baseURL + "/acs/challenge/submit"))">
-        <input type="hidden" name="acsTransID" value="\(HTMLForm.escape(id))">
-        <input type="hidden" name="uiType" value="\(tx.uiType)">
+        <h1>3dstape Sandbox Bank</h1><p>\(HTMLEscape.text(prompt))</p>
+        <form method="post" action="\(HTMLEscape.url(baseURL + "/acs/challenge/submit"))">
+        <input type="hidden" name="acsTransID" value="\(HTMLEscape.attribute(id))">
+        <input type="hidden" name="uiType" value="\(HTMLEscape.attribute(tx.uiType))">
         <input type="text" name="answer" value="">
         <button type="submit" name="action" value="submit">Submit</button>
         <button type="submit" name="action" value="cancel">Cancel</button>

@@ -51,6 +51,25 @@ import TapSandbox
         #expect(ranges.first?["threeDSMethodURL"]?.stringValue == h.sandbox.baseURL + "/acs/method")
     }
 
+    /// Issue 23 item 7: the URLs the ACS's pages post to are http(s) URLs, so that a `javascript:` one never becomes a
+    /// form's action; the page's values are escaped by the shared helper.
+    @Test func pageURLsThatAreNotHTTPAreRefused() throws {
+        let h = try SandboxHarness()
+        defer { h.stop() }
+        for url in ["javascript:alert(document.domain)", " http://127.0.0.1:9/notify", "data:text/html,<script>1</script>"] {
+            let r = try post(h, "/ds/areq", browserAReq().setting("notificationURL", to: .string(url)).bytes)
+            #expect(r["errorCode"]?.stringValue == "203" && r["errorDetail"]?.stringValue == "notificationURL", "\(url): \(r.compact)")
+        }
+        let rreqURL = try post(h, "/ds/areq", browserAReq().setting("threeDSServerURL", to: .string("javascript:x")).bytes)
+        #expect(rreqURL["errorCode"]?.stringValue == "203" && rreqURL["errorDetail"]?.stringValue == "threeDSServerURL")
+        let data = Base64URL.encode(JSON.object([("threeDSServerTransID", .string(UUID().uuidString.lowercased())),
+                                                 ("threeDSMethodNotificationURL", .string("javascript:alert(1)"))]).bytes)
+        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 5)
+        let method = try client.send("POST", HTTPURL(h.sandbox.baseURL + "/acs/method")!, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                                     body: Array("threeDSMethodData=\(data)".utf8))
+        #expect(method.head.status == 400 && !String(decoding: method.body, as: UTF8.self).contains("javascript"))
+    }
+
     @Test func acsErroCodes() throws {
         let h = try SandboxHarness()
         defer { h.stop() }

@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+import TapCore
+
+/// Issue 23 (hardening, round two), against the real processes on loopback: HTML injection into the replayer's
+/// browser pages, the loopback check on the address that is bound, credentials a forward passes on, TLS clients that
+/// send no SNI, half-closed clients, upgrades, and a replayer that forwards its misses to itself.
+@Suite(.serialized) struct ServerHardeningEndToEndTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+
+    struct Fixture {
+        let dir: URL
+        var env: [String: String] { ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path] }
+        func path(_ name: String) -> String { dir.appendingPathComponent(name).path }
+    }
+
+    func withFixture(_ body: (Fixture) throws -> Void) throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try body(Fixture(dir: dir))
+    }
+
+    /// A copy of a checked-in session (replay writes nothing into it, but a test never touches the original).
+    func session(_ f: Fixture, _ name: String) throws -> String {
+        let copy = f.path(name)
+        try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/\(name)").path, toPath: copy)
+        return copy
+    }
+
+    func replayer(_ f: Fixture, _ session: String, _ extra: [String], scheme: String = "http") throws -> (Spawned, UInt16) {
+        let s = try Spawned(CLIRunner.binary.path, ["replay", session, "--listen", "127.0.0.1:0", "--timing", "none",
+                                                    "--session", f.path("out-\(UUID().uuidString).3dstape")] + extra, environment: f.env)
+        return (s, try s.port(after: "on \(scheme)://127.0.0.1:"))
+    }
+
+    func upstream() throws -> (Spawned, UInt16) {
+        let s = try Spawned("/usr/bin/env", ["python3", Self.root.appendingPathComponent("tools/testing/upstream.py").path])
+        return (s, try s.port(after: "listening "))
+    }
+
+    // MARK: item 7
+
+    /// The issue's reproduction: a browser AReq whose notificationURL breaks out of the form's action, and a creq post
+    /// whose threeDSSessionData breaks out of its input. The final CRes page, parsed as a browser would, has only the
+    /// recorded page's own tags, and its action and hidden field carry the live values exactly.
+    @Test func liveValuesInTheReplayedBrowserPagesAreEscaped() throws {
+        try withFixture { f in
+            let copy = try session(f, "demo-browser.3dstape")
+            let (rep, port) = try replayer(f, copy, ["--quiet"])
+            defer { rep.stop() }
+            let notify = "http://127.0.0.1:1/n\"><script>alert(document.domain)</script>"
+            let sessionData = "sess\"><i>x"
+            let script = """
+            import base64, json, subprocess, sys, urllib.parse, urllib.request
+            from html.parser import HTMLParser
+            base = "http://127.0.0.1:\(port)"
+            areq = json.loads(subprocess.check_output(["sqlite3", sys.argv[1], "select request_body from exchanges where id = 2"]))
+            areq["acctNumber"] = "4000000000001067"
+            areq["notificationURL"] = sys.argv[2]
+            def post(path, data, ctype):
+                return urllib.request.urlopen(urllib.request.Request(base + path, data=data, headers={"Content-Type": ctype})).read().decode()
+            ares = json.loads(post("/ds/areq", json.dumps(areq).encode(), "application/json"))
+            creq = base64.urlsafe_b64encode(json.dumps({"threeDSServerTransID": areq["threeDSServerTransID"], "acsTransID": ares["acsTransID"],
+                "messageType": "CReq", "messageVersion": "2.2.0", "challengeWindowSize": "05"}).encode()).decode().rstrip("=")
+            form = "application/x-www-form-urlencoded"
+            pages = [post("/acs/challenge", urllib.parse.urlencode({"creq": creq, "threeDSSessionData": sys.argv[3]}).encode(), form)]
+            pages.append(post("/acs/challenge/submit", urllib.parse.urlencode({"acsTransID": ares["acsTransID"], "uiType": "01", "answer": "1234",
+                "action": "submit"}).encode(), form))
+            class Tags(HTMLParser):
+                def __init__(self):
+                    super().__init__(); self.tags = []; self.attrs = {}
+                def handle_starttag(self, tag, attrs):
+                    self.tags.append(tag)
+                    for k, v in attrs: self.attrs.setdefault(tag + "." + k + ("." + dict(attrs).get("name", "") if tag == "input" else ""), v)
+            out = []
+            for page in pages:
+                p = Tags(); p.feed(page); out.append({"tags": sorted(set(p.tags)), "attrs": p.attrs})
+            print(json.dumps(out))
+            """
+            let r = try sh(["python3", "-c", script, copy, notify, sessionData])
+            let pages = try JSON.parse(Array(r.out.utf8))
+            guard case let .array(parsed) = pages, parsed.count == 2 else { Issue.record("no pages: \(r.out) \(r.err)"); return }
+            let allowed: Set<String> = ["html", "head", "title", "body", "h1", "p", "form", "input", "button", "noscript"]
+            for page in parsed {
+                guard case let .array(tags)? = page["tags"] else { Issue.record("\(page.compact)"); continue }
+                let names = Set(tags.compactMap(\.stringValue))
+                #expect(names.isSubset(of: allowed), "only the recorded page's own tags: \(names.subtracting(allowed))")
+            }
+            let final = parsed[1]["attrs"]
+            #expect(final?["form.action"]?.stringValue == notify, "the form posts to the live notificationURL, as text: \(final?.compact ?? "")")
+            #expect(final?["input.value.threeDSSessionData"]?.stringValue == sessionData, "\(final?.compact ?? "")")
+            #expect(final?["input.value.cres"]?.stringValue?.isEmpty == false)
+        }
+    }
+}
