@@ -86,27 +86,34 @@ extension ParsedArguments {
 }
 
 extension ParsedArguments {
-    /// The `--listen HOST:PORT` addresses (repeatable), or `fallback`.
-    func listenAddresses(default fallback: String) throws -> [HostPort] {
-        try (all("listen").isEmpty ? [fallback] : all("listen")).map { text -> HostPort in
+    /// The `--listen HOST:PORT` addresses (repeatable), or `fallback`, each resolved to the numeric address that is
+    /// bound (a name that does not resolve is refused here, before anything starts).
+    func listenAddresses(default fallback: String) throws -> [ListenAddress] {
+        try (all("listen").isEmpty ? [fallback] : all("listen")).map { text -> ListenAddress in
             guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
-            return hp
+            do { return try ListenAddress(hp) } catch { throw InvalidArguments("--listen \(text): \(error)") }
         }
     }
 
     /// `--auth USER:PASSWORD` when given; and a refusal, before anything starts, to listen beyond loopback without
     /// `--auth` or `--allow-remote` (a recorder or replayer on 0.0.0.0 would otherwise serve card data to the network).
-    func listenAuthorization(_ listens: [HostPort]) throws -> ClientAuthorization? {
+    func listenAuthorization(_ listens: [ListenAddress]) throws -> ClientAuthorization? {
         var auth: ClientAuthorization?
         if let a = value("auth") {
             guard let parsed = ClientAuthorization(a) else { throw InvalidArguments("--auth \(a.prefix(1))…: expected USER:PASSWORD") }
             auth = parsed
         }
-        if auth == nil, !has("allow-remote"), let remote = listens.first(where: { !ClientAuthorization.isLoopback($0.host) }) {
-            throw InvalidArguments("--listen \(remote) is reachable from other machines: add --auth USER:PASSWORD (clients then "
-                                   + "authenticate) or --allow-remote to listen there without it")
+        if auth == nil {
+            try refuseRemote(listens, "add --auth USER:PASSWORD (clients then authenticate) or --allow-remote to listen there without it")
         }
         return auth
+    }
+
+    /// The one loopback check of every listening command (record, replay, sandbox, web): unless `--allow-remote` is
+    /// given, each address as resolved, the one that is bound, must be a loopback address. `remedy` says what to add.
+    func refuseRemote(_ listens: [ListenAddress], _ remedy: String) throws {
+        guard !has("allow-remote"), let remote = listens.first(where: { !$0.isLoopback }) else { return }
+        throw InvalidArguments("--listen \(remote) is reachable from other machines: \(remedy)")
     }
 }
 

@@ -121,7 +121,7 @@ struct RecordCommand: Command {
         let server = ProxyServer(loop: stack.loop, config: config, writer: writer,
                                  onLog: { line in FileHandle.standardError.write(Data("3dstape: \(line)\n".utf8)) })
         var bound: [HostPort] = []
-        for l in listens { bound.append(try server.listen(on: l)) }
+        for l in listens { bound.append(try server.listen(on: l.bound)) }
         let upstreamText: String = { if case let .reverse(u) = mode { return " → \(u)" }; return " (forward proxy; CONNECT intercepted)" }()
         io.err("recording on \(bound.map { "http://\($0)" }.joined(separator: ", "))\(upstreamText)")
         io.err("session: \(sessionPath)   Ctrl-C to stop")

@@ -70,7 +70,7 @@ struct ReplayCommand: Command {
         var bound: [HostPort] = []
         let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
         for l in listens {
-            bound.append(try replayer.start(on: l, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
+            bound.append(try replayer.start(on: l.bound, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
                                             headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization,
                                             maxConnections: try args.maxConnections(), maxBufferedBytes: try args.maxBuffered()))
         }

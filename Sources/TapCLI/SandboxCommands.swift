@@ -48,8 +48,8 @@ struct SandboxCommand: Command {
     ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let listen = HostPort(args.value("listen") ?? "127.0.0.1:9443") else { throw CommandFailure("--listen: expected HOST:PORT") }
-        let authorization = args.positionals.first == "certs" ? nil : try args.listenAuthorization([listen]) // before any key is made
+        let listens = args.positionals.first == "certs" ? [] : try args.listenAddresses(default: "127.0.0.1:9443")
+        let authorization = listens.isEmpty ? nil : try args.listenAuthorization(listens) // before any key is made
         let keys = try sandboxKeys()
         guard let dsKey = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
         if args.positionals.first == "certs" {
@@ -84,7 +84,7 @@ struct SandboxCommand: Command {
         let sandbox = Sandbox(keys: keys, options: o, loop: stack.loop) { line in
             if !quiet { FileHandle.standardOutput.write(Data("sandbox: \(line)\n".utf8)) }
         }
-        let bound = try sandbox.start(on: listen, tls: args.has("tls"))
+        let bound = try sandbox.start(on: listens[0].bound, tls: args.has("tls"))
         io.err("sandbox DS + ACS on \(sandbox.baseURL) (DS key \(dsKey.rawValue), acsSignedContent \(o.signing.rawValue)); bound \(bound)")
         io.err("clients: '3dstape sandbox certs --out DIR' then '3dstape client --ds \(sandbox.baseURL) --certs DIR --card PAN'")
         stack.runUntilSignal()

@@ -18,11 +18,8 @@ struct WebCommand: Command {
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let listen = HostPort(args.value("listen") ?? "127.0.0.1:8470") else { throw InvalidArguments("--listen: expected HOST:PORT") }
-        if !ClientAuthorization.isLoopback(listen.host), !args.has("allow-remote") {
-            throw InvalidArguments("--listen \(listen) is reachable from other machines and the inspector has no login: "
-                                   + "add --allow-remote to serve there anyway")
-        }
+        let listen = try args.listenAddresses(default: "127.0.0.1:8470")[0]
+        try args.refuseRemote([listen], "the inspector has no login; add --allow-remote to serve there anyway")
         let catalog: SessionCatalog
         do { catalog = try SessionCatalog(paths: args.positionals.isEmpty ? ["sessions"] : args.positionals) } catch {
             throw CommandFailure("\(error)")
@@ -30,7 +27,7 @@ struct WebCommand: Command {
         let stack = try ServiceStack.foreground()
         let inspector = WebInspector(catalog: catalog, loop: stack.loop)
         let bound: HostPort
-        do { bound = try inspector.start(on: listen) } catch { throw CommandFailure("cannot listen on \(listen): \(error)") }
+        do { bound = try inspector.start(on: listen.bound) } catch { throw CommandFailure("cannot listen on \(listen): \(error)") }
         let host = bound.host.contains(":") ? "[\(bound.host)]" : bound.host
         let url = "http://\(host):\(bound.port)/"
         let served = catalog.entries()

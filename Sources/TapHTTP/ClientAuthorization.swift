@@ -20,12 +20,6 @@ public struct ClientAuthorization: Sendable, Equatable {
         return viaProxy ? (407, ("Proxy-Authenticate", "Basic realm=\"3dstape\"")) : (401, ("WWW-Authenticate", "Basic realm=\"3dstape\""))
     }
 
-    /// Whether `host` is a loopback address (the only one 3dstape listens on without `--auth` or `--allow-remote`).
-    public static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased()
-        return h == "localhost" || h == "::1" || h == "[::1]" || h.hasPrefix("127.")
-    }
-
     static func constantTimeEquals(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8), y = Array(b.utf8)
         guard x.count == y.count else { return false }

@@ -14,7 +14,7 @@ public final class WebInspector: @unchecked Sendable {
     let api: WebAPI
     let queries = DispatchQueue(label: "3dstape.web.queries")
     /// Host names a request may carry (with the bound port): a page on another site that resolves its own name to
-    /// 127.0.0.1 (DNS rebinding) is refused. Empty when listening beyond loopback.
+    /// 127.0.0.1 (DNS rebinding) is refused. Empty when listening beyond loopback (only with `--allow-remote`).
     var allowedHosts: Set<String> = []
 
     /// Headers on every answer: nothing but the app's own script and style runs; no framing, no sniffing, no caching.
@@ -41,12 +41,15 @@ public final class WebInspector: @unchecked Sendable {
         weak var inspector: WebInspector?
     }
 
-    /// Binds and starts serving; returns the bound address.
+    /// Binds and starts serving; returns the bound address (numeric: a name is resolved once, and what it resolves
+    /// to is both bound and judged). On a loopback address, requests must name it, `localhost` or another loopback
+    /// literal, with the port, in their Host header.
     @discardableResult
     public func start(on address: HostPort) throws -> HostPort {
-        let bound = try server.start(on: address)
-        if ["127.0.0.1", "localhost", "::1", "[::1]"].contains(address.host) {
-            allowedHosts = ["127.0.0.1:\(bound.port)", "localhost:\(bound.port)", "[::1]:\(bound.port)"]
+        let checked = try ListenAddress(address)
+        let bound = try server.start(on: checked.bound)
+        if checked.isLoopback {
+            allowedHosts = ["127.0.0.1:\(bound.port)", "localhost:\(bound.port)", "[::1]:\(bound.port)", bound.description]
         }
         return bound
     }

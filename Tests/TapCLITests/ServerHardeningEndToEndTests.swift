@@ -92,4 +92,29 @@ import TapCore
             #expect(final?["input.value.cres"]?.stringValue?.isEmpty == false)
         }
     }
+
+    // MARK: item 8
+
+    /// The real check, for all four listening commands: 0.0.0.0, however it is written, is refused without --auth
+    /// (or, for web, --allow-remote), in one line, exit status 2, before anything starts. A name is bound as the
+    /// address it resolves to (`web --listen localhost:0` serves on 127.0.0.1, and only to its own Host names).
+    @Test func listeningBeyondLoopbackIsJudgedByTheAddressThatIsBound() throws {
+        try withFixture { f in
+            let replaySession = try session(f, "sample-reverse.3dstape")
+            for listen in ["0.0.0.0:0", "0:0"] {
+                for args in [["record", "--session", f.path("x.3dstape")], ["sandbox"], ["replay", replaySession], ["web", f.dir.path]] {
+                    let r = try CLIRunner.run(args + ["--listen", listen], environment: f.env)
+                    #expect(r.status == 2 && r.stderr.contains("is reachable from other machines")
+                            && r.stderr.split(separator: "\n").count == 1, "\(args) --listen \(listen): \(r.status) \(r.stderr)")
+                }
+            }
+            #expect(!FileManager.default.fileExists(atPath: f.path("x.3dstape")), "nothing was created")
+            let web = try Spawned(CLIRunner.binary.path, ["web", f.dir.path, "--listen", "localhost:0"], environment: f.env)
+            defer { web.stop() }
+            let port = try web.port(after: "3dstape web: http://127.0.0.1:")
+            #expect(try sh(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://localhost:\(port)/api/sessions"]).out == "200")
+            #expect(try sh(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: 127.attacker.example:\(port)",
+                            "http://127.0.0.1:\(port)/api/sessions"]).out == "421")
+        }
+    }
 }

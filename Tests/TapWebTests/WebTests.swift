@@ -256,6 +256,30 @@ struct WebFixture {
         let x = try client.send("GET", try #require(HTTPURL(base + "/api/sessions/demo-app.3dstape/exchanges/1")))
         #expect((try JSON.parse(x.body))["connection"]?["client"]?.stringValue?.hasPrefix("127.0.0.1:") == true)
     }
+
+    /// Issue 23 item 8: the Host check follows the bound address. On any loopback address (127.0.0.2, or a name that
+    /// resolves to loopback) requests must name it; before, only the texts 127.0.0.1, localhost and ::1 turned it on,
+    /// and the inspector served any Host header elsewhere.
+    @Test func everyLoopbackAddressRefusesForeignHostHeaders() throws {
+        let f = try WebFixture()
+        defer { f.remove() }
+        let thread = try LoopThread(name: "3dstape-web-test")
+        let inspector = WebInspector(catalog: try SessionCatalog(paths: [f.dir.path]), loop: thread.loop)
+        let bound = try inspector.start(on: HostPort(host: "127.0.0.2", port: 0))
+        let named = WebInspector(catalog: try SessionCatalog(paths: [f.dir.path]), loop: thread.loop)
+        let boundByName = try named.start(on: HostPort(host: "localhost", port: 0))
+        thread.start()
+        defer { thread.stop { inspector.stop(); named.stop() } }
+        #expect(bound.host == "127.0.0.2" && ListenAddress.isLoopback(numeric: boundByName.host), "a name is bound as the address it resolves to")
+        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 10)
+        for b in [bound, boundByName] {
+            let url = try #require(HTTPURL("http://\(b)/api/sessions"))
+            #expect(try client.send("GET", url, headers: [("Host", "attacker.example:\(b.port)")]).head.status == 421)
+            #expect(try client.send("GET", url, headers: [("Host", "127.attacker.example:\(b.port)")]).head.status == 421)
+            #expect(try client.send("GET", url).head.status == 200, "its own address as Host")
+            #expect(try client.send("GET", url, headers: [("Host", "localhost:\(b.port)")]).head.status == 200)
+        }
+    }
 }
 
 @Suite struct SequenceSVGTests {
