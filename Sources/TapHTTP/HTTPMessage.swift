@@ -51,6 +51,24 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         fields.removeAll { f in names.contains { f.name.caseInsensitiveEquals($0) } }
     }
 
+    /// Fields that concern one connection only (RFC 9110 §7.6.1) and are never forwarded, the proxy's own among them:
+    /// `Proxy-Authorization` carries the credentials of the hop it was sent to, and `Expect` is answered by that hop.
+    /// The one list of every forwarder (the recorder, the replayer's forwards).
+    public static let hopByHop = ["Connection", "Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"]
+
+    /// Fields a forwarder sets itself (the target's Host, the message's framing), which a `Connection` option never removes.
+    static let neverNominated = ["Host", "Content-Length", "Transfer-Encoding"]
+
+    /// Removes what a forwarder must not pass on: the hop-by-hop fields, the fields the `Connection` field names
+    /// (`Connection: close, X-Session`; never Host or the framing), and `extra` (credentials that were the forwarder's own).
+    public mutating func removeHopByHop(also extra: [String] = []) {
+        var names = HTTPHeaders.hopByHop + extra
+        if self["Connection"] != nil {
+            names += tokens("Connection").filter { t in !HTTPHeaders.neverNominated.contains { $0.caseInsensitiveEquals(t) } }
+        }
+        remove(anyOf: names)
+    }
+
     public mutating func replaceOrAdd(_ name: String, _ value: String) {
         if let i = fields.firstIndex(where: { $0.name.caseInsensitiveEquals(name) }) {
             fields[i].value = value

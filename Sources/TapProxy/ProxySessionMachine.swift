@@ -397,16 +397,13 @@ struct ProxySessionMachine {
         }
     }
 
-    /// Fields that concern one connection only and are not forwarded (RFC 9110 §7.6.1, and the proxy's own).
-    static let hopByHop = ["Connection", "Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"]
-
     /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged).
     func upstreamHead(_ head: HTTPRequestHead, target: Target) -> HTTPRequestHead {
         var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
         // Hop-by-hop fields, and in reverse mode with --auth the Authorization that was 3dstape's.
         let ownAuthorization: Bool
         if config.authorization != nil, case .reverse = config.mode { ownAuthorization = true } else { ownAuthorization = false }
-        out.headers.remove(anyOf: ownAuthorization ? Self.hopByHop + ["Authorization"] : Self.hopByHop)
+        out.headers.removeHopByHop(also: ownAuthorization ? ["Authorization"] : [])
         // A reverse proxy names its upstream; a forward proxy given an absolute URL replaces the client's Host with that
         // URL's authority (RFC 9112 §3.2.2), so that what is recorded is what the upstream sees. In a tunnel the
         // client's own Host goes through, and the recorded URL comes from the CONNECT target.

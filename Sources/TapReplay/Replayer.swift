@@ -43,6 +43,8 @@ public final class Replayer: @unchecked Sendable {
     private var nextConnectionID: Int64 = 2
     private var seqs: [Int64: Int] = [:]
     private var pending: [String: Pending] = [:]
+    /// Clients present `--auth` credentials, which a forward does not pass on.
+    private var clientsAuthenticate = false
     /// Answers sent, misses, client aborts, RReqs sent.
     public private(set) var counts = (answered: 0, missed: 0, aborted: 0, rreqs: 0)
 
@@ -94,6 +96,7 @@ public final class Replayer: @unchecked Sendable {
             self?.handle(req, peer, respond)
         }
         s.authorization = authorization
+        if authorization != nil { clientsAuthenticate = true }
         s.maxConnections = maxConnections
         s.maxBufferedBytes = maxBufferedBytes
         s.headerTimeout = headerTimeout
@@ -243,8 +246,12 @@ public final class Replayer: @unchecked Sendable {
             finishRecord(record, annotation, status: 502, headers: [], body: body, actualMs: 0, outcome: "forward failed")
             return
         }
-        let hop: Set<String> = ["host", "connection", "proxy-connection", "keep-alive", "content-length", "transfer-encoding", "te", "upgrade"]
-        let headers = req.head.headers.fields.filter { !hop.contains($0.name.lowercased()) }.map { ($0.name, $0.value) }
+        // What the hop to the replayer carried stays with it (the one list, as the recorder's); the client's framing and
+        // Host are the client's own; a direct client's Authorization, with --auth, was the replayer's credentials.
+        var forwarded = req.head.headers
+        forwarded.removeHopByHop(also: ["Host", "Content-Length", "Transfer-Encoding"]
+                                 + (clientsAuthenticate && req.head.target.hasPrefix("/") ? ["Authorization"] : []))
+        let headers = forwarded.fields.map { ($0.name, $0.value) }
         LoopHTTPClient.send(req.head.method, url, headers: headers, body: req.body, tls: outgoingTLS, timeout: 10, on: loop) { [weak self] result in
             guard let self else { return }
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6

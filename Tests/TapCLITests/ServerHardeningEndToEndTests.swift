@@ -117,4 +117,39 @@ import TapCore
                             "http://127.0.0.1:\(port)/api/sessions"]).out == "421")
         }
     }
+
+    // MARK: item 11
+
+    /// `--on-miss forward:URL` passes on no hop-by-hop field: not the client's Proxy-Authorization (the issue's
+    /// reproduction), not a field its Connection names, and with --auth not the replayer's own credentials; a proxy
+    /// client's Authorization, meant for the origin, goes on. The recorder uses the same list.
+    @Test func forwardsPassOnNoCredentialsOfTheHop() throws {
+        try withFixture { f in
+            let (up, upPort) = try upstream()
+            defer { up.stop() }
+            func seen(_ out: String) throws -> JSON { try #require(try JSON.parse(Array(out.utf8))["headers"]) }
+            let copy = try session(f, "sample-reverse.3dstape")
+            let (rep, port) = try replayer(f, copy, ["--quiet", "--on-miss", "forward:http://127.0.0.1:\(upPort)"])
+            defer { rep.stop() }
+            let plain = try seen(try sh(["curl", "-s", "-H", "Proxy-Authorization: Basic cWE6czNjcmV0", "-H", "Connection: close, X-Hop",
+                                         "-H", "X-Hop: secret", "-H", "X-Keep: k", "http://127.0.0.1:\(port)/not/recorded"]).out)
+            #expect(plain["Proxy-Authorization"] == nil && plain["X-Hop"] == nil && plain["X-Keep"]?.stringValue == "k", "\(plain.compact)")
+
+            let (authed, aport) = try replayer(f, copy, ["--quiet", "--auth", "qa:s3cret", "--on-miss", "forward:http://127.0.0.1:\(upPort)"])
+            defer { authed.stop() }
+            let direct = try seen(try sh(["curl", "-s", "-u", "qa:s3cret", "http://127.0.0.1:\(aport)/not/recorded"]).out)
+            #expect(direct["Authorization"] == nil, "the replayer's own credentials stay with it: \(direct.compact)")
+            let proxied = try seen(try sh(["curl", "-s", "-x", "http://127.0.0.1:\(aport)", "-U", "qa:s3cret", "-H", "Authorization: Bearer client",
+                                           "http://origin.example/not/recorded"]).out)
+            #expect(proxied["Proxy-Authorization"] == nil && proxied["Authorization"]?.stringValue == "Bearer client", "\(proxied.compact)")
+
+            let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--reverse", "http://127.0.0.1:\(upPort)", "--quiet",
+                                                          "--session", f.path("rec.3dstape")], environment: f.env)
+            defer { rec.stop() }
+            let rport = try rec.port(after: "recording on http://127.0.0.1:")
+            let recorded = try seen(try sh(["curl", "-s", "-H", "Connection: X-Hop", "-H", "X-Hop: secret", "-H", "Proxy-Authorization: Basic eA==",
+                                            "http://127.0.0.1:\(rport)/echo"]).out)
+            #expect(recorded["X-Hop"] == nil && recorded["Proxy-Authorization"] == nil, "\(recorded.compact)")
+        }
+    }
 }

@@ -257,6 +257,20 @@ import Testing
         #expect(none == original)
     }
 
+    /// Issue 23 item 11: one hop-by-hop list for every forwarder. The proxy credentials never go on, nor the fields the
+    /// Connection field names; Host and the framing stay even when named (the forwarder sets them itself).
+    @Test func whatAForwarderPassesOn() {
+        var h = HTTPHeaders([("Host", "r"), ("Proxy-Authorization", "Basic cWE6czNjcmV0"), ("Connection", "close, X-Hop, content-length"),
+                             ("X-Hop", "secret"), ("Content-Length", "2"), ("Authorization", "Bearer client"), ("proxy-connection", "keep-alive"),
+                             ("Keep-Alive", "timeout=5"), ("Expect", "100-continue"), ("TE", "trailers"), ("Upgrade", "websocket"), ("X-Keep", "k")])
+        h.removeHopByHop()
+        #expect(h.fields.map(\.name) == ["Host", "Content-Length", "Authorization", "X-Keep"])
+        var own = HTTPHeaders([("Authorization", "Basic cWE6czNjcmV0"), ("X-Keep", "k")])
+        own.removeHopByHop(also: ["Authorization"])
+        #expect(own.fields.map(\.name) == ["X-Keep"])
+        #expect(HTTPHeaders.hopByHop.contains("Proxy-Authorization"))
+    }
+
     /// A body split over reads, the parser's buffer empty before each (it takes the read's array), or not.
     @Test func appendsAfterAnEmptiedBufferKeepEveryByte() throws {
         var p = HTTPParser(mode: .response)
