@@ -17,10 +17,14 @@ public final class LeafCertificateCache: Sendable {
     }
 
     /// The leaf for `host` (a DNS name or IP address), minted on first use.
-    public func certificate(for host: String) throws(CryptoError) -> Certificate {
-        let key = host.lowercased()
+    public func certificate(for host: String) throws(CryptoError) -> Certificate { try certificate(for: [host]) }
+
+    /// The leaf for all of `names` (DNS names or IP addresses; the first is its subject), minted on first use.
+    public func certificate(for names: [String]) throws(CryptoError) -> Certificate {
+        let lowered = names.map { $0.lowercased() }
+        let key = lowered.joined(separator: " ")
         if let c = cache.withLock({ $0[key] }) { return c }
-        let cert = try authority.issue(commonName: key, subjectKey: leafKey.publicKey, profile: .tlsServer(names: [key]), days: 397)
+        let cert = try authority.issue(commonName: lowered.first ?? "", subjectKey: leafKey.publicKey, profile: .tlsServer(names: lowered), days: 397)
         cache.withLock { c in
             if c.count >= capacity { c.removeAll() }
             c[key] = cert
@@ -107,9 +111,9 @@ public final class TLSContext: @unchecked Sendable {
 
     deinit { SSL_CTX_free(pointer) }
 
-    /// Installs the leaf for `host` on one SSL (used by the SNI callback and as the pre-handshake fallback).
-    func installLeaf(on ssl: OpaquePointer, host: String) -> Bool {
-        guard let leaves, let cert = try? leaves.certificate(for: host) else { return false }
+    /// Installs the leaf for `names` on one SSL (used by the SNI callback and as the pre-handshake fallback).
+    func installLeaf(on ssl: OpaquePointer, names: [String]) -> Bool {
+        guard let leaves, !names.isEmpty, let cert = try? leaves.certificate(for: names) else { return false }
         return SSL_use_certificate(ssl, cert.handle.pointer) == 1 && SSL_use_PrivateKey(ssl, leaves.leafKey.key.pointer) == 1
     }
 }
@@ -139,7 +143,7 @@ private func serverNameCallback(_ ssl: OpaquePointer?, _ alert: UnsafeMutablePoi
     guard let ssl, let arg else { return SSL_TLSEXT_ERR_NOACK }
     let context = Unmanaged<TLSContext>.fromOpaque(arg).takeUnretainedValue()
     guard let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) else { return SSL_TLSEXT_ERR_OK }
-    return context.installLeaf(on: ssl, host: String(cString: name)) ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_ALERT_FATAL
+    return context.installLeaf(on: ssl, names: [String(cString: name)]) ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_ALERT_FATAL
 }
 
 @inline(__always)
@@ -167,8 +171,10 @@ public final class TLSSession {
     public private(set) var receivedClose = false
 
     /// `serverName`: for a client, the SNI and the name verified; for an intercepting server, the leaf to
-    /// use when the client sends no SNI.
-    public init(context: TLSContext, serverName: String?) throws(TLSError) {
+    /// use when the client sends no SNI. `fallbackNames`: for an intercepting server without `serverName`, the names of
+    /// that leaf (the address the client reached and `localhost`, for clients that connect by IP address and so send
+    /// no SNI).
+    public init(context: TLSContext, serverName: String?, fallbackNames: [String] = []) throws(TLSError) {
         self.context = context
         guard let ssl = SSL_new(context.pointer) else { throw TLSError(CryptoError.openSSL("SSL_new").message) }
         guard let r = BIO_new(BIO_s_mem()), let w = BIO_new(BIO_s_mem()) else {
@@ -183,7 +189,7 @@ public final class TLSSession {
         switch context.role {
         case .server:
             SSL_set_accept_state(ssl)
-            if let serverName, context.leaves != nil { _ = context.installLeaf(on: ssl, host: serverName) }
+            if context.leaves != nil { _ = context.installLeaf(on: ssl, names: serverName.map { [$0] } ?? fallbackNames) }
         case .client:
             SSL_set_connect_state(ssl)
             if let serverName {

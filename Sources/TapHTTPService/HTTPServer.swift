@@ -84,6 +84,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Connections served at once; more are answered 503 and closed (with a log line).
     public var maxConnections = 1024
     private var turnAwayLog = LogThrottle()
+    /// Failed TLS handshakes: one log line a second at most, with how many went unlogged since the last.
+    private var handshakeLog = LogThrottle()
+    private var handshakesUnlogged = 0
     /// Request bytes held in memory across all connections (`--max-buffered`); past it a connection asking for more gets 503.
     public var maxBufferedBytes: Int {
         get { budget.limit }
@@ -132,7 +135,10 @@ public final class HTTPServer: @unchecked Sendable {
         do {
             let c = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: sc)
             sc.connection = c
-            if let tls { c.startTLS(try TLSSession(context: tls, serverName: nil)) }
+            // A client that connects by IP address sends no SNI: it gets a leaf for the address it reached and localhost.
+            if let tls {
+                c.startTLS(try TLSSession(context: tls, serverName: nil, fallbackNames: [Listener.localHost(of: fd), "localhost"].compactMap { $0 }))
+            }
         } catch {
             return
         }
@@ -144,6 +150,14 @@ public final class HTTPServer: @unchecked Sendable {
     static func errorBody(_ message: String) -> [UInt8] { JSON.object([("error", .string(message))]).bytes }
 
     fileprivate func ended(_ sc: ServerConnection) { connections.removeValue(forKey: ObjectIdentifier(sc)) }
+
+    /// A client's TLS handshake failed (no common version or cipher, a certificate it refused …): logged, rate-limited.
+    fileprivate func handshakeFailed(_ peer: String, _ reason: String) {
+        guard handshakeLog.allow(nowNanos: EventLoop.nowNanos()) else { handshakesUnlogged += 1; return }
+        let more = handshakesUnlogged > 0 ? " (and \(handshakesUnlogged) more since the last line)" : ""
+        handshakesUnlogged = 0
+        onLog?("client \(peer): \(reason)\(more)") // the reason begins "TLS handshake failed: "
+    }
 }
 
 private final class ServerConnection: ConnectionDelegate {
@@ -241,6 +255,7 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
+        if case let .tls(reason)? = error, !connection.isReady { server?.handshakeFailed(peer, reason) }
         disarm()
         server?.budget.release(ObjectIdentifier(self))
         self.connection = nil

@@ -433,6 +433,20 @@ public final class Listener: EventHandler {
         }
     }
 
+    /// The local address an accepted socket was reached at, as numeric text (`127.0.0.1`, `::1`), or nil: on a
+    /// listener bound to every interface, the one the client chose.
+    public static func localHost(of fd: Int32) -> String? {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } } == 0
+        guard ok else { return nil }
+        let text = withUnsafeMutablePointer(to: &storage) { describe($0) }
+        // describe gives host:port ([v6]:port): the host alone.
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        let host = text[..<colon]
+        return host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : String(host)
+    }
+
     static func port(of p: UnsafeMutablePointer<sockaddr_storage>) -> UInt16 {
         if p.pointee.ss_family == sa_family_t(AF_INET6) {
             return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }

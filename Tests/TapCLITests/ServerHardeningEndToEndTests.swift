@@ -152,4 +152,36 @@ import TapCore
             #expect(recorded["X-Hop"] == nil && recorded["Proxy-Authorization"] == nil, "\(recorded.compact)")
         }
     }
+
+    // MARK: item 14
+
+    /// `replay --tls` reached by IP address (curl sends no SNI then): the handshake succeeds with a leaf for the listen
+    /// address and localhost, which curl verifies against the CA; by name too. A handshake that fails is logged, in one
+    /// line a second at most.
+    @Test func replayOverTLSServesClientsThatSendNoSNI() throws {
+        try withFixture { f in
+            let copy = try session(f, "sample-reverse.3dstape")
+            let (rep, port) = try replayer(f, copy, ["--tls"], scheme: "https")
+            defer { rep.stop() }
+            let ca = f.path("ca.pem")
+            #expect(try CLIRunner.run(["ca", "export", "--out", ca], environment: f.env).status == 0)
+            for url in ["https://127.0.0.1:\(port)/gzip", "https://localhost:\(port)/gzip"] {
+                let r = try sh(["curl", "-sS", "--cacert", ca, "-o", "/dev/null", "-w", "%{http_code}", url])
+                #expect(r.status == 0 && r.out == "200", "\(url): \(r.out) \(r.err)")
+            }
+            // Twenty clients that do not trust the CA, in a fraction of a second.
+            let refused = try sh(["python3", "-c", """
+                import socket, ssl
+                n = 0
+                for _ in range(20):
+                    try: ssl.create_default_context().wrap_socket(socket.create_connection(("127.0.0.1", \(port))), server_hostname="127.0.0.1")
+                    except ssl.SSLError: n += 1
+                print(n)
+                """])
+            #expect(refused.out.trimmingCharacters(in: .whitespacesAndNewlines) == "20", "\(refused.out) \(refused.err)")
+            try rep.waitFor("the failed handshake's log line") { _, err in err.contains("TLS handshake failed") }
+            let lines = rep.stderr.split(separator: "\n").filter { $0.contains("TLS handshake failed") }
+            #expect(lines.count == 1 && lines[0].hasPrefix("3dstape: replay: client 127.0.0.1:") && lines[0].contains("unknown ca"), "\(lines)")
+        }
+    }
 }

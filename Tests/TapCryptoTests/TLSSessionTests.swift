@@ -53,4 +53,30 @@ import Testing
         let insecure = try TLSContext(clientRoots: [], verify: false)
         try pump(try TLSSession(context: insecure, serverName: "wrong.test"), try TLSSession(context: fixed, serverName: nil))
     }
+
+    /// Issue 23 item 14: a client that reaches an intercepting server by IP address sends no SNI; it gets the leaf for
+    /// the fallback names (the address it reached and localhost), which it verifies against the address. With no
+    /// fallback, such a client gets no certificate at all (alert 40, the defect).
+    @Test func aClientWithoutSNIGetsTheFallbackLeaf() throws {
+        let ca = try CertificateAuthority.selfSigned(commonName: "Intercept CA", key: try PrivateKey.generateP256())
+        let leaves = try LeafCertificateCache(authority: ca)
+        let server = try TLSContext(interceptingWith: leaves)
+        let client = try TLSContext(clientRoots: [ca.certificate])
+        for reached in ["127.0.0.1", "::1"] {
+            let c = try TLSSession(context: client, serverName: reached) // an IP: verified, not sent as SNI
+            let s = try TLSSession(context: server, serverName: nil, fallbackNames: [reached, "localhost"])
+            try pump(c, s)
+            #expect(s.serverName == nil, "no SNI was sent")
+        }
+        let byName = try TLSSession(context: client, serverName: "localhost")
+        try pump(byName, try TLSSession(context: server, serverName: nil, fallbackNames: ["127.0.0.1", "localhost"]))
+        #expect(throws: TLSError.self, "another address than the leaf's is refused") {
+            try pump(try TLSSession(context: client, serverName: "127.0.0.2"),
+                     try TLSSession(context: server, serverName: nil, fallbackNames: ["127.0.0.1", "localhost"]))
+        }
+        #expect(throws: TLSError.self, "no fallback: no certificate") {
+            try pump(try TLSSession(context: client, serverName: "127.0.0.1"), try TLSSession(context: server, serverName: nil))
+        }
+        #expect(leaves.count == 3, "one leaf per set of names, cached (127.0.0.1+localhost, ::1+localhost, the SNI localhost): \(leaves.count)")
+    }
 }
