@@ -82,6 +82,10 @@ struct ReplayCommand: Command {
         stack.runUntilSignal()
         let c = replayer.counts
         io.err("\nstopped: \(c.answered) answered, \(c.missed) missed, \(c.aborted) clients gave up, \(c.rreqs) RReqs sent; session: \(out)")
+        if replayer.forwardLoops > 0 {
+            io.err("\(replayer.forwardLoops) forwarded request(s) came back to the replayer and were answered 508: --on-miss forward:URL "
+                   + "(or a live endpoint) leads to the replayer itself")
+        }
         if let line = replayer.writerWaitSummary { io.err(line) }
         return writer.writeError == nil ? 0 : 1
     }

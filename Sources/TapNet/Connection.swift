@@ -11,6 +11,14 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: Connection, received bytes: [UInt8])
     /// The connection is closed; called once. `error` is nil for an orderly close by the peer or by us.
     func connectionClosed(_ connection: Connection, error: ConnectionError?)
+    /// The peer closed its sending side (a FIN: `shutdown(SHUT_WR)` after its request, or a full close). Reading
+    /// has stopped; writing still works. By default the connection is closed, as it was before this was told; an owner
+    /// that answers half-closed peers writes its answer, then closes.
+    func connectionPeerFinishedSending(_ connection: Connection)
+}
+
+extension ConnectionDelegate {
+    public func connectionPeerFinishedSending(_ connection: Connection) { connection.close() }
 }
 
 /// Why a connection ended abnormally.
@@ -53,6 +61,10 @@ public final class Connection: EventHandler {
     public private(set) var tlsEstablishedAt: UInt64?
     /// While true, the connection does not read (backpressure); the peer's data waits in the kernel.
     public private(set) var readingPaused = false
+    /// The peer has finished sending (end of stream read): nothing more is read, and a second end (a hang-up) closes.
+    public private(set) var peerFinishedSending = false
+    /// Whether the socket is watched for reading.
+    private var wantsRead: Bool { !readingPaused && !peerFinishedSending }
 
     /// Stops reading until `resumeReading`.
     public func pauseReading() {
@@ -65,7 +77,7 @@ public final class Connection: EventHandler {
     public func resumeReading() {
         guard readingPaused, !isClosed else { return }
         readingPaused = false
-        if let registration { loop.update(registration, readable: true, writable: outboxOffset < outbox.count || connecting) }
+        if let registration { loop.update(registration, readable: wantsRead, writable: outboxOffset < outbox.count || connecting) }
     }
 
     /// Bytes received and sent on the wire.
@@ -192,7 +204,7 @@ public final class Connection: EventHandler {
             outbox += head
             outbox += body
         }
-        if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
+        if let registration { loop.update(registration, readable: wantsRead, writable: true) }
     }
 
     private func flush() {
@@ -210,7 +222,7 @@ public final class Connection: EventHandler {
         }
         outbox.removeAll(keepingCapacity: true)
         outboxOffset = 0
-        if let registration { loop.update(registration, readable: !readingPaused, writable: false) }
+        if let registration { loop.update(registration, readable: wantsRead, writable: false) }
         if closeAfterFlush { finish(error: nil, notify: true) }
     }
 
@@ -249,7 +261,7 @@ public final class Connection: EventHandler {
                 continue
             }
             if n == 0 {
-                finish(error: nil, notify: true)
+                peerFinished()
                 return
             }
             if errno == EAGAIN || errno == EWOULDBLOCK { return }
@@ -257,6 +269,14 @@ public final class Connection: EventHandler {
             fail(.io(NetError.errno("recv from \(peer)")))
             return
         }
+    }
+
+    /// End of stream: the peer sends no more. The owner decides (by default it closes); a second end closes.
+    private func peerFinished() {
+        guard !peerFinishedSending, let delegate else { return finish(error: nil, notify: true) }
+        peerFinishedSending = true
+        if let registration { loop.update(registration, readable: false, writable: outboxOffset < outbox.count) }
+        delegate.connectionPeerFinishedSending(self)
     }
 
     private func deliver(_ bytes: [UInt8]) {

@@ -108,6 +108,8 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     func connection(_ connection: Connection, received bytes: [UInt8]) { feed(.clientBytes(bytes)) }
 
+    func connectionPeerFinishedSending(_ connection: Connection) { feed(.clientFinishedSending) }
+
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         var tlsFailure = false
         if let error, case .tls = error { tlsFailure = true }

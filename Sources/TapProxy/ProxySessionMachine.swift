@@ -62,6 +62,9 @@ struct ProxySessionMachine {
     /// Something that happened to the connection.
     enum Event {
         case clientBytes([UInt8])
+        /// The client finished sending (`shutdown(SHUT_WR)` after its request): what it sent is answered, then the
+        /// connection closes.
+        case clientFinishedSending
         /// The client closed (or the connection failed); `tlsFailure` when its TLS handshake failed.
         case clientClosed(error: String?, tlsFailure: Bool)
         /// The upstream connection is ready (TCP and, for https, TLS), with those moments in wall-clock seconds.
@@ -118,6 +121,8 @@ struct ProxySessionMachine {
         var target: Target
         /// Set when key substitution rewrote the request and must rewrite the response.
         var substitution: KeySubstitution.Context?
+        /// The request's Upgrade field (not forwarded: 3dstape passes no protocol upgrade on).
+        var upgrade: String?
     }
 
     /// The connection to the current upstream, kept alive between exchanges.
@@ -151,6 +156,11 @@ struct ProxySessionMachine {
     let connectionID: Int64
     private var seq = 0
     private(set) var closed = false
+    /// The client sends no more: once what it sent is answered, the connection closes.
+    private(set) var clientDone = false
+    /// When the client finished sending (its FIN). A client that half-closed waits for its answer; one that closed
+    /// (gave up) looks the same on the wire, so exchanges answered after it record the moment as a possible abort.
+    private var clientFinishedAt: Double?
     /// Waiting for a pacing delay or for the writer (backpressure).
     private(set) var isDeferred = false
     /// This request has had its pacing delay (it is not delayed twice).
@@ -192,6 +202,7 @@ struct ProxySessionMachine {
     mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
         switch event {
         case let .clientBytes(bytes): clientBytes(bytes, env)
+        case .clientFinishedSending: clientFinishedSending(env)
         case let .clientClosed(error, tlsFailure): clientClosed(error: error, tlsFailure: tlsFailure, env)
         case let .upstreamConnected(connectedAt, tlsDoneAt): upstreamConnected(connectedAt, tlsDoneAt, env)
         case let .upstreamBytes(bytes): upstreamBytes(bytes, env)
@@ -221,6 +232,14 @@ struct ProxySessionMachine {
             pauseReading()
             pausedWhileInFlight = true
         }
+    }
+
+    private mutating func clientFinishedSending(_ env: some ProxySessionEnvironment) {
+        guard !closed, !clientDone else { return }
+        clientDone = true
+        clientFinishedAt = env.wallClock()
+        // A request in flight, or one waiting for the writer, is answered first; processNext closes when none is left.
+        if inFlight == nil, !isDeferred { processNext(env) }
     }
 
     private mutating func clientClosed(error: String?, tlsFailure: Bool, _ env: some ProxySessionEnvironment) {
@@ -320,6 +339,16 @@ struct ProxySessionMachine {
         }
         switch step {
         case .needMore, .sendContinue:
+            if clientDone {
+                // Every request the client sent has been answered: close, or say that the last one was cut short.
+                if intake.isIdle {
+                    deadline = 0
+                    actions.append(.closeClient(afterFlush: true))
+                } else {
+                    reject(status: 400, "the client finished sending before its request was complete")
+                }
+                return
+            }
             if !intake.isIdle, waitingFor != .requestHead { wait(for: .requestHead, seconds: config.headerTimeout, env) }
         case let .refuse(status, message, headers):
             reject(status: status, message, headers: headers)
@@ -377,7 +406,7 @@ struct ProxySessionMachine {
         }
         let outHead = out.bytes
 
-        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context)
+        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context, upgrade: head.headers["Upgrade"])
         wait(for: .upstream, seconds: config.upstreamTimeout, env)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
             // Changed in place: a copy of the link would share its parser's buffer, and the next read would copy it.
@@ -467,6 +496,17 @@ struct ProxySessionMachine {
         link.parser.append(bytes)
         do {
             if let response = try link.parser.nextResponse() {
+                if response.head.status == 101 {
+                    // The upstream switched protocols: nothing after this is HTTP, and the client asked for no switch
+                    // through 3dstape (Upgrade is not forwarded). Refused, not passed on as a final response.
+                    upstream = link
+                    let asked = inFlight?.upgrade.map {
+                        " (the request's Upgrade: \($0.prefix(60)) was not forwarded: 3dstape records HTTP exchanges and passes no protocol upgrade on)"
+                    }
+                    failUpstream(502, "upstream \(link.target.address) answered 101 Switching Protocols"
+                                 + (asked ?? " to a request that asked for no upgrade"), env)
+                    return
+                }
                 link.awaiting = false
                 let first = link.firstByteAt
                 link.firstByteAt = nil
@@ -545,6 +585,7 @@ struct ProxySessionMachine {
         fillUpstreamTimes(&f.record)
         f.record.firstByte = firstByteAt
         f.record.done = env.wallClock()
+        noteClientFinished(&f.record)
         actions.append(.record(f.record))
         let closeDelimited = response.head.headers["Content-Length"] == nil && response.head.headers["Transfer-Encoding"] == nil
             && !(response.head.status == 204 || response.head.status == 304 || f.record.method == "HEAD")
@@ -570,8 +611,18 @@ struct ProxySessionMachine {
         f.record.status = status
         f.record.error = message
         f.record.done = env.wallClock()
+        noteClientFinished(&f.record)
         actions.append(.record(f.record))
         if !f.keepAlive { actions.append(.closeClient(afterFlush: true)) } else { processNext(env) }
+    }
+
+    /// An exchange answered after the client finished sending: the client may have half-closed (and got the answer) or
+    /// closed (and gave up at that moment); the record keeps the moment and says so.
+    private func noteClientFinished(_ r: inout ExchangeRecord) {
+        guard let at = clientFinishedAt else { return }
+        r.clientAbortAt = at
+        r.error = "client closed its side of the connection (FIN) before the response; answered anyway, as a client that only "
+            + "half-closed waits for it" + (r.error.map { "; \($0)" } ?? "")
     }
 
     private func fillUpstreamTimes(_ r: inout ExchangeRecord) {

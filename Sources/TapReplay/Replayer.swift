@@ -45,6 +45,13 @@ public final class Replayer: @unchecked Sendable {
     private var pending: [String: Pending] = [:]
     /// Clients present `--auth` credentials, which a forward does not pass on.
     private var clientsAuthenticate = false
+    /// This replayer's name in the Via field of what it forwards: a forward that comes back names it (a loop).
+    let viaName = "3dstape-replay-" + Digest.randomBytes(6).map { String(format: "%02x", $0) }.joined()
+    /// Forwards that came back to this replayer, each answered 508 instead of being forwarded again.
+    public private(set) var forwardLoops = 0
+    private var loopLog = LogThrottle()
+    /// Marks the 508 of a forwarding loop (with `viaName`), so that the forward it answers is recorded as the loop.
+    static let loopHeader = "X-3dstape-Forwarding-Loop"
     /// Answers sent, misses, client aborts, RReqs sent.
     public private(set) var counts = (answered: 0, missed: 0, aborted: 0, rreqs: 0)
 
@@ -134,6 +141,7 @@ public final class Replayer: @unchecked Sendable {
     }
 
     func handle(_ req: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) {
+        if refusedForwardingLoop(req, respond) { return }
         let started = Date().timeIntervalSince1970
         let startedNanos = EventLoop.nowNanos()
         let conn = connectionID(peer, at: started)
@@ -236,6 +244,20 @@ public final class Replayer: @unchecked Sendable {
         finishRecord(record, p.annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "client gave up after \(String(format: "%.1f", waited)) ms")
     }
 
+    /// A request this replayer forwarded itself, come back (its Via names this replayer): `--on-miss forward:` or a live
+    /// endpoint that leads to the replayer. Answered 508 with the reason, once, instead of forwarding it again until every
+    /// connection is taken (1,024 of them, and a summary of "0 answered", before this).
+    func refusedForwardingLoop(_ req: HTTPRequest, _ respond: (HTTPReply) -> Void) -> Bool {
+        guard req.head.headers["Via"] != nil, req.head.headers.tokens("Via").contains(where: { $0.contains(viaName) }) else { return false }
+        forwardLoops += 1
+        let why = "forwarding loop: \(req.head.method) \(ThreeDSContent.printable(String(req.head.target.prefix(200)))) was forwarded by this "
+            + "replayer and came back to it; --on-miss forward:URL (or the transaction's live endpoint) must not lead to the replayer"
+        if loopLog.allow(nowNanos: EventLoop.nowNanos()) { FileHandle.standardError.write(Data("3dstape: replay: \(why)\n".utf8)) }
+        respond(HTTPReply(status: 508, headers: [("Content-Type", "application/json"), (Replayer.loopHeader, viaName)],
+                          body: JSON.object([("error", .string(why))]).bytes))
+        return true
+    }
+
     /// Forwards a request to a live endpoint (the transaction's own 3DS Server or merchant page) or, with
     /// `--on-miss forward:URL`, to a real server; the answer is passed back and recorded.
     func forward(_ req: HTTPRequest, to urlText: String, record: ExchangeRecord, annotation: ReplayAnnotation, startedNanos: UInt64,
@@ -251,15 +273,32 @@ public final class Replayer: @unchecked Sendable {
         var forwarded = req.head.headers
         forwarded.removeHopByHop(also: ["Host", "Content-Length", "Transfer-Encoding"]
                                  + (clientsAuthenticate && req.head.target.hasPrefix("/") ? ["Authorization"] : []))
+        forwarded.add("Via", "1.1 \(viaName)") // after any Via the client sent: a forward that comes back is recognised
         let headers = forwarded.fields.map { ($0.name, $0.value) }
         LoopHTTPClient.send(req.head.method, url, headers: headers, body: req.body, tls: outgoingTLS, timeout: 10, on: loop) { [weak self] result in
             guard let self else { return }
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
+            if annotation.miss != nil { self.counts.missed += 1 } // a miss, whatever the live server answered
             switch result {
+            case let .success(r) where r.head.status == 101:
+                // A switch of protocols is no answer a replay can pass on (Upgrade is not forwarded either).
+                let why = "forwarding to \(url) failed: it answered 101 Switching Protocols, and the replayer passes no protocol upgrade on"
+                let b = JSON.object([("error", .string(why))]).bytes
+                respond(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: b))
+                var failed = record
+                failed.error = why
+                self.finishRecord(failed, annotation, status: 502, headers: [], body: b, actualMs: actual, outcome: "forward failed")
             case let .success(r):
-                let h = ReplayEngine.replayableHeaders(r.head.headers.fields.map { ($0.name, $0.value) })
+                var h = ReplayEngine.replayableHeaders(r.head.headers.fields.map { ($0.name, $0.value) })
+                var forwarded = record
+                var outcome = "forwarded"
+                if r.head.headers[Replayer.loopHeader] == self.viaName {
+                    h.removeAll { $0.0.caseInsensitiveEquals(Replayer.loopHeader) }
+                    forwarded.error = "forwarding to \(url) leads back to this replayer (a forwarding loop): answered 508"
+                    outcome = "forwarding loop refused (508)"
+                }
                 respond(HTTPReply(status: r.head.status, headers: h, body: r.body))
-                self.finishRecord(record, annotation, status: r.head.status, headers: h, body: r.body, actualMs: actual, outcome: "forwarded")
+                self.finishRecord(forwarded, annotation, status: r.head.status, headers: h, body: r.body, actualMs: actual, outcome: outcome)
             case let .failure(e):
                 let b = JSON.object([("error", .string("forwarding to \(url) failed: \(e.message)"))]).bytes
                 respond(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: b))

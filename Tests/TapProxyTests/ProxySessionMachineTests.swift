@@ -343,3 +343,64 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         #expect(a.resumes && a.records.count == 1)
     }
 }
+
+/// Issue 23 item 15: a client that finishes sending after its request (shutdown(SHUT_WR)) is answered, then closed;
+/// an upstream's 101 is refused with a reason instead of being passed on as a final response.
+@Suite struct HalfCloseAndUpgradeTests {
+    @Test func aHalfClosedClientIsAnsweredThenClosed() throws {
+        var h = try Harness.reverse()
+        var a = h.client("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(a.connects.count == 1)
+        a = h.feed(.clientFinishedSending)
+        #expect(a.isEmpty, "both requests are answered first: \(a.names)")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        a = h.upstream(ares)
+        #expect(a.names == ["writeClient", "record", "writeUpstream"], "the second, pipelined, goes on")
+        h.env.advance(0.25)
+        a = h.upstream(ares)
+        #expect(a.names == ["writeClient", "record", "closeClient"], "then the connection closes after the last answer")
+        // A FIN cannot tell a half-close from a client that gave up: the moment is kept, and the record says so.
+        let r = try #require(a.records.first)
+        #expect(r.status == 200 && r.response != nil && r.clientAbortAt == 1000)
+        #expect(r.error?.hasPrefix("client closed its side of the connection (FIN) before the response; answered anyway") == true)
+    }
+
+    @Test func aRequestCutShortByTheClientsEndIs400AndAnIdleOneCloses() throws {
+        var h = try Harness.reverse()
+        _ = h.client("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        var a = h.feed(.clientFinishedSending)
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 400 ") == true && a.closesClient && a.connects.isEmpty)
+        #expect(a.clientWrites.first?.contains("finished sending before its request was complete") == true)
+        h = try Harness.reverse()
+        a = h.feed(.clientFinishedSending)
+        #expect(a.names == ["closeClient"])
+    }
+
+    @Test func aHalfClosedClientWaitingForTheWriterIsAnsweredWhenItCatchesUp() throws {
+        var h = try Harness.reverse()
+        h.env.behind = true
+        var a = h.client("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(a.names.contains("waitForWriter"))
+        a = h.feed(.clientFinishedSending)
+        #expect(a.isEmpty)
+        h.env.behind = false
+        a = h.feed(.resume)
+        #expect(a.connects.count == 1 && !a.closesClient)
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        #expect(h.upstream(ares).names == ["writeClient", "record", "closeClient"])
+    }
+
+    @Test func anUpstream101IsRefusedWithAReason() throws {
+        for (upgrade, reason) in [(nil, "answered 101 Switching Protocols to a request that asked for no upgrade"),
+                                  ("websocket", "answered 101 Switching Protocols (the request's Upgrade: websocket was not forwarded")] {
+            var h = try Harness.reverse()
+            _ = h.client("GET /ws HTTP/1.1\r\nHost: x\r\n" + (upgrade.map { "Upgrade: \($0)\r\nConnection: Upgrade\r\n" } ?? "") + "\r\n")
+            let sent = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil)).upstreamWrites.first ?? ""
+            #expect(!sent.contains("Upgrade"), "an upgrade is never asked of the upstream")
+            let a = h.upstream("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\u{81}\u{05}hello")
+            #expect(a.clientWrites.count == 1 && a.clientWrites[0].hasPrefix("HTTP/1.1 502 ") && a.clientWrites[0].contains(reason), "\(a.clientWrites)")
+            #expect(a.closesUpstream && a.records.first?.status == 502 && a.records.first?.error?.contains(reason) == true)
+            #expect(h.client("GET /next HTTP/1.1\r\nHost: x\r\n\r\n").connects.count == 1, "a fresh upstream for the next request")
+        }
+    }
+}
