@@ -51,7 +51,9 @@ struct CommandGroup {
         sigemptyset(&mask)
         for s in resetSignals { sigaddset(&defaults, s) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &mask) // libdispatch blocks the signals it watches; the command must not inherit that
+        // No signal blocked: the mask is inherited through exec (Foundation's Process gave the command one with nearly every
+        // signal blocked, SIGTERM included, so its terminate() never ended it and the sweep waited on it for ever).
+        posix_spawnattr_setsigmask(&attributes, &mask)
         posix_spawnattr_setpgroup(&attributes, 0) // a group of its own, its id the leader's pid
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         var files = posix_spawn_file_actions_t()
