@@ -142,7 +142,8 @@ func recordedPIDs(_ path: String) -> [Int32] {
         let r = try Self.runMeasured(["import", har, "--session", out], in: dir)
         #expect(r.status == 1)
         #expect(r.stderr.contains("big.har is 3 GiB (3221225472 bytes), more than the 512 MiB"), "\(r.stderr)")
-        #expect(r.maxRSSKiB < 200 << 10, "peak memory \(r.maxRSSKiB) KiB: the file was read")
+        // Reading it whole takes 3 GiB; the process itself, a few tens of MiB (a few hundred under AddressSanitizer).
+        #expect(r.maxRSSKiB < 1 << 20, "peak memory \(r.maxRSSKiB) KiB: the file was read")
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
