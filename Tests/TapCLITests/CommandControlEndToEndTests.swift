@@ -23,13 +23,20 @@ func recordedPIDs(_ path: String) -> [Int32] {
         return (dir, session, ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path])
     }
 
-    /// Runs a sweep to its end, or fails the test (the sweep killed) after 30 s: a sweep that lost control of its command hung.
+    /// Runs a `--json` sweep to its end, or fails the test (the sweep killed) after 30 s: a sweep that lost control of its
+    /// command hung.
     static func sweep(_ args: [String], environment: [String: String]) throws -> (status: Int32, stdout: String, stderr: String) {
         let s = try Spawned(CLIRunner.binary.path, args, environment: environment)
         defer { s.stop() }
         let status = try s.wait(timeout: 30)
-        usleep(20_000) // the last of the output
+        settle { (try? JSON.parse(s.stdout)) != nil }
         return (status, s.stdout, s.stderr)
+    }
+
+    /// Waits up to 5 s for `condition`: the end of a process's output reaches its pipe's handler a little after its exit.
+    static func settle(_ condition: () -> Bool) {
+        let deadline = Date().addingTimeInterval(5)
+        while !condition(), Date() < deadline { usleep(10_000) }
     }
 
     static func report(_ dir: URL) throws -> JSON {
@@ -96,7 +103,9 @@ func recordedPIDs(_ path: String) -> [Int32] {
         let status = try sweep.wait(timeout: 15)
         #expect(status == 128 + sig, "\(sweep.stderr)")
         #expect(Date().timeIntervalSince(started) < 5, "the command's group is ended at once (SIGTERM; SIGKILL only 2 s later)")
-        #expect(sweep.stderr.contains("stopped by \(sig == SIGINT ? "SIGINT" : "SIGTERM") after 2 runs"), "\(sweep.stderr)")
+        let stopped = "stopped by \(sig == SIGINT ? "SIGINT" : "SIGTERM") after 2 runs"
+        Self.settle { sweep.stderr.contains(stopped) }
+        #expect(sweep.stderr.contains(stopped), "\(sweep.stderr)")
         #expect(!sweep.stderr.contains("run 1 of 1 …\ntimeouts: CRes#1 delayed 2s"), "no run started after the signal")
         let report = try Self.report(dir)
         #expect(report["interrupted"]?.stringValue == (sig == SIGINT ? "SIGINT" : "SIGTERM"))
@@ -183,6 +192,7 @@ func recordedPIDs(_ path: String) -> [Int32] {
             return
         }
         #expect(status == 128 + sig, "\(importer.stderr)")
+        TimeoutsCommandControlTests.settle { importer.stderr.contains("nothing was written") }
         #expect(importer.stderr.contains("stopped by \(sig == SIGINT ? "SIGINT" : "SIGTERM")") && importer.stderr.contains("nothing was written"),
                 "\(importer.stderr)")
         #expect(names() == ["many.har"], "\(names())")
