@@ -69,7 +69,7 @@ let package = Package(
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
                           dependencies: ["TapArguments", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
-                                         "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                                         "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
         .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <time.h>
+#include <sys/prctl.h>
 
 int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len) {
     return accept4(fd, addr, (socklen_t *)len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -63,4 +64,8 @@ int clinux_socket_error(int fd) {
 int clinux_set_nodelay(int fd) {
     int one = 1;
     return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int clinux_set_child_subreaper(int on) {
+    return prctl(PR_SET_CHILD_SUBREAPER, on ? 1 : 0, 0, 0, 0);
 }

@@ -54,19 +54,9 @@ struct Terminal: Sendable {
     func red(_ text: String) -> String { colour ? "\u{1B}[31m\(text)\u{1B}[0m" : text }
 }
 
-/// Reads a whole file (or standard input for `-`), refusing anything larger than `limit`.
+/// Reads a whole file (or standard input for `-`), refusing anything larger than `limit` before reading it (`InputFile`).
 func readInput(_ path: String?, limit: Int = 16 << 20) throws -> [UInt8] {
-    let data: Data
-    if path == nil || path == "-" {
-        data = FileHandle.standardInput.readDataToEndOfFile()
-    } else {
-        guard let d = FileManager.default.contents(atPath: path!) else {
-            throw CommandFailure("cannot read \(path!): no such file or not readable")
-        }
-        data = d
-    }
-    guard data.count <= limit else { throw CommandFailure("input is larger than \(limit >> 20) MiB") }
-    return [UInt8](data)
+    try InputFile(path, limit: limit).readAll()
 }
 
 extension ParsedArguments {

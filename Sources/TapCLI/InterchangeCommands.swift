@@ -97,54 +97,91 @@ struct ImportCommand: Command {
         .option("session", "OUT", help: "the session file to create (default sessions/<FILE>.3dstape)"),
         .option("name", "LABEL", help: "the session's label (default: the HAR file's name)"),
     ]
+    /// The largest HAR file imported (refused before it is read).
+    static let limit = 512 << 20
+    /// Exchanges waiting for the session writer beyond which reading pauses, so memory holds a bounded part of the file.
+    static let backlog = 1024
 
+    /// The file is read a piece at a time (`HAR.read`) and written to a hidden file beside OUT that takes OUT's name only
+    /// once complete: a bad entry, a write error, SIGINT or SIGTERM (exit 130, 143) leave nothing that looks like a session.
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let file = args.positionals.first else { throw CommandFailure("give a HAR file") }
-        let bytes: [UInt8]
-        do { bytes = try readInput(file, limit: 512 << 20) } catch { throw CommandFailure("\(file): \(error)") }
-        let entries: [HAR.Entry]
-        do { entries = try HAR.parse(bytes) } catch { throw CommandFailure("\(file): \(error)") }
+        let input = try InputFile(file, limit: ImportCommand.limit)
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
         let out = args.value("session") ?? "sessions/\(base).3dstape"
+        var st = stat()
+        guard lstat(out, &st) != 0 else { throw CommandFailure("\(out) already exists; choose another --session or remove it") }
+        let stop = StopRequest()
+        defer { stop.cancel() }
         let writer: SessionWriter
         do {
-            writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "import"),
-                                                         ("label", args.value("name") ?? base), ("imported_from", file), ("masked", "yes"),
-                                                         ("tool_version", version)])
+            writer = try SessionWriter(path: SessionWriter.stagingPath(for: out),
+                                       meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "import"),
+                                              ("label", args.value("name") ?? base), ("imported_from", file), ("masked", "yes"),
+                                              ("tool_version", version)])
         } catch { throw CommandFailure("\(error)") }
         var connections: [String: Int64] = [:]
-        for (i, e) in entries.enumerated() {
-            let key = e.connection.isEmpty ? "entry-\(i)" : e.connection
-            let origin = URLComponents(string: e.url).map { "\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" }
-            let connection: Int64
-            if let c = connections[key] { connection = c } else {
-                connection = Int64(connections.count + 1)
-                connections[key] = connection
-                writer.submit(.connectionOpened(ConnectionRecord(id: connection, clientAddress: "imported from \(base)", acceptedAt: e.start,
-                                                                 mode: "import", upstream: origin)))
-            }
-            let url = URLComponents(string: e.url)
-            var record = ExchangeRecord(connectionID: connection, seq: i, method: e.method, url: e.url, host: url?.host,
-                                        path: url.map { $0.percentEncodedPath + ($0.percentEncodedQuery.map { "?" + $0 } ?? "") },
-                                        upstream: origin, request: CapturedMessage(headers: e.requestHeaders, body: e.requestBody, wireSize: e.requestBody.count,
-                                                                         plaintext: e.requestPlaintext),
-                                        requestStart: e.start)
-            record.status = e.status
-            if e.status != nil {
-                record.response = CapturedMessage(headers: e.responseHeaders, body: e.responseBody, wireSize: e.responseBody.count,
-                                                  plaintext: e.responsePlaintext)
-            }
-            record.upstreamConnect = e.upstreamConnect
-            record.tlsDone = e.tlsDone
-            record.requestSent = e.requestSent
-            record.firstByte = e.firstByte
-            record.done = e.done
-            record.error = e.error
-            writer.submit(.exchange(record))
+        var i = 0
+        let count: Int
+        do {
+            count = try HAR.read(from: { () throws -> [UInt8] in
+                try stop.check()
+                return try input.read(upTo: 1 << 20)
+            }, each: { e in
+                while writer.isBehind(eventLimit: ImportCommand.backlog) {
+                    try stop.check()
+                    usleep(1_000)
+                }
+                ImportCommand.submit(e, index: i, from: base, connections: &connections, to: writer)
+                i += 1
+            })
+            try stop.check()
+            writer.close() // the closing indexes: the file is complete when this returns
+            try stop.check()
+            try writer.publish(as: out)
+        } catch let interrupted as Interrupted {
+            writer.discard()
+            io.err("3dstape: import: \(interrupted) after \(i) entries; nothing was written to \(out)")
+            return interrupted.exitStatus
+        } catch let e as HAR.ImportError {
+            writer.discard()
+            throw CommandFailure("\(file): \(e); nothing was written to \(out)")
+        } catch {
+            writer.discard()
+            throw CommandFailure("\(error)")
         }
-        writer.close()
-        if let failure = writer.writeError { throw CommandFailure("\(out): \(failure)") }
-        io.out("\(out): \(entries.count) exchanges imported from \(file) (masked); '3dstape show \(out)' to read it")
+        io.out("\(out): \(count) exchanges imported from \(file) (masked); '3dstape show \(out)' to read it")
         return 0
+    }
+
+    /// One HAR entry as session events: its connection (opened at its first entry) and its exchange.
+    static func submit(_ e: HAR.Entry, index i: Int, from base: String, connections: inout [String: Int64], to writer: SessionWriter) {
+        let key = e.connection.isEmpty ? "entry-\(i)" : e.connection
+        let origin = URLComponents(string: e.url).map { "\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" }
+        let connection: Int64
+        if let c = connections[key] { connection = c } else {
+            connection = Int64(connections.count + 1)
+            connections[key] = connection
+            writer.submit(.connectionOpened(ConnectionRecord(id: connection, clientAddress: "imported from \(base)", acceptedAt: e.start,
+                                                             mode: "import", upstream: origin)))
+        }
+        let url = URLComponents(string: e.url)
+        var record = ExchangeRecord(connectionID: connection, seq: i, method: e.method, url: e.url, host: url?.host,
+                                    path: url.map { $0.percentEncodedPath + ($0.percentEncodedQuery.map { "?" + $0 } ?? "") },
+                                    upstream: origin, request: CapturedMessage(headers: e.requestHeaders, body: e.requestBody, wireSize: e.requestBody.count,
+                                                                     plaintext: e.requestPlaintext),
+                                    requestStart: e.start)
+        record.status = e.status
+        if e.status != nil {
+            record.response = CapturedMessage(headers: e.responseHeaders, body: e.responseBody, wireSize: e.responseBody.count,
+                                              plaintext: e.responsePlaintext)
+        }
+        record.upstreamConnect = e.upstreamConnect
+        record.tlsDone = e.tlsDone
+        record.requestSent = e.requestSent
+        record.firstByte = e.firstByte
+        record.done = e.done
+        record.error = e.error
+        writer.submit(.exchange(record))
     }
 }

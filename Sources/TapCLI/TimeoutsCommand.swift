@@ -23,7 +23,7 @@ struct TimeoutsCommand: Command {
         .option("runs", "N", help: "runs per delay (default 1); the outcome is the most frequent one"),
         .option("report", "DIR", help: "write the replay sessions, report.json and index.html (an SVG chart) there"),
         .option("seed", "N", help: "the replay seed (default 0)"),
-        .option("command-timeout", "SECONDS", help: "stop a run's command after this long (default: the delay + 60 s)"),
+        .option("command-timeout", "SECONDS", help: "end a run's command, with its process group, after this long (default: the delay + 60 s)"),
         .flag("json", help: "print the result as JSON"),
     ]
 
@@ -31,7 +31,8 @@ struct TimeoutsCommand: Command {
     struct Run {
         var delay: Double
         var exitCode: Int32?
-        /// `waited` (the client got the answer), `gave up`, `not reached` (it never asked for the delayed message).
+        /// `waited` (the client got the answer), `gave up`, `not reached` (it never asked for the delayed message),
+        /// `interrupted` (SIGINT or SIGTERM to 3dstape stopped the sweep during this run).
         var outcome: String
         /// Milliseconds from the request to the answer or to the client giving up.
         var timeToOutcomeMs: Double?
@@ -69,18 +70,25 @@ struct TimeoutsCommand: Command {
         let identity = try ReplayCommand.acsIdentity(nil)
         let seed = UInt64(args.value("seed") ?? "0") ?? 0
         let commandTimeout = try args.seconds("command-timeout")
+        // Ctrl-C or SIGTERM stops the sweep: the command's group is ended, the report of the runs so far written, and
+        // the exit status is 130 or 143.
+        let stop = StopRequest()
+        defer { stop.cancel() }
+        CommandGroup.adoptOrphans() // the command's backgrounded members are reaped here, not left zombies
 
         var results: [Run] = []
+        /// The most frequent outcome of the runs at `delay`; none is started once a signal has come (`interrupted`).
         func sweep(_ delay: Double) throws -> String {
             var outcomes: [String] = []
-            for n in 1...runs {
+            for n in 1...runs where stop.signal == nil {
                 io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", matchText, ReplayFaults.describe(delay), n, runs))
                 let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
                                     session: (report as NSString).appendingPathComponent("delay-\(Int((delay * 1000).rounded()))ms-run\(n).3dstape"),
-                                    timeout: commandTimeout ?? delay + 60)
+                                    timeout: commandTimeout ?? delay + 60, stop: stop)
                 results.append(r)
                 outcomes.append(r.outcome)
             }
+            if stop.signal != nil { return "interrupted" }
             return Dictionary(grouping: outcomes, by: { $0 }).max { $0.value.count < $1.value.count }!.key
         }
         var bracket: (waited: Double, gaveUp: Double)?
@@ -88,28 +96,34 @@ struct TimeoutsCommand: Command {
             var lo = from, hi = to
             let a = try sweep(lo), b = try sweep(hi)
             if a == "waited", b == "gave up" {
-                while hi - lo > 0.1 {
+                while hi - lo > 0.1, stop.signal == nil {
                     let mid = ((lo + hi) / 2 * 1000).rounded() / 1000
                     if try sweep(mid) == "waited" { lo = mid } else { hi = mid }
                 }
-                bracket = (lo, hi) // the threshold as bisected, even if a noisy run elsewhere disagrees
+                if stop.signal == nil { bracket = (lo, hi) } // the threshold as bisected, even if a noisy run elsewhere disagrees
             }
         } else {
             var d = from
-            while d <= to + 1e-9 {
+            while d <= to + 1e-9, stop.signal == nil {
                 _ = try sweep(d)
                 d = ((d + step) * 1000).rounded() / 1000
             }
         }
+        let interrupted = stop.signal.map(Interrupted.init)
         let waited = bracket?.waited ?? results.filter { $0.outcome == "waited" }.map(\.delay).max()
         let gaveUp = bracket?.gaveUp ?? results.filter { $0.outcome == "gave up" }.map(\.delay).min()
-        let json = TimeoutsCommand.json(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp)
+        let json = TimeoutsCommand.json(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp,
+                                        interruptedBy: interrupted?.signalName)
         try Data(json.pretty.utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("report.json")))
         try Data(TimeoutsCommand.html(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp).utf8)
             .write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("index.html")))
+        if let interrupted {
+            io.err("timeouts: \(interrupted) after \(results.count) run\(results.count == 1 ? "" : "s"); the command's process group was ended; "
+                   + "report of the runs so far: \((report as NSString).appendingPathComponent("report.json"))")
+        }
         if args.has("json") {
             io.out(json.pretty)
-            return 0
+            return interrupted?.exitStatus ?? 0
         }
         var rows = [["DELAY", "OUTCOME", "AFTER MS", "EXIT", "ERRO SENT", "CANCEL", "RETRIED", "SESSION"]]
         for r in results.sorted(by: { $0.delay < $1.delay }) {
@@ -121,12 +135,13 @@ struct TimeoutsCommand: Command {
         io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
                + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(matchText))")
         io.out("report: \((report as NSString).appendingPathComponent("index.html")) (chart), report.json, and the replay sessions")
-        return 0
+        return interrupted?.exitStatus ?? 0
     }
 
-    /// One replay in process with `match` delayed by `delay`, the command run against it, and what the session shows.
+    /// One replay in process with `match` delayed by `delay`, the command run against it (in a process group of its own,
+    /// ended as a group after `timeout` seconds or when `stop` has a signal), and what the session shows.
     func runOnce(catalog: ReplayCatalog, identity: ReplayACSIdentity, match: DelayRule.Match, delay: Double, seed: UInt64,
-                 command: [String], session: String, timeout: Double) throws -> Run {
+                 command: [String], session: String, timeout: Double, stop: StopRequest) throws -> Run {
         try? FileManager.default.removeItem(atPath: session)
         var options = ReplayOptions()
         options.schedule.seed = seed
@@ -144,28 +159,25 @@ struct TimeoutsCommand: Command {
         stack.start()
         let url = "http://\(address)"
         let args = command.dropFirst().map { $0.replacingOccurrences(of: "{url}", with: url).replacingOccurrences(of: "{proxy}", with: url) }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: command[0].contains("/") ? command[0] : "/usr/bin/env")
-        p.arguments = command[0].contains("/") ? Array(args) : [command[0]] + args
         var env = ProcessInfo.processInfo.environment
         env["THREEDSTAPE_REPLAY_URL"] = url
         env["THREEDSTAPE_PROXY"] = url
-        p.environment = env
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        var exit: Int32?
+        var ending = CommandGroup.Ending()
         var launched = true
         do {
-            try p.run()
-            let deadline = Date().addingTimeInterval(timeout)
-            while p.isRunning, Date() < deadline { usleep(20_000) }
-            if p.isRunning { p.terminate(); p.waitUntilExit() } else { exit = p.terminationStatus }
+            let group = try CommandGroup.start([command[0]] + args, environment: env)
+            ending = group.wait(atMost: timeout, shouldStop: { stop.signal != nil })
         } catch {
             launched = false // reported for this run; the sweep goes on
         }
-        usleep(200_000) // an RReq or a last request in flight
+        if !ending.stopped { usleep(200_000) } // an RReq or a last request in flight
         stack.stop()
-        return try TimeoutsCommand.outcome(session: session, delay: delay, exit: exit, started: launched)
+        var run = try TimeoutsCommand.outcome(session: session, delay: delay, exit: ending.exitStatus, started: launched)
+        if ending.stopped {
+            run.outcome = "interrupted"
+            run.timeToOutcomeMs = nil
+        }
+        return run
     }
 
     /// What the client did, read from the replay's session.
@@ -195,9 +207,11 @@ struct TimeoutsCommand: Command {
         return run
     }
 
-    static func json(_ results: [Run], match: String, command: [String], waited: Double?, gaveUp: Double?) -> JSON {
+    /// The report: the runs, the threshold found, and (`interrupted`) the signal that stopped the sweep early.
+    static func json(_ results: [Run], match: String, command: [String], waited: Double?, gaveUp: Double?, interruptedBy: String? = nil) -> JSON {
         .object([
             ("message", .string(match)), ("command", .array(command.map(JSON.string))),
+            ("interrupted", interruptedBy.map(JSON.string) ?? .null),
             ("waitedOutMs", waited.map { .number(String(Int(($0 * 1000).rounded()))) } ?? .null),
             ("gaveUpAtMs", gaveUp.map { .number(String(Int(($0 * 1000).rounded()))) } ?? .null),
             ("runs", .array(results.sorted { $0.delay < $1.delay }.map { r in

@@ -166,18 +166,7 @@ public enum HAR {
         init(_ d: String) { description = d }
     }
 
-    /// Parses and checks every entry before anything is written: a bad entry fails the whole file.
-    public static func parse(_ bytes: [UInt8]) throws -> [Entry] {
-        let doc: JSON
-        do { doc = try JSON.parse(bytes, maxDepth: 64) } catch { throw ImportError("not JSON: \(error)") }
-        guard let log = doc["log"], log.isObject else { throw ImportError("not a HAR file: no \"log\" object") }
-        guard let version = log["version"]?.stringValue else { throw ImportError("log.version is missing") }
-        guard ["1.1", "1.2"].contains(version) else { throw ImportError("HAR version \(version) is not supported (1.1 and 1.2 are)") }
-        guard case let .array(entries)? = log["entries"] else { throw ImportError("log.entries is missing or not an array") }
-        return try entries.enumerated().map { i, e in
-            do { return try entry(e) } catch let error as ImportError { throw ImportError("entry \(i + 1): \(error.description)") }
-        }
-    }
+    // Reading a whole document: HARReader.swift (HAR.read, a piece at a time; HAR.parse, in memory).
 
     static func entry(_ e: JSON) throws -> Entry {
         func need(_ v: JSON?, _ path: String) throws -> JSON {

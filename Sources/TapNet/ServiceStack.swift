@@ -61,12 +61,17 @@ public final class ServiceStack {
 public final class SignalWatcher {
     let sources: [any DispatchSourceSignal]
 
-    public init(_ handler: @escaping @Sendable () -> Void) {
+    public convenience init(_ handler: @escaping @Sendable () -> Void) {
+        self.init(signalled: { _ in handler() })
+    }
+
+    /// As `init(_:)`, telling `handler` which signal came (SIGINT or SIGTERM), for a command whose exit status says it.
+    public init(signalled handler: @escaping @Sendable (Int32) -> Void) {
         signal(SIGPIPE, SIG_IGN)
         sources = [SIGINT, SIGTERM].map { sig in
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler(handler: handler)
+            s.setEventHandler { handler(sig) }
             s.resume()
             return s
         }

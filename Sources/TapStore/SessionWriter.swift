@@ -14,6 +14,7 @@ public final class SessionWriter: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
+    private let discarding = Atomic<Bool>(false)
     private let written = Atomic<Int>(0)
     private let queued = Atomic<Int>(0)
     private let queuedBytes = Atomic<Int>(0)
@@ -78,7 +79,8 @@ public final class SessionWriter: Sendable {
         let box = DatabaseBox(db)
         let thread = Thread { [self] in
             Thread.current.name = "3dstape-writer" // as top -H and perf show it (set from the thread itself on Linux)
-            self.runLoop(box.take())
+            self.runLoop(box.take()) // the connection closes as this returns (the loop held its only reference)
+            self.finished.signal() // so `close` returns with the file closed: it can be renamed or removed at once
         }
         thread.start()
     }
@@ -196,6 +198,44 @@ public final class SessionWriter: Sendable {
         finished.wait()
     }
 
+    /// Stops at once and removes the file with its WAL and shared-memory files: what is queued is dropped and the
+    /// closing indexes are not built. For a session that must appear whole or not at all (`stagingPath`) when its
+    /// writing is abandoned (an import stopped by a signal or a bad entry). Safe after `close`.
+    public func discard() {
+        discarding.store(true, ordering: .sequentiallyConsistent)
+        close()
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+    }
+
+    /// A hidden name beside `path`, `.NAME.partial-PID-RANDOM`, where a session that must appear whole or not at all is
+    /// written, to be `publish`ed to `path` once complete: `ls`, `web` and `replay` look for `*.3dstape` files and do not
+    /// see it, and a process killed outright leaves a file that says what it is.
+    public static func stagingPath(for path: String) -> String {
+        let dir = (path as NSString).deletingLastPathComponent, name = (path as NSString).lastPathComponent
+        let hidden = ".\(name).partial-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+        return dir.isEmpty ? hidden : (dir as NSString).appendingPathComponent(hidden)
+    }
+
+    /// Closes the session and gives it the name `destination` (in the same directory as a `stagingPath`), never over an
+    /// existing file: a hard link that fails if the name is taken, then the staging name removed (a rename, after a
+    /// check, where the file system has no hard links).
+    public func publish(as destination: String) throws {
+        close()
+        if let failure = writeError { throw SessionFileError("\(destination): \(failure)") }
+        if link(path, destination) == 0 {
+            unlink(path)
+            return
+        }
+        let linkError = errno
+        let taken = SessionFileError("\(destination) already exists; choose another --session or remove it")
+        guard linkError != EEXIST else { throw taken }
+        var st = stat()
+        guard lstat(destination, &st) != 0 else { throw taken }
+        guard rename(path, destination) == 0 else {
+            throw SessionFileError("cannot move \(path) to \(destination): \(String(cString: strerror(errno)))")
+        }
+    }
+
     private func runLoop(_ db: Database) {
         var statements: Statements?
         do { statements = try Statements(db, keys: keys, wantsLines: onExchange != nil) } catch { stop("\(error)") }
@@ -205,6 +245,10 @@ public final class SessionWriter: Sendable {
         while true {
             let idleFrom = DispatchTime.now().uptimeNanoseconds
             _ = wake.wait(timeout: .now() + SessionWriter.flushInterval)
+            if discarding.load(ordering: .sequentiallyConsistent) {
+                drop(takeQueued())
+                break
+            }
             // Woken after an idle spell by its first event: let the events right behind it (the rest of a 3DS flow) join
             // the same transaction. Not when busy: a writer that pauses with work waiting makes the network loop wait.
             if DispatchTime.now().uptimeNanoseconds - idleFrom > SessionWriter.idleBeforeGather,
@@ -229,10 +273,10 @@ public final class SessionWriter: Sendable {
             if stopping.load(ordering: .sequentiallyConsistent), queue.withLock({ $0.isEmpty }) { break }
         }
         statements = nil
+        guard !discarding.load(ordering: .sequentiallyConsistent) else { return } // the file is about to be removed
         // The indexes that recording does without (see SessionSchema.closingIndexes), built once over the whole file.
         if failure.withLock({ $0 }) == nil { try? db.execute(SessionSchema.closingIndexes) }
         try? db.execute("PRAGMA synchronous=FULL; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
-        finished.signal()
     }
 
     /// Writes a batch in transactions of at most `maxTransaction` events, each counted off the backlog as it commits,

@@ -1,4 +1,4 @@
-// Linux calls Glibc's Swift module does not export: epoll, eventfd, accept4.
+// Linux calls Glibc's Swift module does not export: epoll, eventfd, accept4, prctl.
 // The header forward-declares struct sockaddr instead of including <sys/socket.h>, so that
 // SOCK_* names keep resolving through Glibc in release (whole-module) builds.
 #ifndef TAP_CLINUX_H
@@ -16,4 +16,7 @@ int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int t
 int clinux_epoll_wait_ns(int epfd, uint32_t *events, uint64_t *data, int max, int64_t timeout_ns);
 int clinux_socket_error(int fd);
 int clinux_set_nodelay(int fd);
+// prctl(PR_SET_CHILD_SUBREAPER, on): orphaned descendants are re-parented to this process (which can then reap them)
+// instead of to init. 0 on success, -1 with errno set.
+int clinux_set_child_subreaper(int on);
 #endif
