@@ -172,7 +172,10 @@ struct DemoCommand: Command {
         let replay = (recording as NSString).deletingPathExtension + "-replay.3dstape"
         var options = SessionDiff.Options()
         options.timingTolerance = nil
-        let diff = SessionDiff.compare(recorded, try SessionReader(path: replay).exchanges(), options: options)
+        let diff: SessionDiff
+        do { diff = try SessionDiff.compare(recorded, try SessionReader(path: replay).exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
+            throw CommandFailure("diff: \(e.description)")
+        }
         io.out("diff: \(diff.pairedTransactions) transactions paired, "
                + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences") + " between the recording and its replay, timings aside "
                + "('3dstape diff \(recording) \(replay)')")

@@ -10,12 +10,14 @@ import TapStore
 struct DiffCommand: Command {
     let name = "diff"
     let abstract = "Compare two sessions: transactions paired by order and shape, per-message element changes, statuses, outcomes, timings"
-    let usage = "3dstape diff A B [--json] [--timing-tolerance DURATION] [--ignore-field NAME]..."
+    let usage = "3dstape diff A B [--json] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
     let maxPositionals = 2
     let options: [OptionSpec] = [
         .flag("json", help: "print the differences as JSON"),
         .option("timing-tolerance", "DURATION", help: "report exchanges whose durations differ by more than this (default 250ms; 'off' compares none)"),
         .option("ignore-field", "NAME", help: "also ignore this element's value (repeatable); IDs, keys, signatures and dates always are"),
+        .option("max-pairing-steps", "N", help: "give up (exit 2) when pairing would take more steps (default \(SessionDiff.defaultMaxPairingSteps), "
+                + "about 2 s; it grows with the transactions times those left unpaired)"),
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
@@ -29,7 +31,17 @@ struct DiffCommand: Command {
             }
         }
         options.ignore = Set(args.all("ignore-field"))
-        let diff = SessionDiff.compare(try SessionReader(path: pa).exchanges(), try SessionReader(path: pb).exchanges(), options: options)
+        if let v = args.value("max-pairing-steps") {
+            guard let n = Int(v), n > 0 else { throw InvalidArguments("--max-pairing-steps \(v): expected a positive number") }
+            options.maxPairingSteps = n
+        }
+        let diff: SessionDiff
+        do {
+            diff = try SessionDiff.compare(try SessionReader(path: pa).exchanges(), try SessionReader(path: pb).exchanges(), options: options)
+        } catch let e as SessionDiff.TooDifferent {
+            io.err("3dstape: diff: \(e.description); compare parts of them, or raise --max-pairing-steps")
+            return 2
+        }
         if args.has("json") {
             io.out(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
                                 ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
