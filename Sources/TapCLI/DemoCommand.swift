@@ -147,7 +147,7 @@ struct DemoCommand: Command {
             }
             if !clear.isEmpty {
                 io.out("\napp-channel CReq/CRes in clear (decrypted by key substitution; entries masked):")
-                for (id, m) in clear { io.out("  #\(id) \(m.type ?? "?"): \(m.json?.compact ?? "")") }
+                for (id, m) in clear { io.out("  #\(id) \(TerminalText.escaped(m.type ?? "?")): \(TerminalText.escapedJSON(m.json?.compact ?? ""))") }
             }
         }
         failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, io)

@@ -43,9 +43,9 @@ struct DiffCommand: Command {
             return 2
         }
         if args.has("json") {
-            io.out(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
-                                ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
-                                ("differences", .array(diff.changes.map(\.json)))]).pretty)
+            io.json(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
+                                 ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
+                                 ("differences", .array(diff.changes.map(\.json)))]))
         } else {
             if !diff.changes.isEmpty {
                 io.out(Table.render([["TX A/B", "EXCH A/B", "MESSAGE", "CHANGE", "ELEMENT", "A", "B"]] + diff.changes.map { c in
@@ -82,16 +82,18 @@ struct ExportCommand: Command {
         let exchanges = try reader.exchanges()
         let text: String
         switch format {
-        case "har": text = HAR.export(exchanges, meta: reader.meta, creatorVersion: version).pretty + "\n"
+        // The JSON formats carry no character a terminal acts on (`TerminalText.escapedJSON`: the same JSON), the
+        // diagrams none either (`Mermaid.clean`, `MarkupText.escaped`): an export read with cat is safe.
+        case "har": text = TerminalText.escapedJSON(HAR.export(exchanges, meta: reader.meta, creatorVersion: version).pretty) + "\n"
         case "mermaid": text = Mermaid.sequenceDiagram(exchanges)
         case "svg": text = SequenceSVG.render(SequenceDiagram(exchanges)) + "\n"
-        default: text = exchanges.map { ExchangeJSON.full($0).compact + "\n" }.joined()
+        default: text = exchanges.map { TerminalText.escapedJSON(ExchangeJSON.full($0).compact) + "\n" }.joined()
         }
         if let out = args.value("out"), out != "-" {
             do { try SecureFile.create(out, contents: Array(text.utf8), mode: 0o600, replace: args.has("force")) } catch {
                 throw CommandFailure(error.description)
             }
-            io.err("\(exchanges.count) exchanges written to \(out) (\(format))")
+            io.err("\(exchanges.count) exchanges written to \(TerminalText.escaped(out)) (\(format))")
         } else {
             FileHandle.standardOutput.write(Data(text.utf8))
         }
@@ -156,7 +158,8 @@ struct ImportCommand: Command {
         }
         writer.close()
         if let failure = writer.writeError { throw CommandFailure("\(out): \(failure)") }
-        io.out("\(out): \(entries.count) exchanges imported from \(file) (masked); '3dstape show \(out)' to read it")
+        let (shownOut, shownFile) = (TerminalText.escaped(out), TerminalText.escaped(file))
+        io.out("\(shownOut): \(entries.count) exchanges imported from \(shownFile) (masked); '3dstape show \(shownOut)' to read it")
         return 0
     }
 }

@@ -74,7 +74,7 @@ struct TimeoutsCommand: Command {
         func sweep(_ delay: Double) throws -> String {
             var outcomes: [String] = []
             for n in 1...runs {
-                io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", matchText, ReplayFaults.describe(delay), n, runs))
+                io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", TerminalText.escaped(matchText), ReplayFaults.describe(delay), n, runs))
                 let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
                                     session: (report as NSString).appendingPathComponent("delay-\(Int((delay * 1000).rounded()))ms-run\(n).3dstape"),
                                     timeout: commandTimeout ?? delay + 60)
@@ -108,7 +108,7 @@ struct TimeoutsCommand: Command {
         try Data(TimeoutsCommand.html(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp).utf8)
             .write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("index.html")))
         if args.has("json") {
-            io.out(json.pretty)
+            io.json(json)
             return 0
         }
         var rows = [["DELAY", "OUTCOME", "AFTER MS", "EXIT", "ERRO SENT", "CANCEL", "RETRIED", "SESSION"]]
@@ -119,8 +119,8 @@ struct TimeoutsCommand: Command {
         }
         io.out(Table.render(rows))
         io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
-               + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(matchText))")
-        io.out("report: \((report as NSString).appendingPathComponent("index.html")) (chart), report.json, and the replay sessions")
+               + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(TerminalText.escaped(matchText)))")
+        io.out("report: \(TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))) (chart), report.json, and the replay sessions")
         return 0
     }
 
@@ -212,9 +212,7 @@ struct TimeoutsCommand: Command {
 
     /// A self-contained page: the table and an SVG chart of delay against time to outcome, coloured by outcome.
     static func html(_ results: [Run], match: String, command: [String], waited: Double?, gaveUp: Double?) -> String {
-        func esc(_ s: String) -> String {
-            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
-        }
+        func esc(_ s: String) -> String { MarkupText.escaped(s) } // the message, the command, and what the replays recorded
         let w = 640.0, h = 360.0, pad = 50.0
         let maxX = max(0.001, results.map(\.delay).max() ?? 1) * 1000
         let maxY = max(1, results.compactMap(\.timeToOutcomeMs).max() ?? 1, maxX)
