@@ -198,10 +198,10 @@ struct ScenariosCommand: Command {
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         if args.has("json") {
-            io.out(JSON.array(ReplayScenario.all.map { s in
+            io.json(JSON.array(ReplayScenario.all.map { s in
                 .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
                          ("expected", .string(s.expected)), ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake))])
-            }).pretty)
+            }))
             return 0
         }
         for s in ReplayScenario.all {
