@@ -22,8 +22,7 @@ enum SequenceAlignment {
         var countB: Int
         /// Elements (of both sides) left unpaired at least.
         var unpairedAtLeast: Int
-        /// The steps the pairing would take at least, and the limit.
-        var steps: Int
+        /// The step limit it would pass.
         var limit: Int
     }
 
@@ -65,7 +64,7 @@ enum SequenceAlignment {
         let lowerBound = balance.reduce(0) { $0 + abs($1) }
         let first = sweepSteps(rows: rows, unpaired: lowerBound)
         guard first <= maxSteps else {
-            throw TooDifferent(countA: n, countB: m, unpairedAtLeast: lowerBound, steps: first, limit: maxSteps)
+            throw TooDifferent(countA: n, countB: m, unpairedAtLeast: lowerBound, limit: maxSteps)
         }
         let unpaired = try unpairedCount(x, p, n, y, p, m, rows: rows, lowerBound: lowerBound, maxSteps: maxSteps)
         var walker = Walker(x: x, y: y, smallTable: smallTable, out: out)
@@ -92,8 +91,7 @@ enum SequenceAlignment {
         for d in 0...maxD {
             let ahead = sweepSteps(rows: rows, unpaired: max(d, lowerBound))
             if steps > maxSteps - min(ahead, maxSteps) {
-                throw TooDifferent(countA: x.count, countB: y.count, unpairedAtLeast: max(d, lowerBound),
-                                   steps: steps &+ ahead, limit: maxSteps)
+                throw TooDifferent(countA: x.count, countB: y.count, unpairedAtLeast: max(d, lowerBound), limit: maxSteps)
             }
             for k in stride(from: -d, through: d, by: 2) {
                 var i: Int
