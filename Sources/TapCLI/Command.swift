@@ -1,4 +1,5 @@
 import Foundation
+import TapCore
 import TapSandbox
 import TapArguments
 import TapHTTP
@@ -30,7 +31,9 @@ struct InvalidArguments: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// Standard output and error, with colour only on a terminal and never under NO_COLOR.
+/// Standard output and error, with colour only on a terminal and never under NO_COLOR. `out` and `err` print text as
+/// given: whatever in it comes from a session or the wire goes through `TerminalText.escaped` first (`Table` does that
+/// for its cells), and JSON goes out through `json`.
 struct Terminal: Sendable {
     let colour: Bool
 
@@ -44,6 +47,11 @@ struct Terminal: Sendable {
 
     func err(_ text: String) {
         FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// `value` as pretty JSON on standard output, with the characters a terminal would act on as `\u` escapes.
+    func json(_ value: JSON) {
+        out(TerminalText.escapedJSON(value.pretty))
     }
 
     /// `text` in bold (or plain when colour is off).

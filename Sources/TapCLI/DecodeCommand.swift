@@ -41,12 +41,12 @@ struct DecodeCommand: Command {
 
         let result = Decoder.decode(try readInput(args.positionals.first), keys: keys)
         if args.has("json") {
-            io.out(result.json.pretty)
+            io.json(result.json)
         } else {
             printHuman(result, io: io, indent: "")
         }
         if let error = result.firstError {
-            io.err("3dstape: decode: \(error)")
+            io.err("3dstape: decode: \(TerminalText.escaped(error))")
             return 1
         }
         return 0
@@ -68,28 +68,29 @@ struct DecodeCommand: Command {
         }
     }
 
+    /// The decoded value for a reader; everything in it came with the input, so it is printed escaped.
     func printHuman(_ r: DecodeResult, io: Terminal, indent: String) {
         io.out(indent + io.bold("kind: ") + r.kind.rawValue)
-        if let h = r.header { io.out(indent + io.bold("header: ") + h.compact) }
+        if let h = r.header { io.out(indent + io.bold("header: ") + TerminalText.escapedJSON(h.compact)) }
         switch r.verified {
         case true?: io.out(indent + io.bold("verified: ") + io.green("yes"))
         case false?: io.out(indent + io.bold("verified: ") + io.red("NO"))
         case nil: break
         }
-        for n in r.notes { io.out(indent + "# " + n) }
+        for n in r.notes { io.out(indent + "# " + TerminalText.escaped(n)) }
         if let error = r.error {
-            io.out(indent + io.bold("error: ") + io.red(error))
+            io.out(indent + io.bold("error: ") + io.red(TerminalText.escaped(error)))
             return
         }
         if let fields = r.fields {
             for (name, f) in fields {
-                io.out(indent + io.bold("field \(name):"))
+                io.out(indent + io.bold("field \(TerminalText.escaped(name)):"))
                 printHuman(f, io: io, indent: indent + "  ")
             }
         } else if let p = r.payload {
             io.out(indent + io.bold("payload:"))
             let text: String
-            if case let .string(s) = p { text = s } else { text = p.pretty }
+            if case let .string(s) = p { text = TerminalText.escaped(s, keepingLineBreaks: true) } else { text = TerminalText.escapedJSON(p.pretty) }
             io.out(text.split(separator: "\n", omittingEmptySubsequences: false).map { indent + $0 }.joined(separator: "\n"))
         }
     }

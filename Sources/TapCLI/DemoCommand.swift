@@ -147,7 +147,7 @@ struct DemoCommand: Command {
             }
             if !clear.isEmpty {
                 io.out("\napp-channel CReq/CRes in clear (decrypted by key substitution; entries masked):")
-                for (id, m) in clear { io.out("  #\(id) \(m.type ?? "?"): \(m.json?.compact ?? "")") }
+                for (id, m) in clear { io.out("  #\(id) \(TerminalText.escaped(m.type ?? "?")): \(TerminalText.escapedJSON(m.json?.compact ?? ""))") }
             }
         }
         failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, io)
@@ -172,7 +172,10 @@ struct DemoCommand: Command {
         let replay = (recording as NSString).deletingPathExtension + "-replay.3dstape"
         var options = SessionDiff.Options()
         options.timingTolerance = nil
-        let diff = SessionDiff.compare(recorded, try SessionReader(path: replay).exchanges(), options: options)
+        let diff: SessionDiff
+        do { diff = try SessionDiff.compare(recorded, try SessionReader(path: replay).exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
+            throw CommandFailure("diff: \(e.description)")
+        }
         io.out("diff: \(diff.pairedTransactions) transactions paired, "
                + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences") + " between the recording and its replay, timings aside "
                + "('3dstape diff \(recording) \(replay)')")

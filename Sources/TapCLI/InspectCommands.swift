@@ -27,16 +27,16 @@ struct LsCommand: Command {
             do { rows.append(try SessionReader(path: path).summary()) } catch { problems.append("\(n): \(error)") }
         }
         if args.has("json") {
-            io.out(JSON.array(rows.map(\.json)).pretty)
+            io.json(JSON.array(rows.map(\.json)))
         } else {
             let table = [["FILE", "LABEL", "CREATED", "EXCHANGES", "3DS TX", "OUTCOME", "DURATION"]] + rows.map { r in
                 [(r.path as NSString).lastPathComponent, r.label, r.created, String(r.exchanges), String(r.transactions), r.outcome,
                  r.durationSeconds.map { String(format: "%.2f s", $0) } ?? "-"]
             }
             io.out(Table.render(table))
-            if rows.isEmpty { io.out("(no sessions in \(dir))") }
+            if rows.isEmpty { io.out("(no sessions in \(TerminalText.escaped(dir)))") }
         }
-        for p in problems { io.err("3dstape: ls: skipped \(p)") }
+        for p in problems { io.err("3dstape: ls: skipped \(TerminalText.escaped(p))") }
         return 0
     }
 }
@@ -61,7 +61,7 @@ struct ShowCommand: Command {
         if let n = args.value("exchange") {
             guard let id = Int64(n) else { throw CommandFailure("--exchange \(n): expected a number") }
             guard let x = try reader.exchange(id: id) else { throw CommandFailure("\(path) has no exchange \(id)") }
-            if args.has("json") { io.out(ExchangeJSON.full(x).pretty) } else { printFull(x, io: io) }
+            if args.has("json") { io.json(ExchangeJSON.full(x)) } else { printFull(x, io: io) }
             return 0
         }
         let all = try reader.exchanges()
@@ -74,14 +74,14 @@ struct ShowCommand: Command {
         if args.value("jwt-secret") != nil { throw InvalidArguments("--jwt-secret goes with --profile trustpayments") }
         let events = try reader.events()
         if args.has("json") {
-            io.out(JSON.object([("file", .string(path)), ("meta", .object(reader.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
-                                ("exchanges", .array(all.map(ExchangeJSON.summary))),
-                                ("events", .array(events.map { .object([("at", .number(String(format: "%.6f", $0.at))), ("kind", .string($0.kind)),
-                                                                        ("detail", .string($0.detail))]) }))]).pretty)
+            io.json(JSON.object([("file", .string(path)), ("meta", .object(reader.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                                 ("exchanges", .array(all.map(ExchangeJSON.summary))),
+                                 ("events", .array(events.map { .object([("at", .number(String(format: "%.6f", $0.at))), ("kind", .string($0.kind)),
+                                                                         ("detail", .string($0.detail))]) }))]))
             return 0
         }
-        let m = reader.meta
-        io.out(io.bold("session ") + path + (m["label"].map { "  label: \($0)" } ?? ""))
+        let m = reader.meta.mapValues { TerminalText.escaped($0) }
+        io.out(io.bold("session ") + TerminalText.escaped(path) + (m["label"].map { "  label: \($0)" } ?? ""))
         io.out("created \(m["created_at"] ?? "?")  mode \(m["mode"] ?? "?")\(m["upstream"].map { " → \($0)" } ?? "")  masked \(m["masked"] ?? "?")")
         let t0 = all.first?.requestStart ?? 0
         var rows = [["#", "T+MS", "METHOD", "URL", "STATUS", "3DS", "MS"]]
@@ -95,12 +95,12 @@ struct ShowCommand: Command {
                          x.durationMs.map { String(format: "%.1f", $0) } ?? "-"])
         }
         io.out(Table.render(rows))
-        io.out("\(all.count) exchanges; '3dstape show \(path) --exchange N' for one in full")
+        io.out("\(all.count) exchanges; '3dstape show \(TerminalText.escaped(path)) --exchange N' for one in full")
         if !events.isEmpty {
             // Events by kind (their rows: sqlite3, or --json); the writer's backpressure in full, since it bears on every timing above.
-            let kinds = Dictionary(grouping: events, by: \.kind).map { "\($0.value.count) \($0.key)" }.sorted()
+            let kinds = Dictionary(grouping: events, by: \.kind).map { "\($0.value.count) \(TerminalText.escaped($0.key))" }.sorted()
             io.out("events: " + kinds.joined(separator: ", ") + " ('--json' lists them)")
-            for e in events where e.kind == "backpressure" { io.out(io.red("! " + e.detail)) }
+            for e in events where e.kind == "backpressure" { io.out(io.red("! " + TerminalText.escaped(e.detail))) }
         }
         return 0
     }
@@ -109,9 +109,9 @@ struct ShowCommand: Command {
     func showPXP(_ all: [StoredExchange], path: String, json: Bool, _ io: Terminal) -> Int32 {
         let labelled = all.map { ($0, PXPProfile.label($0)) }
         if json {
-            io.out(JSON.array(labelled.map { x, l in
+            io.json(JSON.array(labelled.map { x, l in
                 ExchangeJSON.summary(x).setting("pxp", to: l.map { .object([("step", .string($0.step)), ("callback", .string($0.callback))]) } ?? .null)
-            }).pretty)
+            }))
             return 0
         }
         var rows = [["#", "METHOD", "URL", "STATUS", "3DS", "PXP STEP", "SDK CALLBACK"]]
@@ -119,7 +119,7 @@ struct ShowCommand: Command {
             rows.append([String(x.id), x.method, ThreeDSContent.printable(x.url), x.status.map(String.init) ?? "-",
                          x.messages.compactMap(\.type).joined(separator: " → "), l?.step ?? "-", l?.callback ?? "-"])
         }
-        io.out(io.bold("session ") + path + "  profile pxp (PXP Checkout's 3DS flow)")
+        io.out(io.bold("session ") + TerminalText.escaped(path) + "  profile pxp (PXP Checkout's 3DS flow)")
         io.out(Table.render(rows))
         return 0
     }
@@ -130,7 +130,7 @@ struct ShowCommand: Command {
         let calls = all.compactMap { x in TrustPaymentsProfile.decode(x, secret: key).map { (x, $0) } }
         let bad = calls.filter { $0.1.responseSignature == .doesNotVerify }.count
         if json {
-            io.out(JSON.array(calls.map { x, c in
+            io.json(JSON.array(calls.map { x, c in
                 ExchangeJSON.summary(x).setting("trustpayments", to: .object([
                     ("request_types", .array(c.requestTypes.map(JSON.string))),
                     ("request_jwt", c.requestSignature.map { .string($0.description) } ?? .null),
@@ -140,17 +140,19 @@ struct ShowCommand: Command {
                     ("response_jwt", c.responseSignature.map { .string($0.description) } ?? .null),
                     ("response_payload", c.responsePayload ?? .null),
                 ]))
-            }).pretty)
+            }))
             return bad > 0 ? 1 : 0
         }
         var rows = [["#", "URL", "REQUEST TYPES", "REQUEST JWT", "RESPONSES (errorcode message)", "RESPONSE JWT"]]
         for (x, c) in calls {
             rows.append([String(x.id), ThreeDSContent.printable(x.url), c.requestTypes.joined(separator: ","), c.requestSignature?.description ?? "-",
                          ThreeDSContent.printable(c.responses.map { "\($0.type) \($0.errorCode) \($0.errorMessage)" }.joined(separator: "; ")),
-                         c.responseSignature.map { $0 == .doesNotVerify ? io.red($0.description) : $0.description } ?? "-"])
+                         c.responseSignature?.description ?? "-"])
         }
-        io.out(io.bold("session ") + path + "  profile trustpayments (JWT requests and responses)")
-        io.out(Table.render(rows))
+        let unverified = Set(calls.enumerated().filter { $0.element.1.responseSignature == .doesNotVerify }.map { $0.offset + 1 })
+        io.out(io.bold("session ") + TerminalText.escaped(path) + "  profile trustpayments (JWT requests and responses)")
+        let red: (String) -> String = io.red
+        io.out(Table.render(rows) { row, column -> ((String) -> String)? in column == 5 && unverified.contains(row) ? red : nil })
         io.out("\(calls.count) JWT exchanges of \(all.count)" + (bad > 0 ? "; \(bad) response JWTs DO NOT VERIFY with the given secret" : "")
                + (secret == nil ? "; signatures not checked: give --jwt-secret" : ""))
         return bad > 0 ? 1 : 0
@@ -178,14 +180,15 @@ struct ShowCommand: Command {
     }
 
     func printFull(_ x: StoredExchange, io: Terminal) {
-        io.out(io.bold("exchange \(x.id)") + "  connection \(x.connectionID)  upstream \(x.upstream ?? "-")")
-        io.out(io.bold("\(x.method) \(x.url)") + "  → \(x.status.map(String.init) ?? "no response")")
-        if let e = x.error { io.out(io.red("error: \(e)")) }
+        func safe(_ s: String) -> String { TerminalText.escaped(s) }
+        io.out(io.bold("exchange \(x.id)") + "  connection \(x.connectionID)  upstream \(safe(x.upstream ?? "-"))")
+        io.out(io.bold("\(safe(x.method)) \(safe(x.url))") + "  → \(x.status.map(String.init) ?? "no response")")
+        if let e = x.error { io.out(io.red("error: \(safe(e))")) }
         if let r = x.replay {
-            io.out("replay: " + (r.miss.map { "missed: \($0)" } ?? "matched recorded exchange #\(r.recordedExchangeID.map(String.init) ?? "-") by \(r.matchedBy ?? "-")")
+            io.out("replay: " + safe(r.miss.map { "missed: \($0)" } ?? "matched recorded exchange #\(r.recordedExchangeID.map(String.init) ?? "-") by \(r.matchedBy ?? "-")")
                    + String(format: "; delay scheduled %.3f ms, actual %@", r.scheduledDelayMs ?? 0,
                             r.actualDelayMs.map { String(format: "%.3f ms", $0) } ?? "none (the client gave up)")
-                   + (r.faults.map { "; faults injected: \($0)" } ?? ""))
+                   + safe(r.faults.map { "; faults injected: \($0)" } ?? ""))
         }
         let t0 = x.requestStart
         func ms(_ t: Double?) -> String { t.map { String(format: "+%.3f ms", ($0 - t0) * 1000) } ?? "-" }
@@ -196,41 +199,49 @@ struct ShowCommand: Command {
                                                               ("response", x.responseHeaders, x.responseBody, x.responseContentEncoding, "response")] {
             io.out("")
             io.out(io.bold("── \(title) headers"))
-            for (n, v) in headers { io.out("\(n): \(v)") }
+            for (n, v) in headers { io.out("\(safe(n)): \(safe(v))") }
             let msgs = x.messages.filter { $0.direction == direction }
-            io.out(io.bold("── \(title) body") + " (\(body.count) bytes\(encoding.map { ", decoded from \($0)" } ?? ""))")
+            io.out(io.bold("── \(title) body") + " (\(body.count) bytes\(encoding.map { ", decoded from \(safe($0))" } ?? ""))")
             if msgs.isEmpty {
                 io.out(Self.bodyText(body))
             } else {
                 for m in msgs {
-                    io.out("# 3DS \(m.type ?? "?") in \(m.location)" + (m.decryption.map { " — \($0)" } ?? ""))
+                    io.out(safe("# 3DS \(m.type ?? "?") in \(m.location)" + (m.decryption.map { " — \($0)" } ?? "")))
                     if m.isEncrypted {
-                        io.out("(JWE header) " + (m.json?.compact ?? ""))
+                        io.out("(JWE header) " + TerminalText.escapedJSON(m.json?.compact ?? ""))
                         io.out(Self.bodyText(body))
                     } else {
-                        io.out(m.json?.pretty ?? "")
+                        io.out(TerminalText.escapedJSON(m.json?.pretty ?? ""))
                     }
                 }
             }
         }
     }
 
+    /// A body as text to print: JSON pretty, other UTF-8 over its own lines (escaped, cut at 4000 characters).
     static func bodyText(_ body: [UInt8]) -> String {
         if body.isEmpty { return "(empty)" }
-        if let j = try? JSON.parse(body) { return j.pretty }
-        if let s = String(validating: body, as: UTF8.self) { return s.count > 4000 ? String(s.prefix(4000)) + "\n… (\(s.count) characters)" : s }
+        if let j = try? JSON.parse(body) { return TerminalText.escapedJSON(j.pretty) }
+        if let s = String(validating: body, as: UTF8.self) {
+            return TerminalText.escaped(s.count > 4000 ? String(s.prefix(4000)) : s, keepingLineBreaks: true) + (s.count > 4000 ? "\n… (\(s.count) characters)" : "")
+        }
         return "(\(body.count) bytes of binary data)"
     }
 }
 
-/// Left-aligned text tables.
+/// Left-aligned text tables. Every cell goes through `TerminalText.escaped` (cells hold URLs, message types, labels and
+/// values from sessions); `style` may colour a cell afterwards, by row (0 is the header) and column.
 enum Table {
-    static func render(_ rows: [[String]]) -> String {
+    static func render(_ rows: [[String]], style: (_ row: Int, _ column: Int) -> ((String) -> String)? = { _, _ in nil }) -> String {
         guard let first = rows.first else { return "" }
+        let rows = rows.map { $0.map { TerminalText.escaped($0) } }
         var widths = [Int](repeating: 0, count: first.count)
         for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
-        return rows.map { r in
-            r.enumerated().map { i, c in i == r.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count) }.joined(separator: "  ")
+        return rows.enumerated().map { n, r in
+            r.enumerated().map { i, c in
+                let cell = i == r.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count)
+                return style(n, i).map { $0(cell) } ?? cell
+            }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
 }
@@ -249,7 +260,7 @@ struct DecryptCommand: Command {
         let log: KeyLog
         do { log = try KeyLog.load(path: keylog) } catch { throw CommandFailure("\(keylog): \(error.message)") }
         let o = try SessionDecryptor.decrypt(path: path, keys: StaticKeys(log: log))
-        io.out("\(path): \(o.decrypted) app-channel messages decrypted, \(o.noKey) without a key in the log, "
+        io.out("\(TerminalText.escaped(path)): \(o.decrypted) app-channel messages decrypted, \(o.noKey) without a key in the log, "
                + "\(o.failed) whose key did not open them, \(o.alreadyDecrypted) already in clear")
         return o.failed == 0 ? 0 : 1
     }

@@ -10,12 +10,14 @@ import TapStore
 struct DiffCommand: Command {
     let name = "diff"
     let abstract = "Compare two sessions: transactions paired by order and shape, per-message element changes, statuses, outcomes, timings"
-    let usage = "3dstape diff A B [--json] [--timing-tolerance DURATION] [--ignore-field NAME]..."
+    let usage = "3dstape diff A B [--json] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
     let maxPositionals = 2
     let options: [OptionSpec] = [
         .flag("json", help: "print the differences as JSON"),
         .option("timing-tolerance", "DURATION", help: "report exchanges whose durations differ by more than this (default 250ms; 'off' compares none)"),
         .option("ignore-field", "NAME", help: "also ignore this element's value (repeatable); IDs, keys, signatures and dates always are"),
+        .option("max-pairing-steps", "N", help: "give up (exit 2) when pairing would take more steps (default \(SessionDiff.defaultMaxPairingSteps), "
+                + "a few seconds; it grows with the transactions times those left unpaired)"),
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
@@ -29,11 +31,21 @@ struct DiffCommand: Command {
             }
         }
         options.ignore = Set(args.all("ignore-field"))
-        let diff = SessionDiff.compare(try SessionReader(path: pa).exchanges(), try SessionReader(path: pb).exchanges(), options: options)
+        if let v = args.value("max-pairing-steps") {
+            guard let n = Int(v), n > 0 else { throw InvalidArguments("--max-pairing-steps \(v): expected a positive number") }
+            options.maxPairingSteps = n
+        }
+        let diff: SessionDiff
+        do {
+            diff = try SessionDiff.compare(try SessionReader(path: pa).exchanges(), try SessionReader(path: pb).exchanges(), options: options)
+        } catch let e as SessionDiff.TooDifferent {
+            io.err("3dstape: diff: \(e.description); compare parts of them, or raise --max-pairing-steps")
+            return 2
+        }
         if args.has("json") {
-            io.out(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
-                                ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
-                                ("differences", .array(diff.changes.map(\.json)))]).pretty)
+            io.json(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
+                                 ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
+                                 ("differences", .array(diff.changes.map(\.json)))]))
         } else {
             if !diff.changes.isEmpty {
                 io.out(Table.render([["TX A/B", "EXCH A/B", "MESSAGE", "CHANGE", "ELEMENT", "A", "B"]] + diff.changes.map { c in
@@ -70,16 +82,18 @@ struct ExportCommand: Command {
         let exchanges = try reader.exchanges()
         let text: String
         switch format {
-        case "har": text = HAR.export(exchanges, meta: reader.meta, creatorVersion: version).pretty + "\n"
+        // The JSON formats carry no character a terminal acts on (`TerminalText.escapedJSON`: the same JSON), the
+        // diagrams none either (`Mermaid.clean`, `MarkupText.escaped`): an export read with cat is safe.
+        case "har": text = TerminalText.escapedJSON(HAR.export(exchanges, meta: reader.meta, creatorVersion: version).pretty) + "\n"
         case "mermaid": text = Mermaid.sequenceDiagram(exchanges)
         case "svg": text = SequenceSVG.render(SequenceDiagram(exchanges)) + "\n"
-        default: text = exchanges.map { ExchangeJSON.full($0).compact + "\n" }.joined()
+        default: text = exchanges.map { TerminalText.escapedJSON(ExchangeJSON.full($0).compact) + "\n" }.joined()
         }
         if let out = args.value("out"), out != "-" {
             do { try SecureFile.create(out, contents: Array(text.utf8), mode: 0o600, replace: args.has("force")) } catch {
                 throw CommandFailure(error.description)
             }
-            io.err("\(exchanges.count) exchanges written to \(out) (\(format))")
+            io.err("\(exchanges.count) exchanges written to \(TerminalText.escaped(out)) (\(format))")
         } else {
             FileHandle.standardOutput.write(Data(text.utf8))
         }
@@ -141,7 +155,7 @@ struct ImportCommand: Command {
             try writer.publish(as: out)
         } catch let interrupted as Interrupted {
             writer.discard()
-            io.err("3dstape: import: \(interrupted) after \(i) entries; nothing was written to \(out)")
+            io.err("3dstape: import: \(interrupted) after \(i) entries; nothing was written to \(TerminalText.escaped(out))")
             return interrupted.exitStatus
         } catch let e as HAR.ImportError {
             writer.discard()
@@ -150,7 +164,8 @@ struct ImportCommand: Command {
             writer.discard()
             throw CommandFailure("\(error)")
         }
-        io.out("\(out): \(count) exchanges imported from \(file) (masked); '3dstape show \(out)' to read it")
+        let (shownOut, shownFile) = (TerminalText.escaped(out), TerminalText.escaped(file))
+        io.out("\(shownOut): \(count) exchanges imported from \(shownFile) (masked); '3dstape show \(shownOut)' to read it")
         return 0
     }
 

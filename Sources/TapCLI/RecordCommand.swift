@@ -112,14 +112,14 @@ struct RecordCommand: Command {
         case let other: throw CommandFailure("--decrypt \(other): expected substitute or none")
         }
         let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys, maxBytes: maxSessionBytes, onProblem: { problem in
-            FileHandle.standardError.write(Data("3dstape: record: \(problem)\n".utf8))
+            FileHandle.standardError.write(Data("3dstape: record: \(TerminalText.escaped(problem))\n".utf8))
         }, onExchange: { line in
             tally.add(line.requestTypes + line.responseTypes)
             live.print(line)
         })
         let stack = try ServiceStack.foreground()
         let server = ProxyServer(loop: stack.loop, config: config, writer: writer,
-                                 onLog: { line in FileHandle.standardError.write(Data("3dstape: \(line)\n".utf8)) })
+                                 onLog: { line in FileHandle.standardError.write(Data("3dstape: \(TerminalText.escaped(line))\n".utf8)) })
         var bound: [HostPort] = []
         for l in listens { bound.append(try server.listen(on: l.bound)) }
         let upstreamText: String = { if case let .reverse(u) = mode { return " → \(u)" }; return " (forward proxy; CONNECT intercepted)" }()
@@ -132,7 +132,8 @@ struct RecordCommand: Command {
         let s = server.stats
         let types = tally.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         io.err("")
-        io.err("stopped: \(s.exchanges) exchanges on \(s.connections) connections, \(s.errors) errors; 3DS messages: \(types.isEmpty ? "none" : types)")
+        io.err("stopped: \(s.exchanges) exchanges on \(s.connections) connections, \(s.errors) errors; 3DS messages: "
+               + (types.isEmpty ? "none" : TerminalText.escaped(types)))
         if let line = s.backpressureSummary { io.err(line) }
         if let e = writer.writeError { io.err("recording stopped early: \(e); \(writer.exchangesDropped) exchanges were not recorded") }
         io.err("session: \(sessionPath) (\(writer.exchangesWritten) exchanges written)")
@@ -170,16 +171,17 @@ struct LiveView: Sendable {
                 ("request", .array(x.requestTypes.map(JSON.string))), ("response", .array(x.responseTypes.map(JSON.string))),
                 ("duration_ms", .number(String(format: "%.3f", x.durationMs))), ("error", x.error.map(JSON.string) ?? .null),
             ])
-            line = obj.compact
+            line = TerminalText.escapedJSON(obj.compact)
         case .lines:
             let f = DateFormatter()
             f.dateFormat = "HH:mm:ss.SSS"
             let time = f.string(from: Date(timeIntervalSince1970: x.at))
-            var types = (x.requestTypes + x.responseTypes.map { "→\($0)" }).joined(separator: " ")
+            var types = TerminalText.escaped((x.requestTypes + x.responseTypes.map { "→\($0)" }).joined(separator: " "))
             if !types.isEmpty { types = "  " + types }
             let status = x.status.map(String.init) ?? "---"
             let statusText = colour ? (x.error != nil || (x.status ?? 500) >= 400 ? "\u{1B}[31m\(status)\u{1B}[0m" : "\u{1B}[32m\(status)\u{1B}[0m") : status
-            line = "\(time)  \(x.method) \(x.url)  \(statusText)\(types)  \(String(format: "%.1f", x.durationMs)) ms" + (x.error.map { "  (\($0))" } ?? "")
+            line = "\(time)  \(TerminalText.escaped(x.method)) \(TerminalText.escaped(x.url))  \(statusText)\(types)  \(String(format: "%.1f", x.durationMs)) ms"
+                + (x.error.map { "  (\(TerminalText.escaped($0)))" } ?? "")
         }
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }

@@ -50,7 +50,7 @@ struct ReplayCommand: Command {
         if let first = faultProblems.first { throw InvalidArguments(first) }
         let problems = catalog.undecryptedProblems()
         if !problems.isEmpty {
-            for p in problems { io.err("3dstape: replay: \(p)") }
+            for p in problems { io.err("3dstape: replay: \(TerminalText.escaped(p))") }
             throw CommandFailure("\(problems.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
         }
         let listens = try args.listenAddresses(default: "127.0.0.1:8080")
@@ -60,7 +60,7 @@ struct ReplayCommand: Command {
         let out = args.value("session") ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
         let writer = try SessionWriter(path: out, meta: SessionWriter.replayMeta(of: path)
                                            + [("seed", String(options.schedule.seed)), ("tool_version", version)], keys: engine,
-                                       onProblem: { FileHandle.standardError.write(Data("3dstape: replay: \($0)\n".utf8)) })
+                                       onProblem: { FileHandle.standardError.write(Data("3dstape: replay: \(TerminalText.escaped($0))\n".utf8)) })
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
         let stack = try ServiceStack.foreground()
@@ -171,7 +171,7 @@ struct ReplayView: Sendable {
         switch mode {
         case .quiet: return
         case .jsonLines:
-            line = JSON.object([
+            line = TerminalText.escapedJSON(JSON.object([
                 ("at", .number(String(format: "%.6f", x.at))), ("method", .string(x.method)), ("url", .string(x.target)),
                 ("status", x.status.map { .number(String($0)) } ?? .null),
                 ("recorded_exchange", x.recordedExchangeID.map { .number(String($0)) } ?? .null),
@@ -179,13 +179,14 @@ struct ReplayView: Sendable {
                 ("scheduled_ms", .number(String(format: "%.3f", x.scheduledMs))),
                 ("actual_ms", x.actualMs.map { .number(String(format: "%.3f", $0)) } ?? .null), ("faults", x.faults.map(JSON.string) ?? .null),
                 ("outcome", .string(x.outcome)),
-            ]).compact
+            ]).compact)
         case .lines:
-            var matched = x.miss.map { "MISS: \($0)" } ?? "#\(x.recordedExchangeID.map(String.init) ?? "-") \(x.matchedBy ?? "")"
-            if let f = x.faults { matched += "  FAULT \(f)" }
+            // The miss names the live request's values, the target and method are the client's: all escaped.
+            var matched = x.miss.map { "MISS: \(ThreeDSContent.printable($0))" } ?? "#\(x.recordedExchangeID.map(String.init) ?? "-") \(TerminalText.escaped(x.matchedBy ?? ""))"
+            if let f = x.faults { matched += "  FAULT \(TerminalText.escaped(f))" }
             let actual = x.actualMs.map { String(format: "%.1f", $0) } ?? "-"
-            line = "\(x.method) \(ThreeDSContent.printable(x.target))  → \(x.status.map(String.init) ?? "---")  \(matched)  "
-                + "delay \(String(format: "%.1f", x.scheduledMs)) ms scheduled, \(actual) ms actual  \(x.outcome)"
+            line = "\(TerminalText.escaped(x.method)) \(ThreeDSContent.printable(x.target))  → \(x.status.map(String.init) ?? "---")  \(matched)  "
+                + "delay \(String(format: "%.1f", x.scheduledMs)) ms scheduled, \(actual) ms actual  \(TerminalText.escaped(x.outcome))"
         }
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
@@ -201,10 +202,10 @@ struct ScenariosCommand: Command {
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         if args.has("json") {
-            io.out(JSON.array(ReplayScenario.all.map { s in
+            io.json(JSON.array(ReplayScenario.all.map { s in
                 .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
                          ("expected", .string(s.expected)), ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake))])
-            }).pretty)
+            }))
             return 0
         }
         for s in ReplayScenario.all {

@@ -82,7 +82,7 @@ struct SandboxCommand: Command {
         let stack = try ServiceStack.foreground()
         let quiet = args.has("quiet")
         let sandbox = Sandbox(keys: keys, options: o, loop: stack.loop) { line in
-            if !quiet { FileHandle.standardOutput.write(Data("sandbox: \(line)\n".utf8)) }
+            if !quiet { FileHandle.standardOutput.write(Data("sandbox: \(TerminalText.escaped(line))\n".utf8)) } // lines quote what clients sent
         }
         let bound = try sandbox.start(on: listens[0].bound, tls: args.has("tls"))
         io.err("sandbox DS + ACS on \(sandbox.baseURL) (DS key \(dsKey.rawValue), acsSignedContent \(o.signing.rawValue)); bound \(bound)")
@@ -143,12 +143,12 @@ struct ClientCommand: Command {
         if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
         let result = try SDKClient(options: o).run()
         if args.has("json") {
-            io.out(result.json.pretty)
+            io.json(result.json)
         } else {
-            io.out(ClientCommand.describe(result))
+            io.out(TerminalText.escaped(ClientCommand.describe(result), keepingLineBreaks: true)) // the DS's and ACS's answers
         }
         if let e = result.error {
-            io.err("3dstape: client: \(ClientCommand.errorText(e))")
+            io.err("3dstape: client: \(TerminalText.escaped(ClientCommand.errorText(e)))")
             return 1
         }
         return 0

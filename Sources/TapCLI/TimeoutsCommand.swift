@@ -81,7 +81,7 @@ struct TimeoutsCommand: Command {
         func sweep(_ delay: Double) throws -> String {
             var outcomes: [String] = []
             for n in 1...runs where stop.signal == nil {
-                io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", matchText, ReplayFaults.describe(delay), n, runs))
+                io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", TerminalText.escaped(matchText), ReplayFaults.describe(delay), n, runs))
                 let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
                                     session: (report as NSString).appendingPathComponent("delay-\(Int((delay * 1000).rounded()))ms-run\(n).3dstape"),
                                     timeout: commandTimeout ?? delay + 60, stop: stop)
@@ -122,7 +122,7 @@ struct TimeoutsCommand: Command {
                    + "report of the runs so far: \((report as NSString).appendingPathComponent("report.json"))")
         }
         if args.has("json") {
-            io.out(json.pretty)
+            io.json(json)
             return interrupted?.exitStatus ?? 0
         }
         var rows = [["DELAY", "OUTCOME", "AFTER MS", "EXIT", "ERRO SENT", "CANCEL", "RETRIED", "SESSION"]]
@@ -133,8 +133,8 @@ struct TimeoutsCommand: Command {
         }
         io.out(Table.render(rows))
         io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
-               + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(matchText))")
-        io.out("report: \((report as NSString).appendingPathComponent("index.html")) (chart), report.json, and the replay sessions")
+               + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(TerminalText.escaped(matchText)))")
+        io.out("report: \(TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))) (chart), report.json, and the replay sessions")
         return interrupted?.exitStatus ?? 0
     }
 
@@ -226,9 +226,7 @@ struct TimeoutsCommand: Command {
 
     /// A self-contained page: the table and an SVG chart of delay against time to outcome, coloured by outcome.
     static func html(_ results: [Run], match: String, command: [String], waited: Double?, gaveUp: Double?) -> String {
-        func esc(_ s: String) -> String {
-            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
-        }
+        func esc(_ s: String) -> String { MarkupText.escaped(s) } // the message, the command, and what the replays recorded
         let w = 640.0, h = 360.0, pad = 50.0
         let maxX = max(0.001, results.map(\.delay).max() ?? 1) * 1000
         let maxY = max(1, results.compactMap(\.timeToOutcomeMs).max() ?? 1, maxX)

@@ -25,7 +25,7 @@ struct ValidateCommand: Command {
         let findings = Validator.validate(transactions: transactions)
         let errors = findings.filter { $0.severity == .error }.count
         if args.has("json") {
-            io.out(JSON.array(findings.map(\.json)).pretty)
+            io.json(JSON.array(findings.map(\.json)))
         } else {
             let messages = transactions.reduce(0) { $0 + $1.messages.count }
             let encrypted = transactions.reduce(0) { $0 + $1.messages.filter(\.isEncrypted).count }
@@ -34,7 +34,7 @@ struct ValidateCommand: Command {
                     [String($0.exchangeID), $0.message, $0.pointer.isEmpty ? "-" : $0.pointer, $0.severity.rawValue, $0.rule, ThreeDSContent.printable($0.detail)]
                 }))
             }
-            io.out("\(path): \(messages) messages in \(transactions.count) transactions checked"
+            io.out("\(TerminalText.escaped(path)): \(messages) messages in \(transactions.count) transactions checked"
                    + (encrypted > 0 ? " (\(encrypted) still encrypted, not checked: 'decrypt' with a key log opens them)" : "")
                    + "; \(errors) errors, \(findings.count - errors) warnings")
         }

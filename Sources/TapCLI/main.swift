@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapCore
 import TapProxy
 
 /// The subcommands, in the order `3dstape --help` lists them.
@@ -44,16 +45,17 @@ func runMain() -> Int32 {
         let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
         return try command.run(parsed, io)
     } catch let e as UsageError {
-        io.err("3dstape \(command.name): \(e.message)\nusage: \(command.usage)")
+        io.err("3dstape \(command.name): \(TerminalText.escaped(e.message))\nusage: \(command.usage)")
         return 2
     } catch let e as InvalidArguments {
-        io.err("3dstape: \(command.name): \(e.message)")
+        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message))")
         return 2
     } catch let e as CommandFailure {
-        io.err("3dstape: \(command.name): \(e.message)")
+        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message))")
         return 1
     } catch {
-        io.err("3dstape: \(command.name): \(error)")
+        // Messages can quote a session, a HAR file or an argument.
+        io.err("3dstape: \(command.name): \(TerminalText.escaped("\(error)"))")
         return 1
     }
 }

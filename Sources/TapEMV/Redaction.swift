@@ -139,11 +139,9 @@ public enum ThreeDSContent {
     }
 
     /// Text from the network made safe to print on a terminal or in a log: card numbers masked and control
-    /// characters (terminal escape sequences included) shown as `?`.
+    /// characters (terminal escape sequences included) escaped as `TerminalText` shows them.
     public static func printable(_ text: String) -> String {
-        let masked = maskLuhnRuns(text)
-        guard masked.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) }) else { return masked }
-        return String(String.UnicodeScalarView(masked.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) ? "?" : $0 }))
+        TerminalText.escaped(maskLuhnRuns(text))
     }
 
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {

@@ -1,3 +1,4 @@
+import TapCore
 import TapStore
 
 /// A session as a Mermaid `sequenceDiagram` (`export --format mermaid`): the `SequenceDiagram` model as text.
@@ -27,8 +28,15 @@ public enum Mermaid {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// Mermaid message text: no line breaks, semicolons or `#` (entity codes), which would end or garble the line.
+    /// Mermaid message text: no line breaks, semicolons or `#` (entity codes), which would end or garble the line, and
+    /// no other control character (`TerminalText.isControl`: C0, DEL, C1 with NEL, the line and paragraph separators,
+    /// bidirectional controls) nor U+FFFE/U+FFFF, each a space. Filtered by Unicode scalar: "\r\n" is one Swift
+    /// `Character`, which a comparison with "\n" or "\r" never matched, so a CRLF in a messageType used to start a line.
     static func clean(_ s: String) -> String {
-        String(s.map { $0 == "\n" || $0 == "\r" || $0 == ";" || $0 == "#" ? " " : $0 })
+        var out = String.UnicodeScalarView()
+        for c in s.unicodeScalars {
+            out.append(c == ";" || c == "#" || c.value == 0xFFFE || c.value == 0xFFFF || TerminalText.isControl(c) ? " " : c)
+        }
+        return String(out)
     }
 }

@@ -40,7 +40,30 @@ public struct SessionDiff: Sendable {
         public var ignore: Set<String> = []
         /// Durations that differ by more than this (seconds) are reported; nil compares no timings.
         public var timingTolerance: Double? = 0.25
+        /// The most steps pairing the transactions (and the plain exchanges) may take; past it `compare` throws
+        /// `TooDifferent`. The pairing needs memory linear in the sessions' sizes and time growing with the rows
+        /// times the elements left unpaired: this keeps a diff of two unrelated large sessions from running for minutes.
+        public var maxPairingSteps = SessionDiff.defaultMaxPairingSteps
         public init() {}
+    }
+
+    /// A few seconds of pairing on one core (two sessions of 20 000 transactions with 25 000 of them unpaired).
+    public static let defaultMaxPairingSteps = 1_000_000_000
+
+    /// Two sessions too different to pair within `Options.maxPairingSteps`.
+    public struct TooDifferent: Error, CustomStringConvertible, Sendable {
+        /// `transactions` or `plain exchanges`.
+        public var what: String
+        public var countA: Int
+        public var countB: Int
+        /// Elements of both sides that no pairing could match, at least.
+        public var unpairedAtLeast: Int
+        public var limit: Int
+
+        public var description: String {
+            "the sessions are too different to pair: \(countA) \(what) in A and \(countB) in B, of which at least "
+                + "\(unpairedAtLeast) have no counterpart; pairing them would take more than the limit of \(limit) steps"
+        }
     }
 
     /// Values that differ on every run: transaction IDs, the SDK's app ID and keys, signatures, encrypted data, dates.
@@ -56,12 +79,12 @@ public struct SessionDiff: Sendable {
 
     public var isEmpty: Bool { changes.isEmpty }
 
-    public static func compare(_ a: [StoredExchange], _ b: [StoredExchange], options: Options = Options()) -> SessionDiff {
+    public static func compare(_ a: [StoredExchange], _ b: [StoredExchange], options: Options = Options()) throws(TooDifferent) -> SessionDiff {
         let ta = ThreeDSTransaction.group(a), tb = ThreeDSTransaction.group(b)
         let xa = Dictionary(a.map { ($0.id, $0) }, uniquingKeysWith: { x, _ in x })
         let xb = Dictionary(b.map { ($0.id, $0) }, uniquingKeysWith: { x, _ in x })
         var changes: [Change] = []
-        let pairs = pair(ta.map(signature), tb.map(signature))
+        let pairs = try pair(ta.map(signature), tb.map(signature), what: "transactions", maxSteps: options.maxPairingSteps)
         var paired = 0
         for p in pairs {
             switch p {
@@ -76,7 +99,7 @@ public struct SessionDiff: Sendable {
                                       message: tb[j].shape.joined(separator: " "), after: tb[j].outcome))
             }
         }
-        changes += compareOtherExchanges(a, b, ta, tb)
+        changes += try compareOtherExchanges(a, b, ta, tb, maxSteps: options.maxPairingSteps)
         return SessionDiff(changes: changes, pairedTransactions: paired, transactionsA: ta.count, transactionsB: tb.count)
     }
 
@@ -85,25 +108,15 @@ public struct SessionDiff: Sendable {
         "\(t.deviceChannel ?? "?")|\(t.messageCategory ?? "?")|\(t.version ?? "?")|\(t.shape.first ?? "?")"
     }
 
-    enum Pairing: Equatable { case both(Int, Int), onlyA(Int), onlyB(Int) }
+    typealias Pairing = SequenceAlignment.Step
 
-    /// A longest-common-subsequence alignment of two signature lists, in order.
-    static func pair(_ a: [String], _ b: [String]) -> [Pairing] {
-        let n = a.count, m = b.count
-        var table = [[Int]](repeating: [Int](repeating: 0, count: m + 1), count: n + 1)
-        for i in stride(from: n - 1, through: 0, by: -1) {
-            for j in stride(from: m - 1, through: 0, by: -1) {
-                table[i][j] = a[i] == b[j] ? table[i + 1][j + 1] + 1 : max(table[i + 1][j], table[i][j + 1])
-            }
+    /// The pairing of two key lists, in order (`SequenceAlignment`: a longest common subsequence in linear memory).
+    static func pair(_ a: [String], _ b: [String], what: String, maxSteps: Int) throws(TooDifferent) -> [Pairing] {
+        do {
+            return try SequenceAlignment.pair(a, b, maxSteps: maxSteps)
+        } catch {
+            throw TooDifferent(what: what, countA: a.count, countB: b.count, unpairedAtLeast: error.unpairedAtLeast, limit: error.limit)
         }
-        var out: [Pairing] = []
-        var i = 0, j = 0
-        while i < n || j < m {
-            if i < n, j < m, a[i] == b[j] { out.append(.both(i, j)); i += 1; j += 1 }
-            else if j >= m || (i < n && table[i + 1][j] >= table[i][j + 1]) { out.append(.onlyA(i)); i += 1 }
-            else { out.append(.onlyB(j)); j += 1 }
-        }
-        return out
     }
 
     static func compareTransactions(_ a: ThreeDSTransaction, _ b: ThreeDSTransaction, _ na: Int, _ nb: Int,
@@ -192,6 +205,13 @@ public struct SessionDiff: Sendable {
     }
 
     static func withoutLoopbackPort(_ s: String) -> String {
+        // Most values hold no URL: a scan of the bytes for "://" spares them Foundation's searches.
+        var previous: (UInt8, UInt8) = (0, 0), url = false
+        for b in s.utf8 {
+            if previous == (0x3A, 0x2F), b == 0x2F { url = true; break }
+            previous = (previous.1, b)
+        }
+        guard url else { return s }
         guard s.contains("://127.0.0.1:") || s.contains("://localhost:") || s.contains("://[::1]:") else { return s }
         var out = ""
         var rest = Substring(s)
@@ -210,15 +230,19 @@ public struct SessionDiff: Sendable {
         return s.count > 80 ? String(s.prefix(77)) + "…" : s
     }
 
-    static func escape(_ k: String) -> String { k.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1") }
+    static func escape(_ k: String) -> String {
+        guard k.utf8.contains(where: { $0 == 0x7E || $0 == 0x2F }) else { return k }
+        return k.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+    }
 
     /// Exchanges outside any 3DS transaction (plain HTTP), paired by method and loopback-normalised URL in order.
-    static func compareOtherExchanges(_ a: [StoredExchange], _ b: [StoredExchange], _ ta: [ThreeDSTransaction], _ tb: [ThreeDSTransaction]) -> [Change] {
+    static func compareOtherExchanges(_ a: [StoredExchange], _ b: [StoredExchange], _ ta: [ThreeDSTransaction], _ tb: [ThreeDSTransaction],
+                                      maxSteps: Int) throws(TooDifferent) -> [Change] {
         let inA = Set(ta.flatMap { $0.messages.map(\.exchangeID) }), inB = Set(tb.flatMap { $0.messages.map(\.exchangeID) })
         let oa = a.filter { !inA.contains($0.id) }, ob = b.filter { !inB.contains($0.id) }
         func key(_ x: StoredExchange) -> String { x.method + " " + withoutLoopbackPort(x.url) }
         var out: [Change] = []
-        for p in pair(oa.map(key), ob.map(key)) {
+        for p in try pair(oa.map(key), ob.map(key), what: "plain exchanges", maxSteps: maxSteps) {
             switch p {
             case let .both(i, j):
                 if oa[i].status != ob[j].status {

@@ -109,7 +109,7 @@ public final class Replayer: @unchecked Sendable {
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
-        s.onLog = { line in FileHandle.standardError.write(Data("3dstape: replay: \(line)\n".utf8)) }
+        s.onLog = { line in FileHandle.standardError.write(Data("3dstape: replay: \(TerminalText.escaped(line))\n".utf8)) }
         let bound = try s.start(on: address)
         if servers.isEmpty {
             selfURL = "\(scheme)://\(bound)" // the first listener is the address written for direct clients

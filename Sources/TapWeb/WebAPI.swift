@@ -24,8 +24,12 @@ public final class WebAPI: @unchecked Sendable {
     /// `ls` rows by file, kept while the file's size and modification time stay the same.
     private var summaries: [String: (stamp: String, row: JSON)] = [:]
 
-    public init(catalog: SessionCatalog) {
+    /// The most steps `/api/diff` may spend pairing two sessions (`SessionDiff.Options.maxPairingSteps`).
+    let maxPairingSteps: Int
+
+    public init(catalog: SessionCatalog, maxPairingSteps: Int = SessionDiff.defaultMaxPairingSteps) {
         self.catalog = catalog
+        self.maxPairingSteps = maxPairingSteps
     }
 
     /// A reply: status, content type and body.
@@ -228,7 +232,12 @@ public final class WebAPI: @unchecked Sendable {
     func diff(_ q: [String: String]) throws -> JSON {
         guard let a = q["a"], let b = q["b"] else { throw WebError("give two sessions: /api/diff?a=NAME&b=NAME") }
         let ra = try open(a), rb = try open(b) // query values arrive decoded
-        let d = SessionDiff.compare(try ra.exchanges(), try rb.exchanges())
+        var options = SessionDiff.Options()
+        options.maxPairingSteps = maxPairingSteps
+        let d: SessionDiff
+        do { d = try SessionDiff.compare(try ra.exchanges(), try rb.exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
+            throw WebError("\(a) and \(b): \(e.description)", status: 422)
+        }
         return .object([("a", .string(a)), ("b", .string(b)), ("paired", .number(String(d.pairedTransactions))),
                         ("transactions_a", .number(String(d.transactionsA))), ("transactions_b", .number(String(d.transactionsB))),
                         ("changes", .array(d.changes.map(\.json)))])

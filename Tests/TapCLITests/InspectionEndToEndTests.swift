@@ -82,6 +82,23 @@ import TapCore
         #expect((try JSON.parse(other.stdout))["differences"] != nil)
     }
 
+    /// Sessions too different to pair within `--max-pairing-steps`: one line that says so, exit 2 (not 1, "differences").
+    @Test func diffPastThePairingLimitSaysSo() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (app, browser) = (dir.appendingPathComponent("demo-app.3dstape").path, dir.appendingPathComponent("demo-browser.3dstape").path)
+        let r = try CLIRunner.run(["diff", app, browser, "--max-pairing-steps", "100"])
+        #expect(r.status == 2)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr.hasPrefix("3dstape: diff: the sessions are too different to pair: 16 transactions in A and 4 in B, of which at least "), "\(r.stderr)")
+        #expect(r.stderr.hasSuffix("more than the limit of 100 steps; compare parts of them, or raise --max-pairing-steps\n"))
+        for bad in ["0", "-5", "lots"] {
+            let b = try CLIRunner.run(["diff", app, browser, "--max-pairing-steps", bad])
+            #expect(b.status == 2 && b.stderr.contains("--max-pairing-steps \(bad): expected a positive number"), "\(b.stderr)")
+        }
+        #expect(try CLIRunner.run(["diff", app, browser]).status == 1, "within the default limit")
+    }
+
     @Test func badHARIsOneLineAndWritesNothing() throws {
         let dir = try Self.workspace()
         defer { try? FileManager.default.removeItem(at: dir) }

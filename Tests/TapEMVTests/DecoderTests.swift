@@ -280,7 +280,7 @@ import TapJOSE
     }
 
     @Test func printableTextHasNoCardNumbersOrTerminalEscapes() {
-        #expect(ThreeDSContent.printable("GET /pay?pan=4000000000001091 \u{1B}[31mred") == "GET /pay?pan=400000******1091 ?[31mred")
+        #expect(ThreeDSContent.printable("GET /pay?pan=4000000000001091 \u{1B}[31mred") == "GET /pay?pan=400000******1091 \\x1B[31mred")
         #expect(ThreeDSContent.printable("plain") == "plain")
     }
 }

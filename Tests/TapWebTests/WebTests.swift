@@ -174,6 +174,21 @@ struct WebFixture {
         #expect(WebFixture.get(api, "/api/diff?a=demo-app.3dstape").0 == 400)
     }
 
+    /// Past its pairing limit `/api/diff` answers 422 with the reason, instead of holding the query queue for minutes.
+    @Test func aDiffPastThePairingLimitIsRefusedClearly() throws {
+        let f = try WebFixture()
+        defer { f.remove() }
+        let api = WebAPI(catalog: try SessionCatalog(paths: [f.dir.path]), maxPairingSteps: 100)
+        let (status, body) = WebFixture.get(api, "/api/diff?a=demo-app.3dstape&b=demo-browser.3dstape")
+        #expect(status == 422)
+        let message = body["error"]?.stringValue ?? ""
+        #expect(message.hasPrefix("demo-app.3dstape and demo-browser.3dstape: the sessions are too different to pair: 16 transactions in A and 4 in B"),
+                "\(message)")
+        #expect(message.hasSuffix("more than the limit of 100 steps"))
+        let (sameStatus, same) = WebFixture.get(api, "/api/diff?a=demo-browser.3dstape&b=in.3dstape")
+        #expect(sameStatus == 200 && same["paired"]?.numberValue == "4", "equal sessions pair along their common start, within any limit")
+    }
+
     @Test func nothingOutsideTheServedSessions() throws {
         let f = try WebFixture()
         defer { f.remove() }
