@@ -11,6 +11,17 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: Connection, received bytes: [UInt8])
     /// The connection is closed; called once. `error` is nil for an orderly close by the peer or by us.
     func connectionClosed(_ connection: Connection, error: ConnectionError?)
+    /// The peer has finished sending (a TCP FIN, or TLS close_notify) while it may still read: a half-close. Return
+    /// true to keep the connection open for writing (reading stops for good; close it when done), false to close it
+    /// now (the default).
+    func connectionInputEnded(_ connection: Connection) -> Bool
+    /// Queued bytes went out to the socket (`unsentByteCount` went down).
+    func connectionWroteQueued(_ connection: Connection)
+}
+
+extension ConnectionDelegate {
+    public func connectionInputEnded(_ connection: Connection) -> Bool { false }
+    public func connectionWroteQueued(_ connection: Connection) {}
 }
 
 /// Why a connection ended abnormally.
@@ -53,6 +64,11 @@ public final class Connection: EventHandler {
     public private(set) var tlsEstablishedAt: UInt64?
     /// While true, the connection does not read (backpressure); the peer's data waits in the kernel.
     public private(set) var readingPaused = false
+    /// The peer finished sending and the delegate kept the connection open to answer (`connectionInputEnded`).
+    public private(set) var inputEnded = false
+
+    /// Bytes queued for the socket and not yet taken by it (what a peer that does not read leaves in memory).
+    public var unsentByteCount: Int { outbox.count - outboxOffset }
 
     /// Stops reading until `resumeReading`.
     public func pauseReading() {
@@ -61,9 +77,9 @@ public final class Connection: EventHandler {
         if let registration { loop.update(registration, readable: false, writable: outboxOffset < outbox.count || connecting) }
     }
 
-    /// Reads again after `pauseReading`.
+    /// Reads again after `pauseReading` (not after the peer's input ended).
     public func resumeReading() {
-        guard readingPaused, !isClosed else { return }
+        guard readingPaused, !isClosed, !inputEnded else { return }
         readingPaused = false
         if let registration { loop.update(registration, readable: true, writable: outboxOffset < outbox.count || connecting) }
     }
@@ -189,6 +205,12 @@ public final class Connection: EventHandler {
             bytesOut += sent
             outbox = sent < head.count ? Array(head[sent...]) + body : Array(body[(sent - head.count)...])
         } else {
+            if outboxOffset > 1 << 16, outboxOffset > outbox.count / 2 {
+                // Drop what was sent before appending, so that a peer that reads slowly but never lets the queue run dry
+                // does not keep every byte ever sent to it.
+                outbox.removeFirst(outboxOffset)
+                outboxOffset = 0
+            }
             outbox += head
             outbox += body
         }
@@ -196,11 +218,14 @@ public final class Connection: EventHandler {
     }
 
     private func flush() {
+        var wrote = false
+        defer { if wrote, !isClosed { delegate?.connectionWroteQueued(self) } }
         while outboxOffset < outbox.count {
             let n = outbox.withUnsafeBytes { send(fd, $0.baseAddress! + outboxOffset, $0.count - outboxOffset, Int32(MSG_NOSIGNAL)) }
             if n > 0 {
                 outboxOffset += n
                 bytesOut += n
+                wrote = true
                 continue
             }
             if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
@@ -208,7 +233,7 @@ public final class Connection: EventHandler {
             fail(.io(NetError.errno("send to \(peer)")))
             return
         }
-        outbox.removeAll(keepingCapacity: true)
+        outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 16) // a large backlog's storage is given back
         outboxOffset = 0
         if let registration { loop.update(registration, readable: !readingPaused, writable: false) }
         if closeAfterFlush { finish(error: nil, notify: true) }
@@ -234,12 +259,31 @@ public final class Connection: EventHandler {
             return
         }
         if writable, !isClosed { flush() }
+        if inputEnded {
+            // Not reading any more: a hang-up now means the peer is gone for both directions (a reset).
+            if hangup, !isClosed { finish(error: nil, notify: true) }
+            return
+        }
         if (readable || hangup), !isClosed { readAvailable() }
+    }
+
+    /// The peer sent its last byte: the delegate answers what it has and closes, or the connection closes now.
+    private func peerFinishedSending() {
+        guard !isClosed, !inputEnded else { return }
+        guard delegate?.connectionInputEnded(self) == true else {
+            finish(error: nil, notify: true)
+            return
+        }
+        guard !isClosed else { return } // the delegate closed it meanwhile
+        inputEnded = true
+        readingPaused = true
+        if let registration { loop.update(registration, readable: false, writable: outboxOffset < outbox.count) }
     }
 
     private func readAvailable() {
         var rounds = 0
-        while !isClosed, rounds < 16 {
+        // Stops as soon as the delegate pauses reading (backpressure), not after the round's remaining reads.
+        while !isClosed, !readingPaused, rounds < 16 {
             rounds += 1
             let (n, capacity) = loop.readBuffer.withUnsafeMutableBytes { ($0.count == 0 ? 0 : recv(fd, $0.baseAddress, $0.count, 0), $0.count) }
             if n > 0 {
@@ -249,7 +293,7 @@ public final class Connection: EventHandler {
                 continue
             }
             if n == 0 {
-                finish(error: nil, notify: true)
+                peerFinishedSending()
                 return
             }
             if errno == EAGAIN || errno == EWOULDBLOCK { return }
@@ -273,7 +317,7 @@ public final class Connection: EventHandler {
             let plain = try tls.readPlaintext()
             sendRaw(tls.takeCiphertext())
             if !plain.isEmpty { delegate?.connection(self, received: plain) }
-            if tls.receivedClose, !isClosed { finish(error: nil, notify: true) }
+            if tls.receivedClose, !isClosed { peerFinishedSending() }
         } catch {
             fail(.tls(error.message))
         }
@@ -304,6 +348,8 @@ public final class Connection: EventHandler {
     private func finish(error: ConnectionError?, notify: Bool) {
         guard !isClosed else { return }
         isClosed = true
+        outbox = [] // unsent bytes of a peer that left are freed now, not when the last reference goes
+        outboxOffset = 0
         if let registration { loop.deregister(registration) }
         registration = nil
         Glibc.close(fd)

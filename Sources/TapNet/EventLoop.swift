@@ -40,6 +40,9 @@ public final class EventLoop: @unchecked Sendable {
     private var loopThread: pthread_t?
     /// One receive buffer shared by every connection on this loop (they read one at a time).
     var readBuffer = [UInt8](repeating: 0, count: 65536)
+    /// What one epoll_wait reports: each ready descriptor's events and registration id.
+    private var events = [UInt32](repeating: 0, count: 256)
+    private var datas = [UInt64](repeating: 0, count: 256)
 
     public init() throws(NetError) {
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -174,34 +177,44 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs on the calling thread until `stop`.
     public func run() {
         loopThread = pthread_self()
-        var events = [UInt32](repeating: 0, count: 256)
-        var datas = [UInt64](repeating: 0, count: 256)
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            let timeout = runDueTimers()
-            let n = clinux_epoll_wait_ns(epfd, &events, &datas, 256, timeout)
-            if n < 0 {
-                if Glibc.errno == EINTR { continue }
-                break
-            }
-            for i in 0..<Int(n) {
-                let id = datas[i]
-                if id == 0 {
-                    var v: UInt64 = 0
-                    _ = read(wakeFD, &v, 8)
-                    continue
-                }
-                guard let h = handlers[id] else { continue } // stale event: already deregistered
-                let e = events[i]
-                h.handler.handleEvent(readable: e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0,
-                                      writable: e & EPOLLOUT.rawValue != 0,
-                                      hangup: e & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
-            }
-            let pending = tasks.withLock { t -> [@Sendable () -> Void] in
-                let p = t
-                t.removeAll()
-                return p
-            }
-            for t in pending { t() }
+            guard turn(maxWaitNanos: nil) else { break }
         }
+    }
+
+    /// One turn of the loop on the calling thread, which becomes the loop's thread: the due timers, the sockets that
+    /// are ready (waiting at most `maxWaitNanos` for one, or until the next timer if that is sooner; 0 does not wait),
+    /// then the queued tasks. For code that steps a loop itself instead of giving it a thread (the fuzz targets).
+    public func runOnce(maxWaitNanos: Int64 = 0) {
+        loopThread = pthread_self()
+        _ = turn(maxWaitNanos: max(0, maxWaitNanos))
+    }
+
+    /// One turn; `maxWaitNanos` nil waits until the next timer (or for ever). False when epoll failed.
+    private func turn(maxWaitNanos: Int64?) -> Bool {
+        var timeout = runDueTimers()
+        if let cap = maxWaitNanos { timeout = timeout < 0 ? cap : min(timeout, cap) }
+        let n = clinux_epoll_wait_ns(epfd, &events, &datas, Int32(events.count), timeout)
+        if n < 0 { return Glibc.errno == EINTR }
+        for i in 0..<Int(n) {
+            let id = datas[i]
+            if id == 0 {
+                var v: UInt64 = 0
+                _ = read(wakeFD, &v, 8)
+                continue
+            }
+            guard let h = handlers[id] else { continue } // stale event: already deregistered
+            let e = events[i]
+            h.handler.handleEvent(readable: e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0,
+                                  writable: e & EPOLLOUT.rawValue != 0,
+                                  hangup: e & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
+        }
+        let pending = tasks.withLock { t -> [@Sendable () -> Void] in
+            let p = t
+            t.removeAll()
+            return p
+        }
+        for t in pending { t() }
+        return true
     }
 }
