@@ -259,9 +259,13 @@ public final class Connection: EventHandler {
             return
         }
         if writable, !isClosed { flush() }
-        if inputEnded {
-            // Not reading any more: a hang-up now means the peer is gone for both directions (a reset).
-            if hangup, !isClosed { finish(error: nil, notify: true) }
+        if readingPaused {
+            // Not reading (backpressure, or the peer's input ended): a hang-up, which epoll reports whatever the interest
+            // set, means a reset or both directions closed. Nothing more can be sent, and waiting would spin on it.
+            if hangup, !isClosed {
+                let err = clinux_socket_error(fd)
+                if err != 0 { fail(.io(NetError("recv from \(peer)", code: err))) } else { finish(error: nil, notify: true) }
+            }
             return
         }
         if (readable || hangup), !isClosed { readAvailable() }
