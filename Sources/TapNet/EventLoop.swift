@@ -152,10 +152,16 @@ public final class EventLoop: @unchecked Sendable {
             let now = EventLoop.nowNanos()
             if top.deadline > now { return Int64(min(top.deadline - now, UInt64(Int64.max))) }
             _ = popTimer()
-            timerActions.removeValue(forKey: top.id)?()
+            if let action = timerActions.removeValue(forKey: top.id) {
+                firedTimers &+= 1
+                action()
+            }
         }
         return -1
     }
+
+    /// Timers run so far (what `runOnce` counts as work done).
+    private var firedTimers = 0
 
     // MARK: cross-thread
 
@@ -178,24 +184,29 @@ public final class EventLoop: @unchecked Sendable {
     public func run() {
         loopThread = pthread_self()
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            guard turn(maxWaitNanos: nil) else { break }
+            guard turn(maxWaitNanos: nil) != nil else { break }
         }
     }
 
     /// One turn of the loop on the calling thread, which becomes the loop's thread: the due timers, the sockets that
     /// are ready (waiting at most `maxWaitNanos` for one, or until the next timer if that is sooner; 0 does not wait),
     /// then the queued tasks. For code that steps a loop itself instead of giving it a thread (the fuzz targets).
-    public func runOnce(maxWaitNanos: Int64 = 0) {
+    /// Returns how much it did: timers run, descriptors handled and tasks run (0: nothing was ready).
+    @discardableResult
+    public func runOnce(maxWaitNanos: Int64 = 0) -> Int {
         loopThread = pthread_self()
-        _ = turn(maxWaitNanos: max(0, maxWaitNanos))
+        let timersBefore = firedTimers
+        let handled = turn(maxWaitNanos: max(0, maxWaitNanos)) ?? 0
+        return handled + (firedTimers &- timersBefore)
     }
 
-    /// One turn; `maxWaitNanos` nil waits until the next timer (or for ever). False when epoll failed.
-    private func turn(maxWaitNanos: Int64?) -> Bool {
+    /// One turn; `maxWaitNanos` nil waits until the next timer (or for ever). Returns the descriptors and tasks
+    /// handled, or nil when epoll failed (other than being interrupted).
+    private func turn(maxWaitNanos: Int64?) -> Int? {
         var timeout = runDueTimers()
         if let cap = maxWaitNanos { timeout = timeout < 0 ? cap : min(timeout, cap) }
         let n = clinux_epoll_wait_ns(epfd, &events, &datas, Int32(events.count), timeout)
-        if n < 0 { return Glibc.errno == EINTR }
+        if n < 0 { return Glibc.errno == EINTR ? 0 : nil }
         for i in 0..<Int(n) {
             let id = datas[i]
             if id == 0 {
@@ -215,6 +226,6 @@ public final class EventLoop: @unchecked Sendable {
             return p
         }
         for t in pending { t() }
-        return true
+        return Int(n) + pending.count
     }
 }

@@ -122,10 +122,10 @@ public final class Replayer: @unchecked Sendable {
     }
 
     /// What the replayer holds now, for leak checks: open connections, request bytes and unsent answer bytes held for
-    /// them, and requests not yet answered or given up.
-    public var held: (connections: Int, requestBytes: Int, unsentBytes: Int, unanswered: Int) {
+    /// them, requests not yet answered or given up, and of those the ones whose answer waits for a timer (not a hang).
+    public var held: (connections: Int, requestBytes: Int, unsentBytes: Int, unanswered: Int, timed: Int) {
         (servers.reduce(0) { $0 + $1.connectionCount }, servers.reduce(0) { $0 + $1.bufferedBytes },
-         servers.reduce(0) { $0 + $1.unsentBytes }, pending.count)
+         servers.reduce(0) { $0 + $1.unsentBytes }, pending.count, pending.values.reduce(0) { $0 + ($1.timer == nil ? 0 : 1) })
     }
 
     /// Stops serving (on the loop's thread).
