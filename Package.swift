@@ -63,7 +63,7 @@ let package = Package(
         // Inspection and interchange: validation against the 3DS rules, session diffs, HAR, Mermaid and JSON lines.
         .target(name: "TapInspect", dependencies: ["TapStore", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"], swiftSettings: strict),
         // The web inspector (`3dstape web`): a read-only JSON API over session files and a single page, built in.
-        .target(name: "TapWeb", dependencies: ["TapInspect", "TapStore", "TapEMV", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
+        .target(name: "TapWeb", dependencies: ["TapInspect", "TapStore", "TapSQLite", "TapEMV", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
                 resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css")],
                 swiftSettings: strict),
         // The `3dstape` command line.
@@ -74,7 +74,8 @@ let package = Package(
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
         .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
         // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
-        .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore"]),
+        .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore",
+                                                          "TapReplay", "TapNet", "TapCrypto"]),
         // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3).
         .executableTarget(name: "TapBench", dependencies: ["TapStore"], swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
@@ -102,8 +103,8 @@ let package = Package(
         .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
         .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore",
                                                           "TapTestSupport"]),
-        .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore"]),
-        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore"]),
+        .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore", "TapTestSupport"]),
+        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

@@ -25,7 +25,9 @@ struct WebCommand: Command {
             throw CommandFailure("\(error)")
         }
         let stack = try ServiceStack.foreground()
-        let inspector = WebInspector(catalog: catalog, loop: stack.loop)
+        let inspector = WebInspector(catalog: catalog, loop: stack.loop) { line in
+            FileHandle.standardError.write(Data("3dstape: web: \(line)\n".utf8))
+        }
         let bound: HostPort
         do { bound = try inspector.start(on: listen.bound) } catch { throw CommandFailure("cannot listen on \(listen): \(error)") }
         let host = bound.host.contains(":") ? "[\(bound.host)]" : bound.host

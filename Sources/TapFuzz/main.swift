@@ -1,7 +1,8 @@
 // Fuzz targets for 3dstape's parsers, driven by libFuzzer. Built only with:
 //   swift build --product TapFuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --build-path .build-fuzz
 // and run as `TapFuzz TARGET [libFuzzer options] [corpus dirs]` (tools/fuzz/run.sh). TARGET: http-request,
-// http-response, json, jose, decode, form, masking, session. Each input must give a value, ask for more, or throw — never trap.
+// http-response, json, jose, decode, form, masking, session, http-server (HTTPServerFuzz.swift). Each input must give a
+// value, ask for more, or throw — never trap.
 import Foundation
 import TapCore
 import TapEMV
@@ -12,6 +13,7 @@ import TapStore
 /// One fuzz target: bytes in, nothing out; a trap or a sanitizer report is a finding.
 enum FuzzTarget: String, CaseIterable {
     case httpRequest = "http-request", httpResponse = "http-response", json, jose, decode, form, masking, session
+    case httpServer = "http-server"
 
     /// Where the session target writes each input, as a file for SQLite to open (one per process).
     static let sessionPath = "/dev/shm/tapfuzz-\(getpid()).3dstape"
@@ -47,6 +49,8 @@ enum FuzzTarget: String, CaseIterable {
             let a = try? JSON.parse(fast.stored), b = try? JSON.parse(full.stored)
             if a != b { fatalError("scan and parse stored different JSON") }
             _ = ThreeDSContent.maskLuhnRuns(bytes)
+        case .httpServer:
+            HTTPServerFuzz.shared.serve(bytes)
         case .session:
             // A corrupted or truncated session file: the reader must refuse it or read what it can, never trap.
             let path = FuzzTarget.sessionPath

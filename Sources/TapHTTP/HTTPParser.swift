@@ -161,7 +161,7 @@ public struct HTTPParser: Sendable {
     mutating func parseHead() throws(HTTPParseError) {
         // Tolerate blank lines between pipelined messages (RFC 9112 §2.2).
         while buffer.count >= 2, buffer[0] == 0x0D, buffer[1] == 0x0A { buffer.removeFirst(2); scanFrom = 0 }
-        guard let end = findHeadEnd() else {
+        guard let end = try findHeadEnd() else {
             scanFrom = buffer.count
             if buffer.count > limits.maxHeadBytes {
                 throw HTTPParseError(status: 431, "header section exceeds \(limits.maxHeadBytes) bytes")
@@ -275,25 +275,36 @@ public struct HTTPParser: Sendable {
     }
 
     /// Just past the first CRLFCRLF at or after `scanFrom - 3`, if there is one (line breaks found a word at a time).
-    func findHeadEnd() -> Int? {
-        buffer.withUnsafeBufferPointer { b in
+    /// A bare LF or CR is refused as soon as it arrives (RFC 9112 §2.2), not when the head's end would have come: a
+    /// client that ends its lines with LF alone never sends a CRLFCRLF, and would otherwise wait for the header timeout.
+    func findHeadEnd() throws(HTTPParseError) -> Int? {
+        try buffer.withUnsafeBufferPointer { b throws(HTTPParseError) -> Int? in
             var i = max(0, scanFrom - 3)
-            while i + 3 < b.count {
-                i = ByteScan.lineBreak(b, from: i, end: b.count - 3)
-                if i + 3 >= b.count { return nil }
-                if b[i] == 0x0D, b[i + 1] == 0x0A, b[i + 2] == 0x0D, b[i + 3] == 0x0A { return i + 4 }
-                i += 1
+            while true {
+                i = ByteScan.lineBreak(b, from: i, end: b.count)
+                if i >= b.count { return nil }
+                if b[i] == 0x0A {
+                    guard i > 0, b[i - 1] == 0x0D else { throw HTTPParseError(status: 400, "bare LF in the header section (lines must end with CRLF)") }
+                    i += 1
+                    continue
+                }
+                guard i + 1 < b.count else { return nil } // a CR last: its LF may come next
+                guard b[i + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
+                if i + 3 < b.count, b[i + 2] == 0x0D, b[i + 3] == 0x0A { return i + 4 }
+                i += 2
             }
-            return nil
         }
     }
 
     func decideFraming(_ line: [String], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
         // Most heads have one Content-Length and no Transfer-Encoding: looked for in one pass, lists made only if present.
-        var hasTE = false, lengths: [String] = []
+        var hasTE = false, lengths: [String] = [], hosts = 0
         for f in headers.fields {
             if f.name.caseInsensitiveEquals("Content-Length") { lengths.append(f.value) } else if f.name.caseInsensitiveEquals("Transfer-Encoding") { hasTE = true }
+            else if f.name.caseInsensitiveEquals("Host") { hosts += 1 }
         }
+        // RFC 9112 §3.2: a request with more than one Host line is answered 400 (which one names the target is ambiguous).
+        if mode == .request, hosts > 1 { throw HTTPParseError(status: 400, "more than one Host header field") }
         let te = hasTE ? headers.tokens("Transfer-Encoding").filter { !$0.isEmpty } : []
         if mode == .request, hasTE, te.isEmpty {
             throw HTTPParseError(status: 400, "empty Transfer-Encoding")
@@ -326,6 +337,7 @@ public struct HTTPParser: Sendable {
         if chunkOffset == 0 { chunkOffset = start }
         while trailerOffset == nil {
             guard let lineEnd = crlf(from: chunkOffset) else {
+                if buffer[chunkOffset...].contains(0x0A) { throw HTTPParseError(status: 400, "bare LF after a chunk size (lines must end with CRLF)") }
                 if buffer.count - chunkOffset > 1024 { throw HTTPParseError(status: 400, "chunk size line too long") }
                 return nil
             }
@@ -346,6 +358,7 @@ public struct HTTPParser: Sendable {
         // Trailer lines, each checked like a header line, end with an empty line; their total is capped like a head.
         while let p = trailerOffset {
             guard let e = crlf(from: p) else {
+                if buffer[p...].contains(0x0A) { throw HTTPParseError(status: 400, "bare LF in a trailer") }
                 if buffer.count - chunkOffset > limits.maxHeadBytes {
                     throw HTTPParseError(status: 431, "trailer section exceeds \(limits.maxHeadBytes) bytes")
                 }

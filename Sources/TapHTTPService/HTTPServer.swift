@@ -53,12 +53,19 @@ public struct HTTPReply: Sendable {
 }
 
 /// Handles one request; calls `respond` once, now or later (on the loop thread), or never (a server
-/// that hangs on purpose).
+/// that hangs on purpose). Answering at once, from inside the call, is fine: the server takes a connection's pipelined
+/// requests one after another in a loop, never by recursion.
 public typealias HTTPHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) -> Void
 
-/// A small HTTP/1.1 server on an event loop: keep-alive, one request at a time per connection,
-/// optional TLS. For the sandbox, the client's RReq listener, the web inspector and the replayer. Requests are taken
-/// by `HTTPRequestIntake`, as the recording proxy takes its clients' (limits, credentials, CONNECT, `100 Continue`).
+/// A small HTTP/1.1 server on an event loop: keep-alive, one request at a time per connection, pipelined requests
+/// taken in turn, optional TLS. For the sandbox, the client's RReq listener, the web inspector and the replayer.
+/// Requests are taken by `HTTPRequestIntake`, as the recording proxy takes its clients' (limits, credentials, CONNECT,
+/// `100 Continue`).
+///
+/// Memory per connection stays bounded whatever the client does: at most `ServerConnection.readAheadAllowance` bytes
+/// are read ahead of the answers, and reading stops while more than `maxUnsentBytes` of answers wait for a client that
+/// does not read them. A client that half-closes (shuts down its sending side after its requests) gets its answers,
+/// then the connection is closed.
 ///
 /// With `intercepting`, it also serves clients that use it as a proxy: a CONNECT is answered 200 and the
 /// tunnel's TLS is terminated with a leaf minted for the requested host; requests inside the tunnel are
@@ -77,7 +84,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// A request begun and not complete within this many seconds is answered 408 and the connection closed
     /// (slow-loris clients: headers or bodies trickled a byte at a time).
     public var headerTimeout: Double = 30
-    /// An idle keep-alive connection is closed after this many seconds.
+    /// An idle keep-alive connection is closed after this many seconds; so is one whose client has not read any of
+    /// its waiting answers for as long, and a half-closed one still waiting for its answer.
     public var idleTimeout: Double = 120
     /// Parsing limits (head size, body size).
     public var limits = HTTPLimits()
@@ -93,12 +101,22 @@ public final class HTTPServer: @unchecked Sendable {
         set { budget.limit = newValue }
     }
     let budget = BufferBudget(limit: 512 << 20)
+    /// Answer bytes a connection may have waiting for its client before the server stops reading (and answering) its
+    /// next requests; it goes on once the client has read them. One answer larger than this is still sent whole.
+    public var maxUnsentBytes = 1 << 20
+    /// The most answer bytes any one connection had waiting for its client at once, before its next answer was
+    /// taken (a client that does not read keeps this at `maxUnsentBytes` plus one answer at most).
+    public private(set) var peakUnsentBytes = 0
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
     /// Operational log lines (accepting paused for lack of file descriptors …).
     public var onLog: ((String) -> Void)?
     /// Connections open now.
     public var connectionCount: Int { connections.count }
+    /// Request bytes the connections hold now (what `maxBufferedBytes` caps).
+    public var bufferedBytes: Int { budget.total }
+    /// Answer bytes waiting for their clients now, across connections.
+    public var unsentBytes: Int { connections.values.reduce(0) { $0 + ($1.connection?.unsentByteCount ?? 0) } }
 
     public init(loop: EventLoop, tls: TLSContext? = nil, intercepting: TLSContext? = nil, handler: @escaping HTTPHandler) {
         self.loop = loop
@@ -128,26 +146,38 @@ public final class HTTPServer: @unchecked Sendable {
         connections.removeAll()
     }
 
+    /// Serves a connected, non-blocking socket as if it had been accepted (the server owns `fd` from here on, and
+    /// closes it if it cannot be served). On the loop thread.
+    public func adopt(fd: Int32, peer: String) {
+        accept(fd, peer)
+    }
+
     private func accept(_ fd: Int32, _ peer: String) {
         guard Listener.admit(fd, open: connections.count, max: maxConnections, tls: tls != nil, throttle: &turnAwayLog,
                              log: { onLog?($0) }) else { return }
         let sc = ServerConnection(server: self, peer: peer)
+        let c: Connection
         do {
-            let c = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: sc)
-            sc.connection = c
-            // A client that connects by IP address sends no SNI: it gets a leaf for the address it reached and localhost.
-            if let tls {
-                c.startTLS(try TLSSession(context: tls, serverName: nil, fallbackNames: [Listener.localHost(of: fd), "localhost"].compactMap { $0 }))
-            }
+            c = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: sc)
         } catch {
+            close(fd)
             return
         }
+        sc.connection = c
         connections[ObjectIdentifier(sc)] = sc
         sc.arm(.idle)
+        if let tls {
+            // A client that connects by IP address sends no SNI: it gets a leaf for the address it reached and localhost.
+            do {
+                c.startTLS(try TLSSession(context: tls, serverName: nil, fallbackNames: [Listener.localHost(of: fd), "localhost"].compactMap { $0 }))
+            } catch { c.close() }
+        }
     }
 
     /// A JSON error body (the message may quote the client's bytes, so it is escaped, never interpolated).
     static func errorBody(_ message: String) -> [UInt8] { JSON.object([("error", .string(message))]).bytes }
+
+    fileprivate func noteUnsent(_ bytes: Int) { peakUnsentBytes = max(peakUnsentBytes, bytes) }
 
     fileprivate func ended(_ sc: ServerConnection) { connections.removeValue(forKey: ObjectIdentifier(sc)) }
 
@@ -160,20 +190,45 @@ public final class HTTPServer: @unchecked Sendable {
     }
 }
 
+/// One client connection of an `HTTPServer`: takes its requests one at a time, in a loop (`takeRequests`), hands each
+/// to the handler and writes the answer; reads no further ahead than `readAheadAllowance` while a request is with the
+/// handler, and not at all while `maxUnsentBytes` of answers wait for the client.
 private final class ServerConnection: ConnectionDelegate {
     weak var server: HTTPServer?
     let peer: String
     var connection: Connection?
     /// Requests as every 3dstape server takes them (parsing, limits, credentials, CONNECT, `100 Continue`).
     var intake: HTTPRequestIntake
+    /// A request is with the handler, unanswered.
     var busy = false
-    /// Reading stopped because a client kept sending while its request was being answered.
-    var pausedWhileBusy = false
-    /// The one timer of the connection: idle between requests, or the deadline of a request being received.
+    /// Which request the handler has (a `respond` for an earlier one, called again, is ignored).
+    var dispatched = 0
+    /// Inside `takeRequests`: an answer given meanwhile lets its loop go on instead of starting another.
+    var taking = false
+    /// The connection closes once what is queued is sent (an answer with `Connection: close`, a refusal, a fault).
+    var closing = false
+    /// The client half-closed: it sends nothing more, and the connection closes after the last answer.
+    var inputEnded = false
+    /// Reading stopped because too much arrived while a request was being answered.
+    var pausedForReadAhead = false
+    /// Reading and answering stopped because `maxUnsentBytes` of answers wait for the client.
+    var pausedForOutput = false
+    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
+    var lastDrainNanos: UInt64 = 0
+    /// The one timer of the connection (see `Wait`).
     var timer: TimerHandle?
     var timerKind: Wait = .idle
 
-    enum Wait { case idle, request }
+    enum Wait {
+        /// Between requests (`idleTimeout`).
+        case idle
+        /// A request begun and not complete (`headerTimeout`).
+        case request
+        /// The client half-closed and its answer is not given yet (`idleTimeout`).
+        case halfClosed
+        /// Answers wait for a client that does not read them (`idleTimeout` without progress).
+        case stalledReader
+    }
 
     /// Bytes read ahead (pipelined requests) while a request is being answered, before reading pauses.
     static let readAheadAllowance = 256 * 1024
@@ -190,7 +245,12 @@ private final class ServerConnection: ConnectionDelegate {
         guard let server else { return }
         if let timer { server.loop.cancel(timer) }
         timerKind = kind
-        timer = server.loop.schedule(after: kind == .idle ? server.idleTimeout : server.headerTimeout) { [weak self] in
+        let seconds: Double
+        switch kind {
+        case .idle, .halfClosed, .stalledReader: seconds = server.idleTimeout
+        case .request: seconds = server.headerTimeout
+        }
+        timer = server.loop.schedule(after: seconds) { [weak self] in
             self?.deadlinePassed()
         }
     }
@@ -202,14 +262,23 @@ private final class ServerConnection: ConnectionDelegate {
 
     func deadlinePassed() {
         timer = nil
-        guard let connection, !busy else { return }
+        guard let connection, let server, !connection.isClosed else { return }
         switch timerKind {
         case .idle:
-            connection.close()
+            if !busy { connection.close() }
         case .request:
-            let timeout = Int(server?.headerTimeout ?? 0)
-            connection.write(HTTPReply.json(HTTPServer.errorBody("request not received within \(timeout) s"), status: 408).bytes(keepAlive: false))
-            connection.close(afterFlush: true)
+            guard !busy else { return }
+            let timeout = Int(server.headerTimeout)
+            refuse(HTTPReply.json(HTTPServer.errorBody("request not received within \(timeout) s"), status: 408))
+        case .halfClosed:
+            connection.close() // an answer that never came (a hang) does not hold the connection for ever
+        case .stalledReader:
+            let idle = Double(EventLoop.nowNanos() &- lastDrainNanos) / 1e9
+            if idle >= server.idleTimeout {
+                connection.close()
+            } else {
+                timer = server.loop.schedule(after: server.idleTimeout - idle) { [weak self] in self?.deadlinePassed() }
+            }
         }
     }
 
@@ -232,26 +301,45 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connection(_ connection: Connection, received bytes: [UInt8]) {
+        guard !closing else { return }
         // Requests here carry no recorded start time (the handlers keep their own clocks).
         intake.received(bytes, wallClock: 0)
         if let server, !server.budget.hold(ObjectIdentifier(self), intake.bufferedCount) {
             if server.budget.shouldLog(nowNanos: EventLoop.nowNanos()) {
                 server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
             }
-            disarm()
-            connection.write(HTTPReply.json(HTTPServer.errorBody("request bytes held in memory exceed --max-buffered; try again"), status: 503)
-                .bytes(keepAlive: false))
-            connection.close(afterFlush: true)
+            refuse(HTTPReply.json(HTTPServer.errorBody("request bytes held in memory exceed --max-buffered; try again"), status: 503))
             return
         }
-        if busy {
+        if busy || pausedForOutput {
+            // Not taking requests now: hold a little of what follows, then let the rest wait in the kernel.
             if intake.bufferedCount > ServerConnection.readAheadAllowance, !connection.readingPaused {
                 connection.pauseReading()
-                pausedWhileBusy = true
+                pausedForReadAhead = true
             }
             return
         }
-        next()
+        takeRequests()
+    }
+
+    func connectionInputEnded(_ connection: Connection) -> Bool {
+        // A half-close is not an abort: what was asked is answered, then the connection closes.
+        inputEnded = true
+        pausedForReadAhead = false
+        if busy {
+            arm(.halfClosed)
+        } else if !pausedForOutput {
+            takeRequests()
+        }
+        return true
+    }
+
+    func connectionWroteQueued(_ connection: Connection) {
+        lastDrainNanos = EventLoop.nowNanos()
+        guard pausedForOutput, let server, connection.unsentByteCount <= server.maxUnsentBytes / 2 else { return }
+        pausedForOutput = false
+        disarm()
+        takeRequests()
     }
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
@@ -259,71 +347,130 @@ private final class ServerConnection: ConnectionDelegate {
         disarm()
         server?.budget.release(ObjectIdentifier(self))
         self.connection = nil
+        intake = HTTPRequestIntake(rules: intake.rules) // what the client sent and was not taken is freed now
         if busy { server?.onClientAbort?(peer) }
         server?.ended(self)
     }
 
-    func next() {
-        guard !busy, let connection, let server else { return }
-        if pausedWhileBusy {
-            pausedWhileBusy = false
-            connection.resumeReading()
-        }
-        var step = intake.next(wallClock: 0)
-        if case .sendContinue = step {
-            connection.write(HTTPRequestIntake.continueBytes)
-            step = intake.next(wallClock: 0)
-        }
-        var request: HTTPRequest
-        switch step {
-        case .needMore, .sendContinue:
-            if intake.isIdle { if timerKind != .idle || timer == nil { arm(.idle) } } else if timerKind != .request || timer == nil { arm(.request) }
-            return
-        case let .refuse(status, message, headers):
-            disarm()
-            var reply = HTTPReply.json(HTTPServer.errorBody(message), status: status)
-            reply.headers += headers
-            connection.write(reply.bytes(keepAlive: false))
-            connection.close(afterFlush: true)
-            return
-        case let .intercept(target):
-            disarm()
-            guard let ctx = server.intercepting else { connection.close(); return }
-            connection.write(HTTPRequestIntake.connectEstablished)
-            do {
-                connection.startTLS(try TLSSession(context: ctx, serverName: target.host))
-            } catch {
-                connection.close()
+    /// Answers an error and closes (nothing after it is read or answered).
+    func refuse(_ reply: HTTPReply) {
+        guard let connection else { return }
+        disarm()
+        closing = true
+        connection.write(reply.bytes(keepAlive: false))
+        connection.close(afterFlush: true)
+    }
+
+    /// Takes the client's requests in turn while each is answered at once, in this loop: a handler that answers from
+    /// inside its call returns here instead of recursing, so a thousand pipelined requests use one stack frame, not
+    /// a thousand. Stops at a request answered later (its answer calls this again), at an incomplete request, or while
+    /// `maxUnsentBytes` of answers wait for the client.
+    func takeRequests() {
+        guard !taking else { return }
+        taking = true
+        defer { taking = false }
+        while !busy, !closing, !pausedForOutput, let connection, !connection.isClosed, let server {
+            let unsent = connection.unsentByteCount
+            server.noteUnsent(unsent)
+            if unsent > server.maxUnsentBytes {
+                // The client is not reading its answers: stop reading and answering until it has taken half of them.
+                pausedForOutput = true
+                connection.pauseReading()
+                lastDrainNanos = EventLoop.nowNanos()
+                arm(.stalledReader)
                 return
             }
-            return next()
-        case let .request(r, _):
-            request = r
+            var step = intake.next(wallClock: 0)
+            if case .sendContinue = step {
+                connection.write(HTTPRequestIntake.continueBytes)
+                step = intake.next(wallClock: 0)
+            }
+            switch step {
+            case .needMore, .sendContinue:
+                if inputEnded {
+                    // Nothing more will come: what was answered goes out, then the connection closes (an incomplete
+                    // request is dropped with it).
+                    closing = true
+                    disarm()
+                    connection.close(afterFlush: true)
+                    return
+                }
+                // Everything complete is answered: read again (after a pause for read-ahead or for unsent answers).
+                pausedForReadAhead = false
+                connection.resumeReading()
+                if intake.isIdle {
+                    if timerKind != .idle || timer == nil { arm(.idle) }
+                } else if timerKind != .request || timer == nil {
+                    arm(.request)
+                }
+                return
+            case let .refuse(status, message, headers):
+                var reply = HTTPReply.json(HTTPServer.errorBody(message), status: status)
+                reply.headers += headers
+                refuse(reply)
+                return
+            case let .intercept(target):
+                disarm()
+                guard let ctx = server.intercepting else { connection.close(); return }
+                connection.write(HTTPRequestIntake.connectEstablished)
+                do {
+                    connection.startTLS(try TLSSession(context: ctx, serverName: target.host))
+                } catch {
+                    connection.close()
+                    return
+                }
+            case let .request(request, _):
+                dispatch(request, server)
+            }
         }
+    }
+
+    /// Hands one request to the handler; its answer comes back through `answer`, now or later.
+    func dispatch(_ r: HTTPRequest, _ server: HTTPServer) {
+        var request = r
         _ = server.budget.hold(ObjectIdentifier(self), intake.bufferedCount)
-        disarm()
+        if inputEnded { arm(.halfClosed) } else { disarm() }
         if let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
             request.head.target = "https://\(tunnel)\(request.head.target)"
         }
         busy = true
+        dispatched &+= 1
+        let number = dispatched
         let keepAlive = request.head.keepAlive
         server.handler(request, peer) { [weak self] reply in
-            guard let self, let c = self.connection else { return }
-            self.busy = false // answered (even by a fault): a close from here on is not the client giving up
-            switch reply.transport {
-            case nil:
-                c.write(reply.head(keepAlive: keepAlive), reply.body)
-                if keepAlive { self.next() } else { c.close(afterFlush: true) }
-            case .close?:
-                c.close()
-            case .reset?:
-                c.reset()
-            case let .raw(bytes)?:
-                c.write(bytes)
+            self?.answer(reply, to: number, keepAlive: keepAlive)
+        }
+    }
+
+    /// Writes the answer to request `number` (a second answer to it, or one to a request of a closed connection, is
+    /// dropped) and goes on with the next request.
+    func answer(_ reply: HTTPReply, to number: Int, keepAlive: Bool) {
+        guard busy, number == dispatched, let c = connection, !c.isClosed else { return }
+        busy = false // answered (even by a fault): a close from here on is not the client giving up
+        switch reply.transport {
+        case nil:
+            c.write(reply.head(keepAlive: keepAlive), reply.body)
+            if !keepAlive {
+                closing = true
+                disarm()
                 c.close(afterFlush: true)
-            case let .dribble(seconds)?:
-                self.dribble(reply.bytes(keepAlive: false), over: seconds)
+                return
             }
+            takeRequests() // returns at once when called from inside takeRequests, whose loop goes on
+        case .close?:
+            closing = true
+            c.close()
+        case .reset?:
+            closing = true
+            c.reset()
+        case let .raw(bytes)?:
+            closing = true
+            c.write(bytes)
+            c.close(afterFlush: true)
+        case let .dribble(seconds)?:
+            closing = true
+            disarm()
+            dribble(reply.bytes(keepAlive: false), over: seconds)
         }
     }
 }

@@ -11,14 +11,17 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: Connection, received bytes: [UInt8])
     /// The connection is closed; called once. `error` is nil for an orderly close by the peer or by us.
     func connectionClosed(_ connection: Connection, error: ConnectionError?)
-    /// The peer closed its sending side (a FIN: `shutdown(SHUT_WR)` after its request, or a full close). Reading
-    /// has stopped; writing still works. By default the connection is closed, as it was before this was told; an owner
-    /// that answers half-closed peers writes its answer, then closes.
-    func connectionPeerFinishedSending(_ connection: Connection)
+    /// The peer has finished sending (a TCP FIN, or TLS close_notify) while it may still read: a half-close. Return
+    /// true to keep the connection open for writing (reading stops for good; close it when done), false to close it
+    /// now (the default).
+    func connectionInputEnded(_ connection: Connection) -> Bool
+    /// Queued bytes went out to the socket (`unsentByteCount` went down).
+    func connectionWroteQueued(_ connection: Connection)
 }
 
 extension ConnectionDelegate {
-    public func connectionPeerFinishedSending(_ connection: Connection) { connection.close() }
+    public func connectionInputEnded(_ connection: Connection) -> Bool { false }
+    public func connectionWroteQueued(_ connection: Connection) {}
 }
 
 /// Why a connection ended abnormally.
@@ -61,10 +64,11 @@ public final class Connection: EventHandler {
     public private(set) var tlsEstablishedAt: UInt64?
     /// While true, the connection does not read (backpressure); the peer's data waits in the kernel.
     public private(set) var readingPaused = false
-    /// The peer has finished sending (end of stream read): nothing more is read, and a second end (a hang-up) closes.
-    public private(set) var peerFinishedSending = false
-    /// Whether the socket is watched for reading.
-    private var wantsRead: Bool { !readingPaused && !peerFinishedSending }
+    /// The peer finished sending and the delegate kept the connection open to answer (`connectionInputEnded`).
+    public private(set) var inputEnded = false
+
+    /// Bytes queued for the socket and not yet taken by it (what a peer that does not read leaves in memory).
+    public var unsentByteCount: Int { outbox.count - outboxOffset }
 
     /// Stops reading until `resumeReading`.
     public func pauseReading() {
@@ -73,11 +77,11 @@ public final class Connection: EventHandler {
         if let registration { loop.update(registration, readable: false, writable: outboxOffset < outbox.count || connecting) }
     }
 
-    /// Reads again after `pauseReading`.
+    /// Reads again after `pauseReading` (not after the peer's input ended).
     public func resumeReading() {
-        guard readingPaused, !isClosed else { return }
+        guard readingPaused, !isClosed, !inputEnded else { return }
         readingPaused = false
-        if let registration { loop.update(registration, readable: wantsRead, writable: outboxOffset < outbox.count || connecting) }
+        if let registration { loop.update(registration, readable: true, writable: outboxOffset < outbox.count || connecting) }
     }
 
     /// Bytes received and sent on the wire.
@@ -201,18 +205,27 @@ public final class Connection: EventHandler {
             bytesOut += sent
             outbox = sent < head.count ? Array(head[sent...]) + body : Array(body[(sent - head.count)...])
         } else {
+            if outboxOffset > 1 << 16, outboxOffset > outbox.count / 2 {
+                // Drop what was sent before appending, so that a peer that reads slowly but never lets the queue run dry
+                // does not keep every byte ever sent to it.
+                outbox.removeFirst(outboxOffset)
+                outboxOffset = 0
+            }
             outbox += head
             outbox += body
         }
-        if let registration { loop.update(registration, readable: wantsRead, writable: true) }
+        if let registration { loop.update(registration, readable: !readingPaused, writable: true) }
     }
 
     private func flush() {
+        var wrote = false
+        defer { if wrote, !isClosed { delegate?.connectionWroteQueued(self) } }
         while outboxOffset < outbox.count {
             let n = outbox.withUnsafeBytes { send(fd, $0.baseAddress! + outboxOffset, $0.count - outboxOffset, Int32(MSG_NOSIGNAL)) }
             if n > 0 {
                 outboxOffset += n
                 bytesOut += n
+                wrote = true
                 continue
             }
             if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
@@ -220,9 +233,9 @@ public final class Connection: EventHandler {
             fail(.io(NetError.errno("send to \(peer)")))
             return
         }
-        outbox.removeAll(keepingCapacity: true)
+        outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 16) // a large backlog's storage is given back
         outboxOffset = 0
-        if let registration { loop.update(registration, readable: wantsRead, writable: false) }
+        if let registration { loop.update(registration, readable: !readingPaused, writable: false) }
         if closeAfterFlush { finish(error: nil, notify: true) }
     }
 
@@ -246,12 +259,35 @@ public final class Connection: EventHandler {
             return
         }
         if writable, !isClosed { flush() }
+        if readingPaused {
+            // Not reading (backpressure, or the peer's input ended): a hang-up, which epoll reports whatever the interest
+            // set, means a reset or both directions closed. Nothing more can be sent, and waiting would spin on it.
+            if hangup, !isClosed {
+                let err = clinux_socket_error(fd)
+                if err != 0 { fail(.io(NetError("recv from \(peer)", code: err))) } else { finish(error: nil, notify: true) }
+            }
+            return
+        }
         if (readable || hangup), !isClosed { readAvailable() }
+    }
+
+    /// The peer sent its last byte: the delegate answers what it has and closes, or the connection closes now.
+    private func peerFinishedSending() {
+        guard !isClosed, !inputEnded else { return }
+        guard delegate?.connectionInputEnded(self) == true else {
+            finish(error: nil, notify: true)
+            return
+        }
+        guard !isClosed else { return } // the delegate closed it meanwhile
+        inputEnded = true
+        readingPaused = true
+        if let registration { loop.update(registration, readable: false, writable: outboxOffset < outbox.count) }
     }
 
     private func readAvailable() {
         var rounds = 0
-        while !isClosed, rounds < 16 {
+        // Stops as soon as the delegate pauses reading (backpressure), not after the round's remaining reads.
+        while !isClosed, !readingPaused, rounds < 16 {
             rounds += 1
             let (n, capacity) = loop.readBuffer.withUnsafeMutableBytes { ($0.count == 0 ? 0 : recv(fd, $0.baseAddress, $0.count, 0), $0.count) }
             if n > 0 {
@@ -261,7 +297,7 @@ public final class Connection: EventHandler {
                 continue
             }
             if n == 0 {
-                peerFinished()
+                peerFinishedSending()
                 return
             }
             if errno == EAGAIN || errno == EWOULDBLOCK { return }
@@ -269,14 +305,6 @@ public final class Connection: EventHandler {
             fail(.io(NetError.errno("recv from \(peer)")))
             return
         }
-    }
-
-    /// End of stream: the peer sends no more. The owner decides (by default it closes); a second end closes.
-    private func peerFinished() {
-        guard !peerFinishedSending, let delegate else { return finish(error: nil, notify: true) }
-        peerFinishedSending = true
-        if let registration { loop.update(registration, readable: false, writable: outboxOffset < outbox.count) }
-        delegate.connectionPeerFinishedSending(self)
     }
 
     private func deliver(_ bytes: [UInt8]) {
@@ -293,7 +321,7 @@ public final class Connection: EventHandler {
             let plain = try tls.readPlaintext()
             sendRaw(tls.takeCiphertext())
             if !plain.isEmpty { delegate?.connection(self, received: plain) }
-            if tls.receivedClose, !isClosed { finish(error: nil, notify: true) }
+            if tls.receivedClose, !isClosed { peerFinishedSending() }
         } catch {
             fail(.tls(error.message))
         }
@@ -324,6 +352,8 @@ public final class Connection: EventHandler {
     private func finish(error: ConnectionError?, notify: Bool) {
         guard !isClosed else { return }
         isClosed = true
+        outbox = [] // unsent bytes of a peer that left are freed now, not when the last reference goes
+        outboxOffset = 0
         if let registration { loop.deregister(registration) }
         registration = nil
         Glibc.close(fd)

@@ -40,6 +40,9 @@ public final class EventLoop: @unchecked Sendable {
     private var loopThread: pthread_t?
     /// One receive buffer shared by every connection on this loop (they read one at a time).
     var readBuffer = [UInt8](repeating: 0, count: 65536)
+    /// What one epoll_wait reports: each ready descriptor's events and registration id.
+    private var events = [UInt32](repeating: 0, count: 256)
+    private var datas = [UInt64](repeating: 0, count: 256)
 
     public init() throws(NetError) {
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -149,10 +152,16 @@ public final class EventLoop: @unchecked Sendable {
             let now = EventLoop.nowNanos()
             if top.deadline > now { return Int64(min(top.deadline - now, UInt64(Int64.max))) }
             _ = popTimer()
-            timerActions.removeValue(forKey: top.id)?()
+            if let action = timerActions.removeValue(forKey: top.id) {
+                firedTimers &+= 1
+                action()
+            }
         }
         return -1
     }
+
+    /// Timers run so far (what `runOnce` counts as work done).
+    private var firedTimers = 0
 
     // MARK: cross-thread
 
@@ -174,34 +183,49 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs on the calling thread until `stop`.
     public func run() {
         loopThread = pthread_self()
-        var events = [UInt32](repeating: 0, count: 256)
-        var datas = [UInt64](repeating: 0, count: 256)
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            let timeout = runDueTimers()
-            let n = clinux_epoll_wait_ns(epfd, &events, &datas, 256, timeout)
-            if n < 0 {
-                if Glibc.errno == EINTR { continue }
-                break
-            }
-            for i in 0..<Int(n) {
-                let id = datas[i]
-                if id == 0 {
-                    var v: UInt64 = 0
-                    _ = read(wakeFD, &v, 8)
-                    continue
-                }
-                guard let h = handlers[id] else { continue } // stale event: already deregistered
-                let e = events[i]
-                h.handler.handleEvent(readable: e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0,
-                                      writable: e & EPOLLOUT.rawValue != 0,
-                                      hangup: e & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
-            }
-            let pending = tasks.withLock { t -> [@Sendable () -> Void] in
-                let p = t
-                t.removeAll()
-                return p
-            }
-            for t in pending { t() }
+            guard turn(maxWaitNanos: nil) != nil else { break }
         }
+    }
+
+    /// One turn of the loop on the calling thread, which becomes the loop's thread: the due timers, the sockets that
+    /// are ready (waiting at most `maxWaitNanos` for one, or until the next timer if that is sooner; 0 does not wait),
+    /// then the queued tasks. For code that steps a loop itself instead of giving it a thread (the fuzz targets).
+    /// Returns how much it did: timers run, descriptors handled and tasks run (0: nothing was ready).
+    @discardableResult
+    public func runOnce(maxWaitNanos: Int64 = 0) -> Int {
+        loopThread = pthread_self()
+        let timersBefore = firedTimers
+        let handled = turn(maxWaitNanos: max(0, maxWaitNanos)) ?? 0
+        return handled + (firedTimers &- timersBefore)
+    }
+
+    /// One turn; `maxWaitNanos` nil waits until the next timer (or for ever). Returns the descriptors and tasks
+    /// handled, or nil when epoll failed (other than being interrupted).
+    private func turn(maxWaitNanos: Int64?) -> Int? {
+        var timeout = runDueTimers()
+        if let cap = maxWaitNanos { timeout = timeout < 0 ? cap : min(timeout, cap) }
+        let n = clinux_epoll_wait_ns(epfd, &events, &datas, Int32(events.count), timeout)
+        if n < 0 { return Glibc.errno == EINTR ? 0 : nil }
+        for i in 0..<Int(n) {
+            let id = datas[i]
+            if id == 0 {
+                var v: UInt64 = 0
+                _ = read(wakeFD, &v, 8)
+                continue
+            }
+            guard let h = handlers[id] else { continue } // stale event: already deregistered
+            let e = events[i]
+            h.handler.handleEvent(readable: e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0,
+                                  writable: e & EPOLLOUT.rawValue != 0,
+                                  hangup: e & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
+        }
+        let pending = tasks.withLock { t -> [@Sendable () -> Void] in
+            let p = t
+            t.removeAll()
+            return p
+        }
+        for t in pending { t() }
+        return Int(n) + pending.count
     }
 }

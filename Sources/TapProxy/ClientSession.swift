@@ -108,7 +108,12 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     func connection(_ connection: Connection, received bytes: [UInt8]) { feed(.clientBytes(bytes)) }
 
-    func connectionPeerFinishedSending(_ connection: Connection) { feed(.clientFinishedSending) }
+    /// A half-closed client is answered: the machine writes what is in flight, then closes (the connection stays open
+    /// for writing until then).
+    func connectionInputEnded(_ connection: Connection) -> Bool {
+        feed(.clientFinishedSending)
+        return true
+    }
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         var tlsFailure = false

@@ -98,7 +98,7 @@ public final class Replayer: @unchecked Sendable {
     @discardableResult
     public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String,
                       headerTimeout: Double = 30, idleTimeout: Double = 120, authorization: ClientAuthorization? = nil,
-                      maxConnections: Int = 1024, maxBufferedBytes: Int = 512 << 20) throws -> HostPort {
+                      maxConnections: Int = 1024, maxBufferedBytes: Int = 512 << 20, maxUnsentBytes: Int = 1 << 20) throws -> HostPort {
         let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting) { [weak self] req, peer, respond in
             self?.handle(req, peer, respond)
         }
@@ -106,6 +106,7 @@ public final class Replayer: @unchecked Sendable {
         if authorization != nil { clientsAuthenticate = true }
         s.maxConnections = maxConnections
         s.maxBufferedBytes = maxBufferedBytes
+        s.maxUnsentBytes = maxUnsentBytes
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
@@ -118,6 +119,23 @@ public final class Replayer: @unchecked Sendable {
         }
         servers.append(s)
         return bound
+    }
+
+    /// Serves a connected, non-blocking socket on the first listener's server as if it had been accepted there (the
+    /// fuzz target drives the replayer over a socketpair). On the loop's thread, after `start`.
+    public func adopt(fd: Int32, peer: String) {
+        guard let server = servers.first else {
+            close(fd)
+            return
+        }
+        server.adopt(fd: fd, peer: peer)
+    }
+
+    /// What the replayer holds now, for leak checks: open connections, request bytes and unsent answer bytes held for
+    /// them, requests not yet answered or given up, and of those the ones whose answer waits for a timer (not a hang).
+    public var held: (connections: Int, requestBytes: Int, unsentBytes: Int, unanswered: Int, timed: Int) {
+        (servers.reduce(0) { $0 + $1.connectionCount }, servers.reduce(0) { $0 + $1.bufferedBytes },
+         servers.reduce(0) { $0 + $1.unsentBytes }, pending.count, pending.values.reduce(0) { $0 + ($1.timer == nil ? 0 : 1) })
     }
 
     /// Stops serving (on the loop's thread).

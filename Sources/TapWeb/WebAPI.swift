@@ -1,6 +1,7 @@
 import Foundation
 import TapCore
 import TapInspect
+import TapSQLite
 import TapStore
 
 /// The inspector's JSON API under `/api`, read-only, over the sessions of a `SessionCatalog`. Each call opens the
@@ -21,15 +22,19 @@ import TapStore
 public final class WebAPI: @unchecked Sendable {
     // Safe: `WebInspector` calls `handle` only on its one serial query queue; the summary cache is touched nowhere else.
     let catalog: SessionCatalog
+    /// Where a failure's whole text goes (paths and SQL included) while the page gets `publicMessage`'s; nil: nowhere.
+    let log: (@Sendable (String) -> Void)?
     /// `ls` rows by file, kept while the file's size and modification time stay the same.
     private var summaries: [String: (stamp: String, row: JSON)] = [:]
 
     /// The most steps `/api/diff` may spend pairing two sessions (`SessionDiff.Options.maxPairingSteps`).
     let maxPairingSteps: Int
 
-    public init(catalog: SessionCatalog, maxPairingSteps: Int = SessionDiff.defaultMaxPairingSteps) {
+    public init(catalog: SessionCatalog, maxPairingSteps: Int = SessionDiff.defaultMaxPairingSteps,
+                log: (@Sendable (String) -> Void)? = nil) {
         self.catalog = catalog
         self.maxPairingSteps = maxPairingSteps
+        self.log = log
     }
 
     /// A reply: status, content type and body.
@@ -49,8 +54,28 @@ public final class WebAPI: @unchecked Sendable {
         } catch let e as WebError {
             return .json(.object([("error", .string(e.message))]), status: e.status)
         } catch {
-            return .json(.object([("error", .string("\(error)"))]), status: 500)
+            log?("\(path): \(error)")
+            return .json(.object([("error", .string(publicMessage(error)))]), status: 500)
         }
+    }
+
+    /// What failed, for the page, without saying where: the session's name instead of its file's path, and a SQLite
+    /// failure's code and message without its SQL. The page is served to a browser (and, with --allow-remote, to other
+    /// machines), so it learns nothing of the server's directories or queries from an error.
+    func publicMessage(_ error: any Error) -> String {
+        var text: String
+        if let e = error as? SQLiteError {
+            text = e.isBusy ? "the session file is locked by another program; try again"
+                : "SQLite error \(e.primaryCode): \(e.message)"
+        } else {
+            text = "\(error)"
+        }
+        let entries = catalog.entries()
+        // Longest paths first, so that a file is named before its directory is cut out.
+        for e in entries.sorted(by: { $0.path.count > $1.path.count }) { text = text.replacingOccurrences(of: e.path, with: e.name) }
+        let folders = Set(entries.map { ($0.path as NSString).deletingLastPathComponent } + catalog.directories)
+        for d in folders.sorted(by: { $0.count > $1.count }) where d.count > 1 { text = text.replacingOccurrences(of: d + "/", with: "") }
+        return text
     }
 
     func route(_ parts: [String], _ q: [String: String]) throws -> Reply {
@@ -109,7 +134,10 @@ public final class WebAPI: @unchecked Sendable {
     /// The reader of the served session called `name` (decoded); anything else is 404.
     func open(_ name: String) throws -> SessionReader {
         guard let path = catalog.path(named: name) else { throw WebError("no session called \(name) is served here", status: 404) }
-        do { return try SessionReader(path: path) } catch { throw WebError("\(name): \(error)", status: 422) }
+        do { return try SessionReader(path: path) } catch {
+            log?("\(name): \(error)")
+            throw WebError(publicMessage(error), status: 422)
+        }
     }
 
     func sessions() -> JSON {
@@ -132,7 +160,7 @@ public final class WebAPI: @unchecked Sendable {
                 summaries[e.path] = (stamp, row)
                 rows.append(row)
             } catch {
-                problems.append(.object([("name", .string(e.name)), ("error", .string("\(error)"))]))
+                problems.append(.object([("name", .string(e.name)), ("error", .string(publicMessage(error)))]))
             }
         }
         summaries = summaries.filter { seen.contains($0.key) }

@@ -25,9 +25,10 @@ public final class WebInspector: @unchecked Sendable {
         ("X-Frame-Options", "DENY"),
     ]
 
-    public init(catalog: SessionCatalog, loop: EventLoop) {
+    /// `log` takes the whole text of failures whose answer says only what failed (see `WebAPI.publicMessage`).
+    public init(catalog: SessionCatalog, loop: EventLoop, log: (@Sendable (String) -> Void)? = nil) {
         self.loop = loop
-        self.api = WebAPI(catalog: catalog)
+        self.api = WebAPI(catalog: catalog, log: log)
         let box = Weak()
         self.server = HTTPServer(loop: loop) { request, _, respond in
             box.inspector?.serve(request, respond) ?? respond(HTTPReply(status: 503))

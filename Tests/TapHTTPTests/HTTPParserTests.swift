@@ -326,3 +326,56 @@ import Testing
         #expect(p.isIdle)
     }
 }
+
+/// Issue 23: what RFC 9112 refuses is refused as soon as the bytes that break the rule arrive, not when a head's end
+/// would have come (a client whose lines end with LF alone never sends one), in both modes (the recorder's upstream
+/// answers too); and a request with two Host lines is refused.
+@Suite struct HTTPParserEarlyRefusalTests {
+    func error(_ text: String, _ mode: HTTPParser.Mode = .request) -> HTTPParseError? {
+        var p = HTTPParser(mode: mode)
+        p.append(Array(text.utf8))
+        do {
+            if mode == .request { _ = try p.nextRequest() } else { _ = try p.nextResponse() }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test(arguments: [
+        "GET / HTTP/1.1\nHost: a\n", // no end of head yet: the first bare LF is enough
+        "GET / HTTP/1.1\n",
+        "\n",
+        "GET / HTTP/1.1\r\nHost: a\n",
+        "GET / HTTP/1.1\r\nHost: a\rX",
+    ])
+    func aBareLineBreakIsRefusedBeforeTheHeadEnds(text: String) {
+        let e = error(text)
+        #expect(e?.status == 400 && e?.message.hasPrefix("bare") == true, "\(text.debugDescription): \(String(describing: e))")
+    }
+
+    @Test func anUpstreamAnswerWithBareLFsIsRefusedAtOnce() {
+        #expect(error("HTTP/1.1 200 OK\nContent-Length: 2\n", .response)?.message.hasPrefix("bare LF") == true)
+        #expect(error("HTTP/1.1 200 OK\r\nContent-Length: 2\rX", .response)?.message.hasPrefix("bare CR") == true)
+    }
+
+    @Test func aLineBreakSplitAcrossReadsIsNotBare() throws {
+        var p = HTTPParser(mode: .request)
+        for piece in ["GET / HTTP/1.1\r", "\nHost: a\r", "\n\r", "\n"] {
+            p.append(Array(piece.utf8))
+            if piece != "\n" { #expect(try p.nextRequest() == nil) }
+        }
+        #expect(try p.nextRequest()?.head.target == "/")
+    }
+
+    @Test func aBareLFInAChunkSizeOrTrailerIsRefusedAtOnce() {
+        #expect(error("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\nhel")?.status == 400)
+        #expect(error("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 1\n")?.status == 400)
+    }
+
+    @Test func twoHostLinesAre400() {
+        #expect(error("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")?.status == 400)
+        #expect(error("GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n")?.message == "more than one Host header field")
+        #expect(error("GET / HTTP/1.1\r\nHost: a\r\n\r\n") == nil)
+    }
+}

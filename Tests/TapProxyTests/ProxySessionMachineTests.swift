@@ -210,6 +210,22 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         #expect(a.records.first?.error == "upstream ds.example:8443 unreachable: connection refused")
     }
 
+    /// Issue 23: the recorder refuses a bare-LF request as soon as its first line arrives (before: it waited for a
+    /// CRLFCRLF that never came, then the header timeout), and a request with two Host lines; an upstream answer with
+    /// bare LFs is a 502 at once.
+    @Test func bareLFAndTwoHostLinesAreRefusedAtOnce() throws {
+        for text in ["GET / HTTP/1.1\nHost: a\n", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"] {
+            var h = try Harness.reverse()
+            let a = h.client(text)
+            #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 400 ") == true && a.closesClient && a.connects.isEmpty, "\(text.debugDescription)")
+        }
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        let a = h.upstream("HTTP/1.1 200 OK\nContent-Length: 2\n")
+        #expect(a.clientWrites.first?.hasPrefix("HTTP/1.1 502 ") == true && a.records.first?.error?.contains("bare LF") == true)
+    }
+
     @Test func aResponseCutShortGets502AndAnInvalidOneToo() throws {
         var h = try Harness.reverse()
         _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")

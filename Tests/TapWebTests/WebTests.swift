@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TapCore
 import TapCrypto
@@ -6,7 +7,9 @@ import TapHTTP
 import TapHTTPService
 import TapInspect
 import TapNet
+import TapSQLite
 import TapStore
+import TapTestSupport
 @testable import TapWeb
 
 /// A temporary directory with copies of the checked-in demo sessions (the originals are never opened).
@@ -215,8 +218,31 @@ struct WebFixture {
         #expect(problems.contains("broken.3dstape") && problems.contains("cut.3dstape"))
         #expect((list["sessions"]?.arrayValue ?? []).count == 3)
         let (s, body) = WebFixture.get(api, "/api/sessions/broken.3dstape/exchanges")
-        #expect(s == 422 && body["error"]?.stringValue?.hasPrefix("broken.3dstape: ") == true, "\(body)")
+        #expect(s == 422 && body["error"]?.stringValue?.hasPrefix("broken.3dstape is not a 3dstape session") == true, "\(body)")
         #expect(WebFixture.get(api, "/api/sessions/demo-app.3dstape").0 == 200) // the others are still served
+    }
+
+    /// Error bodies say what failed, not where: no server path, no SQL (the whole text goes to the log).
+    @Test func errorBodiesNameNoPathAndNoSQL() throws {
+        let f = try WebFixture()
+        defer { f.remove() }
+        try Data("SQLite format 3\u{0}truncated".utf8).write(to: f.dir.appendingPathComponent("broken.3dstape"))
+        // A session file without an exchanges table: every query on it fails in SQLite.
+        let odd = try Database(path: f.dir.appendingPathComponent("odd.3dstape").path)
+        try odd.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
+        try odd.run("INSERT INTO meta VALUES ('format', ?), ('schema_version', ?)", [.text(SessionSchema.format), .text(String(SessionSchema.version))])
+        let logged = Mutex<[String]>([])
+        let api = WebAPI(catalog: try SessionCatalog(paths: [f.dir.path])) { line in logged.withLock { $0.append(line) } }
+        for target in ["/api/sessions", "/api/sessions/broken.3dstape/exchanges", "/api/sessions/odd.3dstape",
+                       "/api/sessions/odd.3dstape/exchanges", "/api/sessions/odd.3dstape/validation", "/api/sessions/odd.3dstape/transactions"] {
+            let (status, body) = WebFixture.get(api, target)
+            let text = body.compact
+            #expect(target == "/api/sessions" ? status == 200 : status >= 400, "\(target): \(status)")
+            #expect(!text.contains(f.dir.path) && !text.contains("/tmp") && !text.contains("SELECT") && !text.contains("FROM "), "\(target): \(text)")
+            #expect(text.contains("broken.3dstape is not a 3dstape session") || text.contains("no such table: exchanges"), "\(target): \(text)")
+        }
+        let lines = logged.withLock { $0 }
+        #expect(lines.contains { $0.contains(f.dir.path) } && lines.contains { $0.contains("SELECT") }, "the log keeps the whole text: \(lines)")
     }
 
     func sqliteCount(_ path: String, _ sql: String) throws -> Int { Int(try sqliteText(path, sql) ?? "") ?? -1 }
@@ -294,6 +320,27 @@ struct WebFixture {
             #expect(try client.send("GET", url).head.status == 200, "its own address as Host")
             #expect(try client.send("GET", url, headers: [("Host", "localhost:\(b.port)")]).head.status == 200)
         }
+    }
+}
+
+extension WebInspectorServerTests {
+    /// A client that half-closes after its request (shutdown(SHUT_WR)) still gets the API's answer, which comes later
+    /// from the query queue; it was dropped before.
+    @Test func aHalfClosedClientGetsItsAnswer() throws {
+        let f = try WebFixture()
+        defer { f.remove() }
+        let thread = try LoopThread(name: "3dstape-web-test")
+        let inspector = WebInspector(catalog: try SessionCatalog(paths: [f.dir.path]), loop: thread.loop)
+        let bound = try inspector.start(on: HostPort(host: "127.0.0.1", port: 0))
+        thread.start()
+        defer { thread.stop { inspector.stop() } }
+        let client = try PipelineClient(port: bound.port)
+        try client.send("GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1:\(bound.port)\r\n\r\n")
+        client.shutdownWrite()
+        let answer = try #require(try client.responses(1).first)
+        #expect(answer.head.status == 200)
+        #expect((try JSON.parse(answer.body))["sessions"]?.arrayValue?.count == 3)
+        #expect(try client.serverClosed())
     }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes 3dstape's parsers with libFuzzer (the toolchain's -sanitize=fuzzer, with AddressSanitizer): the HTTP request
-# and response parsers, JSON, JOSE compact parsing, decode's detection, form bodies, masking/3DS extraction, and the
-# session reader on corrupted session files.
+# and response parsers, JSON, JOSE compact parsing, decode's detection, form bodies, masking/3DS extraction, the
+# session reader on corrupted session files, and the HTTP server driver end to end with the replayer's handler
+# (http-server: pipelined, slow, half-closed and unread input over a socketpair).
 # Seeds come from the repository's sessions, JOSE vectors and samples. Each target runs SECONDS (default 10);
 # a crash fails the run and leaves its input in tools/fuzz/out/crash-* (make it a regression test).
 # Usage: tools/fuzz/run.sh [SECONDS per target] [TARGET...]
@@ -11,7 +12,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"; shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session)
+[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session http-server)
 out="${FUZZ_OUT:-$here/out}"; corpus="$out/corpus"
 mkdir -p "$out"
 # FUZZ_SANITIZE=fuzzer builds without AddressSanitizer (several times the executions per second, for long runs of
@@ -50,6 +51,15 @@ for f in sorted(os.listdir(os.path.join(root, "sessions"))):
         n += 1
 put("http-request", "chunked", b"POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n0\r\nT: 1\r\n\r\n")
 put("http-response", "chunked", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+# http-server: a first byte (bit 0 the client reads as it goes, bit 1 it half-closes, the rest the piece size), then
+# what the client sends: pipelined misses, answers from a timer (/chunked) and a hang (/gzip) of the reverse sample.
+get = lambda p: b"GET %s HTTP/1.1\r\nHost: a\r\n\r\n" % p
+for flags, name, body in ((0, "burst", get(b"/x") * 60), (1, "reading", get(b"/x") * 40 + get(b"/chunked") * 3),
+                          (2, "half-close", get(b"/chunked") + get(b"/x") + b"GET /y HTTP/1.1\r\nHo"), (7, "slow", get(b"/chunked") * 2),
+                          (3, "hang", get(b"/x") + get(b"/gzip") + get(b"/x")), (4, "bare-lf", b"GET /x HTTP/1.1\nHost: a\n\n"),
+                          (1, "post", b"POST /ds/areq HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + get(b"/x")),
+                          (0, "continue", b"POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}" + get(b"/x"))):
+    put("http-server", name, bytes([flags]) + body)
 vec = json.load(open(os.path.join(root, "Tests/TapJOSETests/Fixtures/python-vectors.json")))
 def strings(v):
     if isinstance(v, str):

@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import TapCore
+import TapCrypto
+import TapHTTPService
+import TapNet
+@testable import TapReplay
+import TapTestSupport
+
+/// The replayer on loopback against clients that pipeline, half-close or leave: issue 23's reproductions.
+@Suite struct ReplayerPipeliningTests {
+    /// A replayer of the reverse-mode sample on its own loop (no session file), plain or HTTPS.
+    struct Running {
+        let stack: ServiceStack
+        let replayer: Replayer
+        let port: UInt16
+
+        init(_ options: ReplayOptions, tls: Bool) throws {
+            let engine = ReplayEngine(catalog: try ReplayEngineTests.catalog("sample-reverse.3dstape"), options: options,
+                                      identity: try ReplayEngineTests.Trust().identity)
+            stack = try ServiceStack.background("3dstape-test-replay-pipeline")
+            let replayer = Replayer(loop: stack.loop, engine: engine, writer: nil, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+            var serverTLS: TLSContext?
+            if tls {
+                let ca = try CertificateAuthority.selfSigned(commonName: "Replay pipelining test CA", key: try PrivateKey.generateP256())
+                serverTLS = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
+            }
+            port = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: serverTLS, intercepting: nil, scheme: tls ? "https" : "http").port
+            self.replayer = replayer
+            stack.onStop { replayer.stop() }
+            stack.start()
+        }
+    }
+
+    /// 2,000 `GET /x` sent at once on one connection (50 KB) used to overflow the stack after about 1,100 answers: the
+    /// server and the replayer's handler called each other once per answer given at once (misses, `--timing none`).
+    @Test(arguments: [false, true])
+    func twoThousandPipelinedMissesAreAllAnswered(tls: Bool) throws {
+        var options = ReplayOptions()
+        options.schedule.timing = .none
+        let running = try Running(options, tls: tls)
+        let client = try PipelineClient(port: running.port, tls: tls)
+        let count = 2000
+        try client.send(String(repeating: "GET /x HTTP/1.1\r\nHost: a\r\n\r\n", count: count))
+        let answers = try client.responses(count)
+        running.stack.stop()
+        #expect(answers.count == count)
+        #expect(answers.allSatisfy { $0.head.status == 404 })
+        #expect(running.replayer.counts.missed == count)
+    }
+
+    /// A client that shuts down its sending side after its request (`shutdown(SHUT_WR)`) has not given up: its answer,
+    /// due 300 ms later, is sent, then the connection is closed.
+    @Test func aHalfClosedClientGetsItsDelayedAnswer() throws {
+        var options = ReplayOptions()
+        options.schedule.rules = [try #require(DelayRule.parse("path:/chunked=300ms"))]
+        let running = try Running(options, tls: false)
+        let client = try PipelineClient(port: running.port)
+        let started = Date()
+        try client.send("GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n")
+        client.shutdownWrite()
+        let answers = try client.responses(1)
+        let waited = Date().timeIntervalSince(started)
+        #expect(try client.serverClosed())
+        running.stack.stop()
+        #expect(answers.first?.head.status == 200)
+        #expect(waited >= 0.25, "the answer kept its delay (\(waited) s)")
+        #expect(running.replayer.counts.answered == 1 && running.replayer.counts.aborted == 0, "\(running.replayer.counts)")
+    }
+}
