@@ -193,7 +193,7 @@ private final class ServerConnection: ConnectionDelegate {
         case .idle:
             connection.close()
         case .request:
-            let timeout = Int(server?.headerTimeout ?? 0)
+            let timeout = Checked.clampedInt(server?.headerTimeout ?? 0)
             connection.write(HTTPReply.json(HTTPServer.errorBody("request not received within \(timeout) s"), status: 408).bytes(keepAlive: false))
             connection.close(afterFlush: true)
         }

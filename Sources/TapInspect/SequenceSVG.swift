@@ -1,3 +1,5 @@
+import TapCore
+
 /// A `SequenceDiagram` drawn as standalone SVG (for `3dstape web`): lifelines with their names on top, one row per
 /// note or arrow, labels with timings, and for a replay session the recorded exchange each answer came from.
 /// Every text from a session is XML-escaped; the SVG holds no script, no links and no styles from the session.
@@ -62,7 +64,11 @@ public enum SequenceSVG {
         return out.joined(separator: "\n")
     }
 
-    static func fmt(_ v: Double) -> String { v == v.rounded() ? String(Int(v)) : String(v) }
+    /// A coordinate: `12` for a whole number, `12.5` otherwise (through the checked conversion, so no value traps).
+    static func fmt(_ v: Double) -> String {
+        if let i = Checked.int(v), Double(i) == v { return String(i) }
+        return String(v)
+    }
 
     /// Text for XML character data and attribute values.
     public static func escape(_ s: String) -> String {
