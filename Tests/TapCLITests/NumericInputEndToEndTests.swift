@@ -59,4 +59,52 @@ import TapCore
             #expect(!FileManager.default.fileExists(atPath: out), "nothing was started, no session file made")
         }
     }
+
+    @Test func aHARStatusOf1e20IsRefusedNamingTheEntryAndField() throws {
+        try withSession { dir, _, env in
+            let har = dir.appendingPathComponent("bad.har").path
+            let entry = #"{"startedDateTime":"2026-01-01T00:00:0%dZ","request":{"method":"GET","url":"http://a/"},"response":{"status":%@}}"#
+            let text = #"{"log":{"version":"1.2","entries":["# + String(format: entry, 0, "200") + "," + String(format: entry, 1, "1e20") + "]}}"
+            try Data(text.utf8).write(to: URL(fileURLWithPath: har))
+            let out = dir.appendingPathComponent("imported.3dstape").path
+            let r = try CLIRunner.run(["import", har, "--session", out], environment: env)
+            #expect(r.status == 1 && r.stderr.contains("bad.har: entry 2: response.status 1e20 is out of range"), "\(r.status) \(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: out), "a bad entry fails the whole file before anything is written")
+        }
+    }
+
+    @Test func aStoredStartOf1e300IsExportedAndServed() throws {
+        try withSession { dir, session, env in
+            #expect(try sh(["sqlite3", session, "UPDATE exchanges SET t_request_start = 1e300 WHERE id = 2; UPDATE exchanges SET t_done = 1e999 WHERE id = 3"]).status == 0)
+            let har = try CLIRunner.run(["export", session, "--format", "har"], environment: env)
+            #expect(har.status == 0, "\(har.stderr)")
+            let entries = (try JSON.parse(har.stdout))["log"]?["entries"]?.arrayValue ?? []
+            #expect(entries.count == 6 && entries.contains { $0["startedDateTime"]?.stringValue == "9999-12-31T23:59:59.000000Z" })
+            let imported = dir.appendingPathComponent("back.3dstape").path
+            let harFile = dir.appendingPathComponent("s.har").path
+            try Data(har.stdout.utf8).write(to: URL(fileURLWithPath: harFile))
+            #expect(try CLIRunner.run(["import", harFile, "--session", imported], environment: env).status == 0, "what export writes, import takes")
+            let jsonl = try CLIRunner.run(["export", session, "--format", "jsonl"], environment: env)
+            #expect(jsonl.status == 0 && jsonl.stdout.split(separator: "\n").allSatisfy { (try? JSON.parse(String($0))) != nil },
+                    "every line is JSON (a stored Inf is not written as inf): \(jsonl.stderr)")
+            for format in ["svg", "mermaid"] {
+                let r = try CLIRunner.run(["export", session, "--format", format], environment: env)
+                #expect(r.status == 0, "\(format): \(r.stderr)")
+            }
+            #expect(try CLIRunner.run(["show", session, "--exchange", "2"], environment: env).status == 0)
+
+            let web = try Spawned(CLIRunner.binary.path, ["web", session, "--listen", "127.0.0.1:0"], environment: env)
+            defer { web.stop() }
+            let port = try web.port(after: "3dstape web: http://127.0.0.1:")
+            let fetch = """
+            import json, sys, urllib.request
+            for route in ["/api/sessions/s.3dstape/session.har", "/api/sessions/s.3dstape/exchanges?limit=10", "/api/sessions"]:
+                with urllib.request.urlopen("http://127.0.0.1:%s%s" % (sys.argv[1], route), timeout=20) as r:
+                    json.load(r); print(r.status, route)
+            """
+            let r = try sh(["python3", "-c", fetch, String(port)])
+            #expect(r.status == 0 && r.out.split(separator: "\n").count == 3, "\(r.out) \(r.err)")
+            #expect(web.process.isRunning, "the server is still up: \(web.stderr.suffix(300))")
+        }
+    }
 }
