@@ -49,7 +49,7 @@ struct ReplayCommand: Command {
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
         let faultProblems = ReplayFaults.problems(options.faults, catalog: catalog)
-        if let first = faultProblems.first { throw InvalidArguments(first) }
+        if !faultProblems.isEmpty { throw InvalidArguments(faultProblems.joined(separator: "\n  ")) } // the first few, then a count
         let problems = catalog.undecryptedProblems()
         if !problems.isEmpty {
             for p in problems { io.err("3dstape: replay: \(p)") }

@@ -107,4 +107,21 @@ import TapCore
             #expect(web.process.isRunning, "the server is still up: \(web.stderr.suffix(300))")
         }
     }
+
+    @Test func threeThousandIdenticalFaultRulesAreRefusedQuicklyWithABoundedMessage() throws {
+        try withSession { dir, session, env in
+            let file = dir.appendingPathComponent("faults.json").path
+            try Data(("[" + Array(repeating: #"{"match": "ARes", "action": "hang"}"#, count: 3000).joined(separator: ",") + "]").utf8)
+                .write(to: URL(fileURLWithPath: file))
+            let started = Date()
+            let r = try CLIRunner.run(["replay", session, "--listen", "127.0.0.1:0", "--faults", file,
+                                       "--session", dir.appendingPathComponent("r.3dstape").path], environment: env)
+            let took = Date().timeIntervalSince(started)
+            let lines = r.stderr.split(separator: "\n")
+            #expect(r.status == 2 && lines.count == 6 && lines.last?.hasSuffix("… and 4498495 more problems with these 3000 rules") == true,
+                    "\(r.status) \(r.stderr)")
+            #expect(lines.first?.hasPrefix("3dstape: replay: --fault ARes=hang and ARes=hang overlap (rules 1 and 2)") == true)
+            #expect(took < 5, "was 7.6 s (and 1.15 GB): \(took) s")
+        }
+    }
 }

@@ -2,9 +2,9 @@ import Foundation
 import Testing
 @testable import TapReplay
 
-/// Hardening, round two, defect 2: every number in the replay's options is checked with its range where it is
-/// parsed (a 1e11 s delay trapped the replayer on the first matching request), and the schedule never leaves 0 to
-/// 24 h whatever a session holds.
+/// Hardening, round two, defects 2 and 6: every number in the replay's options is checked with its range where it is
+/// parsed (a 1e11 s delay trapped the replayer on the first matching request), the schedule never leaves 0 to
+/// 24 h whatever a session holds, and a rules file of thousands of identical rules is refused in linear time and memory.
 @Suite struct ReplayOptionRangeTests {
     func refusal(_ parse: () throws -> Void) -> String? {
         do { try parse(); return nil } catch { return "\(error)" }
@@ -56,5 +56,26 @@ import Testing
         #expect(FaultAction.delay(1e20).description == "delay:1e+20s" && FaultAction.dribble(.infinity).description == "dribble:infs")
         #expect(FaultAction.rreqDelay(0.25).description == "rreq-delay:250ms" && FaultAction.delay(2).description == "delay:2s")
         #expect(ReplayFaults.describe(-1e300) == "\(Int.min)ms" && ReplayFaults.describe(.nan) == "nans")
+    }
+
+    @Test func threeThousandIdenticalRulesAreRefusedWithTheFirstFiveAndACount() throws {
+        let catalog = try ReplayEngineTests.catalog("demo-app.3dstape")
+        let file = "[" + Array(repeating: #"{"match": "ARes", "action": "hang"}"#, count: 3000).joined(separator: ",\n") + "]"
+        let clock = ContinuousClock()
+        var problems: [String] = []
+        let took = try clock.measure {
+            let rules = try FaultRule.parseFile(Array(file.utf8), name: "faults.json")
+            problems = ReplayFaults.problems(rules, catalog: catalog)
+        }
+        #expect(took < .seconds(2), "was 7.6 s and 1.15 GB: a message for each of 4.5 million pairs (\(took))")
+        #expect(problems.count == 6 && problems.prefix(5).allSatisfy { $0.hasPrefix("--fault ARes=hang and ARes=hang overlap (rules 1 and ") })
+        #expect(problems.last == "… and 4498495 more problems with these 3000 rules", "\(problems.last ?? "")")
+        // Both kinds of problem, counted together: overlaps and rules that can never apply.
+        let mixed = try ["CRes#9=hang", "ARes=hang", "ARes=reset", "exchange:999=close", "path:/nowhere=hang", "RReq=bad-counter",
+                         "ARes=close", "CRes#9=reset"].map { (t) throws(ReplayError) in try FaultRule.parse(t) }
+        let found = ReplayFaults.problems(mixed, catalog: catalog, limit: 3)
+        #expect(found.count == 4 && found[0].contains("CRes#9=hang and CRes#9=reset overlap (rules 1 and 8)"), "\(found)")
+        #expect(found.last == "… and 4 more problems with these 8 rules", "\(found)")
+        #expect(ReplayFaults.problems(Array(mixed.prefix(2)), catalog: catalog).isEmpty)
     }
 }
