@@ -74,7 +74,7 @@ let package = Package(
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
         .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
         // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
-        .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore"]),
+        .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapReplay", "TapInspect", "TapCore"]),
         // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3).
         .executableTarget(name: "TapBench", dependencies: ["TapStore"], swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).

@@ -144,6 +144,15 @@ public struct ScheduledAnswer: Sendable {
     public var path: String
     /// How many times this recorded exchange has been served before (0 the first time).
     public var servedBefore: Int
+
+    public init(recordedExchangeID: Int64, recordedWait: Double, messageType: String?, occurrence: Int, path: String, servedBefore: Int) {
+        self.recordedExchangeID = recordedExchangeID
+        self.recordedWait = recordedWait
+        self.messageType = messageType
+        self.occurrence = occurrence
+        self.path = path
+        self.servedBefore = servedBefore
+    }
 }
 
 /// Decides each answer's delay from the timing mode, the per-message rules and the seeded jitter. A plain value:
