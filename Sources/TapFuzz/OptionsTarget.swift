@@ -10,7 +10,10 @@ enum OptionsFuzz {
     static func run(_ bytes: [UInt8]) {
         conversions(bytes)
         let text = String(decoding: bytes, as: UTF8.self)
-        for value in [text] + text.split(separator: "\n", maxSplits: 8).map(String.init) { parse(value) }
+        parse(text)
+        // Several values, one a line (the first eight), as a command line gives several options.
+        let lines = text.split(separator: "\n", maxSplits: 8).map(String.init)
+        if lines.count > 1 { for value in lines { parse(value) } }
         // As a rules file (a JSON array; `//` comments), checked against a small session's catalog.
         if let rules = try? FaultRule.parseFile(bytes, name: "faults.json") {
             let problems = ReplayFaults.problems(rules, catalog: catalog)
