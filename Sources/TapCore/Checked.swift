@@ -68,21 +68,25 @@ public enum Checked {
 
     /// A byte size within `range`: `4096`, `64KiB`/`64K`, `512MiB`/`512M`, `2GiB`/`2G`, `1TiB`/`1T`.
     public static func byteSize(_ text: some StringProtocol, within range: ClosedRange<Int>) throws(CheckedValueError) -> Int {
-        let refusal = CheckedValueError("expected a size from \(describe(bytes: range.lowerBound)) to \(describe(bytes: range.upperBound)), "
-                                        + "such as 4096, 64KiB or 512MiB")
+        func refusal() -> CheckedValueError {
+            CheckedValueError("expected a size from \(describe(bytes: range.lowerBound)) to \(describe(bytes: range.upperBound)), "
+                              + "such as 4096, 64KiB or 512MiB")
+        }
         let t = String(text).trimmedSpaces
-        let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
-                                      ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)]
         var digits = Substring(t), factor = 1
-        if let (suffix, f) = units.first(where: { t.hasSuffix($0.0) }) {
+        if let (suffix, f) = sizeUnits.first(where: { t.hasSuffix($0.0) }) {
             digits = t.dropLast(suffix.count)
             factor = f
         }
-        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(digits) else { throw refusal }
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(digits) else { throw refusal() }
         let (v, overflow) = n.multipliedReportingOverflow(by: factor)
-        guard !overflow, range.contains(v) else { throw refusal }
+        guard !overflow, range.contains(v) else { throw refusal() }
         return v
     }
+
+    /// The suffixes `byteSize` takes, the longer first.
+    private static let sizeUnits: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
+                                                      ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)]
 
     /// `4096`, `64KiB`, `512MiB`, `2GiB`, `1TiB`: the largest binary unit that divides the size.
     public static func describe(bytes: Int) -> String {
@@ -112,7 +116,6 @@ public enum CheckedDuration {
     /// Seconds, or an error saying what a duration looks like or what range it must be in.
     public static func parse(_ text: some StringProtocol, within range: ClosedRange<Double> = anyWait) throws(CheckedValueError) -> Double {
         let t = String(text).trimmedSpaces
-        let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60), ("h", 3600)]
         var number = Substring(t), factor = 1.0
         if let (suffix, f) = units.first(where: { t.hasSuffix($0.0) }) {
             number = t.dropLast(suffix.count)
@@ -125,6 +128,9 @@ public enum CheckedDuration {
         guard range.contains(seconds) else { throw CheckedValueError("a duration must be from \(describe(range: range))") }
         return seconds
     }
+
+    /// The suffixes `parse` takes (`ms` and `us` before `s`).
+    private static let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60), ("h", 3600)]
 
     /// `seconds` forced into `range` (NaN gives 0, or the lower bound): for waits computed from values already stored.
     public static func clamp(_ seconds: Double, to range: ClosedRange<Double> = anyWait) -> Double {
