@@ -75,7 +75,7 @@ let package = Package(
         .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
         // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
         .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore",
-                                                          "TapReplay", "TapNet", "TapCrypto"]),
+                                                          "TapReplay", "TapNet", "TapCrypto", "TapInspect"]),
         // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3).
         .executableTarget(name: "TapBench", dependencies: ["TapStore"], swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).

@@ -2,6 +2,7 @@ import Foundation
 import TapCore
 import TapSandbox
 import TapArguments
+import TapCore
 import TapHTTP
 import TapNet
 
@@ -68,11 +69,24 @@ func readInput(_ path: String?, limit: Int = 16 << 20) throws -> [UInt8] {
 }
 
 extension ParsedArguments {
-    /// A positive number of seconds given as `--name`, or nil when absent.
+    /// A timeout given as `--name` (`30`, `500ms`, `2m`), from 1 ms to 24 hours, or nil when absent. Anything else (NaN,
+    /// `inf`, `1e300`) is refused before anything starts, with the allowed range (exit status 2).
     func seconds(_ name: String) throws -> Double? {
+        try duration(name, within: CheckedDuration.timeout)
+    }
+
+    /// A duration given as `--name`, within `range` (by default 0 to 24 hours), or nil when absent; refused with the
+    /// allowed range otherwise.
+    func duration(_ name: String, within range: ClosedRange<Double> = CheckedDuration.anyWait) throws -> Double? {
         guard let v = value(name) else { return nil }
-        guard let d = Double(v), d > 0 else { throw CommandFailure("--\(name) \(v): expected a positive number of seconds") }
-        return d
+        do { return try CheckedDuration.parse(v, within: range) } catch { throw InvalidArguments("--\(name) \(v): \(error)") }
+    }
+
+    /// A byte size given as `--name` (`4096`, `64KiB`, `512MiB`, `2GiB`) within `range`, or nil when absent; refused
+    /// with the allowed range otherwise.
+    func byteSize(_ name: String, within range: ClosedRange<Int>) throws -> Int? {
+        guard let v = value(name) else { return nil }
+        do { return try Checked.byteSize(v, within: range) } catch { throw InvalidArguments("--\(name) \(v): \(error)") }
     }
 
     /// The address of a plain-HTTP forward proxy given as `--name http://host:port`, or nil.
@@ -130,23 +144,10 @@ extension ParsedArguments {
         return n
     }
 
-    /// `--max-buffered SIZE` (default 512MiB): request bytes held in memory across all connections.
+    /// `--max-buffered SIZE` (default 512MiB, from 1MiB to 64GiB): request bytes held in memory across all connections.
     func maxBuffered() throws -> Int {
-        guard let v = value("max-buffered") else { return 512 << 20 }
-        guard let n = byteSize(v), n >= 1 << 20 else { throw InvalidArguments("--max-buffered \(v): expected a size of at least 1MiB, such as 256MiB") }
-        return n
+        try byteSize("max-buffered", within: (1 << 20)...(64 << 30)) ?? 512 << 20
     }
-}
-
-/// `4096`, `64KiB`/`64K`, `512MiB`/`512M`, `2GiB`/`2G`, or nil.
-func byteSize(_ text: String) -> Int? {
-    let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)]
-    for (suffix, factor) in units where text.hasSuffix(suffix) {
-        guard let n = Int(text.dropLast(suffix.count)), n > 0 else { return nil }
-        let (v, overflow) = n.multipliedReportingOverflow(by: factor)
-        return overflow ? nil : v
-    }
-    return Int(text).flatMap { $0 > 0 ? $0 : nil }
 }
 
 /// The options every listening command takes for listening beyond loopback, and its connection cap.

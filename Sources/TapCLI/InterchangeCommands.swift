@@ -26,8 +26,7 @@ struct DiffCommand: Command {
         var options = SessionDiff.Options()
         if let t = args.value("timing-tolerance") {
             if t == "off" { options.timingTolerance = nil } else {
-                guard let d = ReplayDuration.parse(t) else { throw InvalidArguments("--timing-tolerance \(t): expected a duration such as 50ms or 1s, or off") }
-                options.timingTolerance = d
+                options.timingTolerance = try args.duration("timing-tolerance")
             }
         }
         options.ignore = Set(args.all("ignore-field"))

@@ -35,7 +35,7 @@ struct RecordCommand: Command {
         .option("upstream-timeout", "SECONDS", help: "answer 504 when the upstream takes longer (default 60)"),
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive client connections (default 120)"),
-        .option("max-body", "BYTES", help: "largest request or response body (default 16777216); larger is 413"),
+        .option("max-body", "BYTES", help: "largest request or response body (default 16777216, at most 512MiB); larger is 413"),
         .option("max-session-size", "SIZE", help: "stop recording when the session file reaches SIZE (e.g. 512MiB); traffic keeps flowing, as on a full disk"),
         .flag("quiet", help: "print only the summary"),
         .flag("json-lines", help: "print each exchange as one JSON line"),
@@ -77,15 +77,9 @@ struct RecordCommand: Command {
         if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
         if let t = try args.seconds("header-timeout") { config.headerTimeout = t }
         if let t = try args.seconds("idle-timeout") { config.idleTimeout = t }
-        var maxSessionBytes: Int?
-        if let v = args.value("max-session-size") {
-            guard let n = byteSize(v), n >= 65536 else { throw InvalidArguments("--max-session-size \(v): expected a size of at least 64KiB, such as 512MiB or 2GiB") }
-            maxSessionBytes = n
-        }
-        if let v = args.value("max-body") {
-            guard let n = Int(v), n > 0 else { throw CommandFailure("--max-body \(v): expected a positive number of bytes") }
-            config.limits.maxBodyBytes = n
-        }
+        let maxSessionBytes = try args.byteSize("max-session-size", within: (64 << 10)...(16 << 40))
+        // A body is held in memory whole and stored as one SQLite value: at most 512MiB.
+        if let n = try args.byteSize("max-body", within: 1...(512 << 20)) { config.limits.maxBodyBytes = n }
 
         let sessionPath = args.value("session") ?? defaultSessionPath()
         let created = ISO8601DateFormatter().string(from: Date())

@@ -44,10 +44,12 @@ struct ReplayCommand: Command {
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw CommandFailure("which session? usage: \(usage)") }
         let options = try ReplayCommand.options(args)
+        let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
+        let maxConnections = try args.maxConnections(), maxBuffered = try args.maxBuffered()
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
         let faultProblems = ReplayFaults.problems(options.faults, catalog: catalog)
-        if let first = faultProblems.first { throw InvalidArguments(first) }
+        if !faultProblems.isEmpty { throw InvalidArguments(faultProblems.joined(separator: "\n  ")) } // the first few, then a count
         let problems = catalog.undecryptedProblems()
         if !problems.isEmpty {
             for p in problems { io.err("3dstape: replay: \(TerminalText.escaped(p))") }
@@ -68,11 +70,10 @@ struct ReplayCommand: Command {
         let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
         let tls = args.has("tls")
         var bound: [HostPort] = []
-        let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
         for l in listens {
             bound.append(try replayer.start(on: l.bound, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
                                             headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization,
-                                            maxConnections: try args.maxConnections(), maxBufferedBytes: try args.maxBuffered()))
+                                            maxConnections: maxConnections, maxBufferedBytes: maxBuffered))
         }
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")
@@ -99,23 +100,19 @@ struct ReplayCommand: Command {
     /// The replay options from the command line, each refused with a clear line when malformed.
     static func options(_ args: ParsedArguments) throws -> ReplayOptions {
         var o = ReplayOptions()
+        // Every number in the timing options is checked here, with its range, before anything starts (exit status 2).
         if let t = args.value("timing") {
-            guard let m = TimingMode.parse(t) else { throw CommandFailure("--timing \(t): expected original, none, scale:F or fixed:DURATION") }
-            o.schedule.timing = m
+            do { o.schedule.timing = try TimingMode.read(t) } catch { throw InvalidArguments("--timing \(t): \(error)") }
         }
         if let j = args.value("jitter") {
-            guard let d = Jitter.parse(j) else { throw CommandFailure("--jitter \(j): expected uniform:MIN-MAX or lognormal:MEDIAN,SIGMA[,MAX]") }
-            o.schedule.jitter = d
+            do { o.schedule.jitter = try Jitter.read(j) } catch { throw InvalidArguments("--jitter \(j): \(error)") }
+        }
+        o.schedule.rules = try args.all("delay").map { text in
+            do { return try DelayRule.read(text) } catch { throw InvalidArguments("--delay \(text): \(error)") }
         }
         if let s = args.value("seed") {
             guard let n = UInt64(s) else { throw CommandFailure("--seed \(s): expected a non-negative integer") }
             o.schedule.seed = n
-        }
-        o.schedule.rules = try args.all("delay").map { text in
-            guard let r = DelayRule.parse(text) else {
-                throw CommandFailure("--delay \(text): expected MATCH=DURATION, MATCH one of ARes, CRes#2, exchange:7, path:/p; DURATION like 250ms, 2.5s, 5m")
-            }
-            return r
         }
         switch args.value("on-miss") ?? "404" {
         case "404": o.onMiss = .notFound

@@ -66,10 +66,7 @@ struct SandboxCommand: Command {
         case "ES256": o.signing = .es256
         case let other: throw CommandFailure("--sign \(other): expected PS256 or ES256")
         }
-        if let d = args.value("ares-delay") {
-            guard let v = Double(d), v >= 0 else { throw CommandFailure("--ares-delay \(d): expected seconds") }
-            o.aresDelay = v
-        }
+        if let d = try args.duration("ares-delay") { o.aresDelay = d }
         if let t = try args.seconds("header-timeout") { o.headerTimeout = t }
         if let t = try args.seconds("idle-timeout") { o.idleTimeout = t }
         o.keylog = args.value("keylog")

@@ -27,6 +27,9 @@ struct TimeoutsCommand: Command {
         .flag("json", help: "print the result as JSON"),
     ]
 
+    /// The most delays one sweep tries (each is a replay and a run of the command).
+    static let mostDelays = 1000
+
     /// One run of the command against one replay.
     struct Run {
         var delay: Double
@@ -49,15 +52,15 @@ struct TimeoutsCommand: Command {
         guard let matchText = args.value("message"), let match = DelayRule.Match.parse(matchText) else {
             throw InvalidArguments("--message MATCH is required: CRes, CRes#2, ARes, exchange:7 or path:/p")
         }
-        func duration(_ name: String, _ fallback: Double) throws -> Double {
-            guard let v = args.value(name) else { return fallback }
-            guard let d = ReplayDuration.parse(v) else { throw InvalidArguments("--\(name) \(v): expected a duration like 500ms, 2s") }
-            return d
-        }
-        let from = try duration("from", 0), to = try duration("to", 10)
+        // Delays from 0 to 24 hours; steps from 1 ms (the sweep rounds each delay to the millisecond), at most 1,000 delays.
+        let from = try args.duration("from") ?? 0, to = try args.duration("to") ?? 10
         guard to > from else { throw InvalidArguments("--to must be after --from") }
-        let step = try duration("step", (to - from) / 10)
-        guard step > 0 else { throw InvalidArguments("--step must be positive") }
+        let step = try args.duration("step", within: 0.001...CheckedDuration.maximum) ?? max(0.001, (to - from) / 10)
+        guard args.has("bisect") || (to - from) / step < Double(TimeoutsCommand.mostDelays) else {
+            throw InvalidArguments("--step \(ReplayFaults.describe(step)) from \(ReplayFaults.describe(from)) to \(ReplayFaults.describe(to)) "
+                                   + "makes more than \(TimeoutsCommand.mostDelays) delays; take a larger step or --bisect")
+        }
+        let commandTimeout = try args.seconds("command-timeout")
         let runs = Int(args.value("runs") ?? "1") ?? 0
         guard runs >= 1, runs <= 100 else { throw InvalidArguments("--runs: expected 1 to 100") }
         let catalog: ReplayCatalog
@@ -69,7 +72,6 @@ struct TimeoutsCommand: Command {
         try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
         let identity = try ReplayCommand.acsIdentity(nil)
         let seed = UInt64(args.value("seed") ?? "0") ?? 0
-        let commandTimeout = try args.seconds("command-timeout")
         // Ctrl-C or SIGTERM stops the sweep: the command's group is ended, the report of the runs so far written, and
         // the exit status is 130 or 143.
         let stop = StopRequest()
@@ -83,7 +85,7 @@ struct TimeoutsCommand: Command {
             for n in 1...runs where stop.signal == nil {
                 io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", TerminalText.escaped(matchText), ReplayFaults.describe(delay), n, runs))
                 let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
-                                    session: (report as NSString).appendingPathComponent("delay-\(Int((delay * 1000).rounded()))ms-run\(n).3dstape"),
+                                    session: (report as NSString).appendingPathComponent("delay-\(Checked.milliseconds(delay))ms-run\(n).3dstape"),
                                     timeout: commandTimeout ?? delay + 60, stop: stop)
                 results.append(r)
                 outcomes.append(r.outcome)
@@ -212,10 +214,10 @@ struct TimeoutsCommand: Command {
         .object([
             ("message", .string(match)), ("command", .array(command.map(JSON.string))),
             ("interrupted", interruptedBy.map(JSON.string) ?? .null),
-            ("waitedOutMs", waited.map { .number(String(Int(($0 * 1000).rounded()))) } ?? .null),
-            ("gaveUpAtMs", gaveUp.map { .number(String(Int(($0 * 1000).rounded()))) } ?? .null),
+            ("waitedOutMs", waited.map { .number(String(Checked.milliseconds($0))) } ?? .null),
+            ("gaveUpAtMs", gaveUp.map { .number(String(Checked.milliseconds($0))) } ?? .null),
             ("runs", .array(results.sorted { $0.delay < $1.delay }.map { r in
-                .object([("delayMs", .number(String(Int((r.delay * 1000).rounded())))), ("outcome", .string(r.outcome)),
+                .object([("delayMs", .number(String(Checked.milliseconds(r.delay)))), ("outcome", .string(r.outcome)),
                          ("timeToOutcomeMs", r.timeToOutcomeMs.map { .number(String(format: "%.1f", $0)) } ?? .null),
                          ("exitCode", r.exitCode.map { .number(String($0)) } ?? .null), ("erroSent", .array(r.erroSent.map(JSON.string))),
                          ("challengeCancel", r.challengeCancel.map(JSON.string) ?? .null), ("retried", .bool(r.retried)),
@@ -233,20 +235,20 @@ struct TimeoutsCommand: Command {
         func x(_ v: Double) -> Double { pad + v / maxX * (w - 2 * pad) }
         func y(_ v: Double) -> Double { h - pad - v / maxY * (h - 2 * pad) }
         let colour = ["waited": "#2a9d43", "gave up": "#d1342f", "not reached": "#888888"]
-        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(w))\" height=\"\(Int(h))\" role=\"img\">"
+        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Checked.clampedInt(w))\" height=\"\(Checked.clampedInt(h))\" role=\"img\">"
         svg += "<line x1=\"\(pad)\" y1=\"\(h - pad)\" x2=\"\(w - pad)\" y2=\"\(h - pad)\" stroke=\"#333\"/>"
         svg += "<line x1=\"\(pad)\" y1=\"\(pad)\" x2=\"\(pad)\" y2=\"\(h - pad)\" stroke=\"#333\"/>"
         svg += "<line x1=\"\(x(0))\" y1=\"\(y(0))\" x2=\"\(x(maxX))\" y2=\"\(y(maxX))\" stroke=\"#bbb\" stroke-dasharray=\"4 4\"/>"
-        svg += "<text x=\"\(w / 2)\" y=\"\(h - 12)\" text-anchor=\"middle\" font-size=\"12\">delay of \(esc(match)) (ms, up to \(Int(maxX)))</text>"
-        svg += "<text x=\"14\" y=\"\(h / 2)\" transform=\"rotate(-90 14 \(h / 2))\" text-anchor=\"middle\" font-size=\"12\">time to outcome (ms, up to \(Int(maxY)))</text>"
+        svg += "<text x=\"\(w / 2)\" y=\"\(h - 12)\" text-anchor=\"middle\" font-size=\"12\">delay of \(esc(match)) (ms, up to \(Checked.clampedInt(maxX)))</text>"
+        svg += "<text x=\"14\" y=\"\(h / 2)\" transform=\"rotate(-90 14 \(h / 2))\" text-anchor=\"middle\" font-size=\"12\">time to outcome (ms, up to \(Checked.clampedInt(maxY)))</text>"
         for r in results {
             let cy = y(r.timeToOutcomeMs ?? 0)
-            svg += "<circle cx=\"\(x(r.delay * 1000))\" cy=\"\(cy)\" r=\"5\" fill=\"\(colour[r.outcome] ?? "#555")\"><title>\(Int(r.delay * 1000)) ms: \(esc(r.outcome))</title></circle>"
+            svg += "<circle cx=\"\(x(r.delay * 1000))\" cy=\"\(cy)\" r=\"5\" fill=\"\(colour[r.outcome] ?? "#555")\"><title>\(Checked.clampedInt(r.delay * 1000)) ms: \(esc(r.outcome))</title></circle>"
         }
         svg += "</svg>"
         var rows = ""
         for r in results.sorted(by: { $0.delay < $1.delay }) {
-            rows += "<tr><td>\(Int((r.delay * 1000).rounded()))</td><td style=\"color:\(colour[r.outcome] ?? "#555")\">\(esc(r.outcome))</td>"
+            rows += "<tr><td>\(Checked.milliseconds(r.delay))</td><td style=\"color:\(colour[r.outcome] ?? "#555")\">\(esc(r.outcome))</td>"
                 + "<td>\(r.timeToOutcomeMs.map { String(format: "%.0f", $0) } ?? "-")</td><td>\(r.exitCode.map(String.init) ?? "-")</td>"
                 + "<td>\(esc(r.erroSent.joined(separator: ",")))</td><td>\(esc(r.challengeCancel ?? ""))</td><td>\(r.retried ? "yes" : "no")</td></tr>"
         }
@@ -254,8 +256,8 @@ struct TimeoutsCommand: Command {
         <!DOCTYPE html><html><head><meta charset="utf-8"><title>3dstape timeouts: \(esc(match))</title>
         <style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:left}</style></head><body>
         <h1>Timeout sweep: \(esc(match))</h1><p>command: <code>\(esc(command.joined(separator: " ")))</code></p>
-        <p>the client waited out <b>\(waited.map { "\(Int($0 * 1000)) ms" } ?? "no delay tried")</b> and gave up at
-        <b>\(gaveUp.map { "\(Int($0 * 1000)) ms" } ?? "no delay tried")</b></p>
+        <p>the client waited out <b>\(waited.map { "\(Checked.clampedInt($0 * 1000)) ms" } ?? "no delay tried")</b> and gave up at
+        <b>\(gaveUp.map { "\(Checked.clampedInt($0 * 1000)) ms" } ?? "no delay tried")</b></p>
         \(svg)
         <table><tr><th>delay ms</th><th>outcome</th><th>after ms</th><th>exit</th><th>Erro sent</th><th>challengeCancel</th><th>retried</th></tr>\(rows)</table>
         </body></html>

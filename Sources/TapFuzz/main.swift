@@ -1,8 +1,8 @@
 // Fuzz targets for 3dstape's parsers, driven by libFuzzer. Built only with:
 //   swift build --product TapFuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --build-path .build-fuzz
 // and run as `TapFuzz TARGET [libFuzzer options] [corpus dirs]` (tools/fuzz/run.sh). TARGET: http-request,
-// http-response, json, jose, decode, form, masking, session, http-server (HTTPServerFuzz.swift). Each input must give a
-// value, ask for more, or throw — never trap.
+// http-response, json, jose, decode, form, masking, session, http-server (HTTPServerFuzz.swift), options
+// (OptionsTarget.swift). Each input must give a value, ask for more, or throw — never trap.
 import Foundation
 import TapCore
 import TapEMV
@@ -12,7 +12,7 @@ import TapStore
 
 /// One fuzz target: bytes in, nothing out; a trap or a sanitizer report is a finding.
 enum FuzzTarget: String, CaseIterable {
-    case httpRequest = "http-request", httpResponse = "http-response", json, jose, decode, form, masking, session
+    case httpRequest = "http-request", httpResponse = "http-response", json, jose, decode, form, masking, session, options
     case httpServer = "http-server"
 
     /// Where the session target writes each input, as a file for SQLite to open (one per process).
@@ -61,6 +61,8 @@ enum FuzzTarget: String, CaseIterable {
                 _ = try? reader.exchanges()
                 _ = try? reader.connections()
             }
+        case .options:
+            OptionsFuzz.run(bytes)
         }
     }
 }

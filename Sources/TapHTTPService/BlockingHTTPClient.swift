@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TapCore
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -144,7 +145,7 @@ final class BlockingSocket {
 
     func wait(_ events: Int32, deadline: Date, what: String) throws(HTTPClientError) {
         while true {
-            let ms = Int32(max(0, min(Double(Int32.max), deadline.timeIntervalSinceNow * 1000)))
+            let ms = Int32(clamping: max(0, Checked.clampedInt(deadline.timeIntervalSinceNow * 1000)))
             var p = pollfd(fd: fd, events: Int16(events), revents: 0)
             let n = poll(&p, 1, ms)
             if n > 0 { return }

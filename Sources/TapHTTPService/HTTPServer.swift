@@ -268,7 +268,7 @@ private final class ServerConnection: ConnectionDelegate {
             if !busy { connection.close() }
         case .request:
             guard !busy else { return }
-            let timeout = Int(server.headerTimeout)
+            let timeout = Checked.clampedInt(server.headerTimeout)
             refuse(HTTPReply.json(HTTPServer.errorBody("request not received within \(timeout) s"), status: 408))
         case .halfClosed:
             connection.close() // an answer that never came (a hang) does not hold the connection for ever

@@ -119,13 +119,16 @@ public enum HAR {
 
     static func header(_ name: String, _ h: [(String, String)]) -> String? { h.first { $0.0.lowercased() == name }?.1 }
 
-    static func ms(_ v: Double) -> JSON { .number(v < 0 ? "-1" : String(format: "%.3f", v)) }
+    /// A phase in milliseconds, -1 when it did not happen (or is NaN); at most a day, as `import` takes it back.
+    static func ms(_ v: Double) -> JSON { .number(v >= 0 ? String(format: "%.3f", min(v, longestTimingMs)) : "-1") }
 
-    /// ISO 8601 in UTC with microseconds, e.g. `2026-11-29T21:01:49.693359Z`.
+    /// ISO 8601 in UTC with microseconds, e.g. `2026-11-29T21:01:49.693359Z`. A time outside the years 1 to 9999 (a
+    /// corrupted or hand-edited session) is clamped to them, NaN to the epoch: the format cannot write more.
     public static func isoDate(_ t: Double) -> String {
-        let whole = floor(t)
-        var micros = Int(((t - whole) * 1_000_000).rounded())
-        var seconds = Int(whole)
+        let clamped = Checked.storedTime(t)
+        let whole = floor(clamped)
+        var micros = Checked.clampedInt(rounding: (clamped - whole) * 1_000_000)
+        var seconds = Checked.clampedInt(whole)
         if micros == 1_000_000 { micros = 0; seconds += 1 }
         var tmv = tm()
         var tt = time_t(seconds)
@@ -177,9 +180,13 @@ public enum HAR {
             guard let s = try need(v, path).stringValue else { throw ImportError("\(path) is not a string") }
             return s
         }
+        // Milliseconds as seconds (negative: the phase did not happen); past a day, or too large for a Double, refused.
         func number(_ v: JSON?, _ path: String) throws -> Double? {
             guard let v, v != .null else { return nil }
             guard case let .number(n) = v, let d = Double(n) else { throw ImportError("\(path) is not a number") }
+            guard d <= HAR.longestTimingMs else {
+                throw ImportError("\(path) \(n) is out of range: a timing must be from 0 to \(Checked.clampedInt(HAR.longestTimingMs)) ms (24h)")
+            }
             return d < 0 ? nil : d / 1000
         }
         let started = try string(e["startedDateTime"], "startedDateTime")
@@ -196,7 +203,7 @@ public enum HAR {
             let encoding = post["_encoding"]?.stringValue ?? post["encoding"]?.stringValue
             requestBody = try decode(text, encoding: encoding, path: "request.postData.text")
         }
-        let statusValue = try number(response["status"], "response.status").map { Int($0 * 1000) }
+        let statusValue = try httpStatus(response["status"])
         let responseHeaders = try headerList(response["headers"], "response.headers")
         var responseBody: [UInt8] = []
         if let content = response["content"], let text = content["text"]?.stringValue {
@@ -231,6 +238,20 @@ public enum HAR {
                      status: status, responseHeaders: responseHeaders.filter { $0.0.lowercased() != "content-encoding" },
                      responseBody: responseBody, start: start, upstreamConnect: upstreamConnect, tlsDone: tlsDone, requestSent: sent,
                      firstByte: firstByte, done: done, error: error, requestPlaintext: plaintexts["request"], responsePlaintext: plaintexts["response"])
+    }
+
+    /// The longest timing an imported entry may give, in milliseconds: a day.
+    static let longestTimingMs = CheckedDuration.maximum * 1000
+
+    /// `response.status`: nil when absent or negative (no response), else a whole number from 0 to 999.
+    static func httpStatus(_ v: JSON?) throws -> Int? {
+        guard let v, v != .null else { return nil }
+        guard case let .number(n) = v, let d = Double(n) else { throw ImportError("response.status is not a number") }
+        if d < 0 { return nil }
+        guard let status = Checked.int(d), status <= 999 else {
+            throw ImportError("response.status \(n) is out of range: an HTTP status is from 100 to 999 (0 for no response)")
+        }
+        return status
     }
 
     static func headerList(_ v: JSON?, _ path: String) throws -> [(String, String)] {

@@ -65,5 +65,9 @@ public enum SequenceSVG {
         return out.joined(separator: "\n")
     }
 
-    static func fmt(_ v: Double) -> String { v == v.rounded() ? String(Int(v)) : String(v) }
+    /// A coordinate: `12` for a whole number, `12.5` otherwise (through the checked conversion, so no value traps).
+    static func fmt(_ v: Double) -> String {
+        if let i = Checked.int(v), Double(i) == v { return String(i) }
+        return String(v)
+    }
 }

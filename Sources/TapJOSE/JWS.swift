@@ -172,10 +172,10 @@ public struct JWT: Sendable {
         try jws.verifyHS256(secret: secret)
         let t = now.timeIntervalSince1970
         if case let .number(exp)? = claims["exp"], let e = Double(exp), t > e + leeway {
-            throw JOSEError(.invalidClaims, "JWT expired at \(Int(e)) (now \(Int(t)))")
+            throw JOSEError(.invalidClaims, "JWT expired at \(Checked.clampedInt(e)) (now \(Checked.clampedInt(t)))")
         }
         if case let .number(nbf)? = claims["nbf"], let n = Double(nbf), t + leeway < n {
-            throw JOSEError(.invalidClaims, "JWT not valid before \(Int(n)) (now \(Int(t)))")
+            throw JOSEError(.invalidClaims, "JWT not valid before \(Checked.clampedInt(n)) (now \(Checked.clampedInt(t)))")
         }
     }
 }

@@ -101,13 +101,14 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: timers (loop thread)
 
-    /// Runs `action` on the loop after `seconds`.
+    /// Runs `action` on the loop after `seconds`. The deadline saturates: NaN or a negative wait fires at once, a wait
+    /// past the clock's range (an infinite one included) never fires; no value traps.
     @discardableResult
     public func schedule(after seconds: Double, _ action: @escaping () -> Void) -> TimerHandle {
         assertInLoop()
         let id = nextID
         nextID += 1
-        let deadline = EventLoop.nowNanos() + UInt64(max(0, seconds) * 1e9)
+        let deadline = Checked.deadline(EventLoop.nowNanos(), plus: Checked.nanoseconds(seconds))
         timerActions[id] = action
         timerHeap.append((deadline, id))
         var i = timerHeap.count - 1

@@ -269,10 +269,10 @@ struct ProxySessionMachine {
         case .idle:
             if inFlight == nil, intake.isIdle { actions.append(.closeClient(afterFlush: false)) }
         case .requestHead:
-            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Int(config.headerTimeout)) s") }
+            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Checked.clampedInt(config.headerTimeout)) s") }
         case .upstream:
             if let f = inFlight {
-                upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Int(config.upstreamTimeout)) s",
+                upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Checked.clampedInt(config.upstreamTimeout)) s",
                                closeUpstream: true, env)
             }
         }
@@ -287,7 +287,7 @@ struct ProxySessionMachine {
 
     private mutating func wait(for what: Wait, seconds: Double, _ env: some ProxySessionEnvironment) {
         waitingFor = what
-        deadline = env.monotonicClock() + UInt64(seconds * 1e9)
+        deadline = Checked.deadline(env.monotonicClock(), plus: Checked.nanoseconds(seconds)) // saturates: never traps
     }
 
     private mutating func pauseReading() {

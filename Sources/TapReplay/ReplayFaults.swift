@@ -15,37 +15,57 @@ public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
     case dropRReq, rreqDelay(Double), acsTimeout
 
     /// Parses `hang`, `status:503`, `erro:402`, `dribble:2s` …; nil for anything unknown or malformed.
-    public static func parse(_ text: String) -> FaultAction? {
+    public static func parse(_ text: String) -> FaultAction? { try? read(text) }
+
+    /// Parses an action, or says what is wrong: an unknown action, or the allowed values of a known one's argument
+    /// (a duration from 0 to 24 hours, a status from 100 to 599 …).
+    public static func read(_ text: String) throws(ReplayError) -> FaultAction {
         let (name, arg): (String, String?) = {
             guard let c = text.firstIndex(of: ":") else { return (text, nil) }
             return (String(text[..<c]), String(text[text.index(after: c)...]))
         }()
-        func duration() -> Double? { arg.flatMap(ReplayDuration.parse) }
+        func duration(_ a: String) throws(ReplayError) -> Double {
+            do { return try CheckedDuration.parse(a) } catch { throw ReplayError("\(name):D: \(error)") }
+        }
         switch (name, arg) {
         case ("hang", nil): return .hang
         case ("reset", nil): return .reset
         case ("close", nil): return .close
-        case ("dribble", _?): return duration().map { .dribble($0) }
-        case ("delay", _?): return duration().map { .delay($0) }
-        case ("status", let a?): return Int(a).flatMap { (100...599).contains($0) ? .status($0) : nil }
-        case ("truncate", let a?): return Int(a).flatMap { $0 >= 0 ? .truncate($0) : nil }
+        case ("dribble", let a?): return .dribble(try duration(a))
+        case ("delay", let a?): return .delay(try duration(a))
+        case ("status", let a?):
+            guard let n = Int(a), (100...599).contains(n) else { throw ReplayError("status:CODE: expected an HTTP status from 100 to 599") }
+            return .status(n)
+        case ("truncate", let a?):
+            guard let n = Int(a), n >= 0 else { throw ReplayError("truncate:BYTES: expected a whole number of bytes, 0 or more") }
+            return .truncate(n)
         case ("malformed", nil): return .malformed
         case ("erro", let a?):
-            guard a.count == 3, let n = Int(a), (101...405).contains(n) else { return nil }
+            guard a.count == 3, let n = Int(a), (101...405).contains(n) else { throw ReplayError("erro:CODE: expected a three-digit error code from 101 to 405") }
             return .erro(a)
-        case ("trans-status", let a?): return ["Y", "N", "U", "A", "C", "D", "R", "I"].contains(a) ? .transStatus(a) : nil
-        case ("challenge-cancel", let a?): return ["01", "02", "03", "04", "05", "06", "07", "08"].contains(a) ? .challengeCancel(a) : nil
+        case ("trans-status", let a?):
+            guard FaultAction.transStatuses.contains(a) else { throw ReplayError("trans-status:X: expected one of \(FaultAction.transStatuses.joined(separator: ", "))") }
+            return .transStatus(a)
+        case ("challenge-cancel", let a?):
+            guard FaultAction.cancelCodes.contains(a) else { throw ReplayError("challenge-cancel:NN: expected 01 to 08") }
+            return .challengeCancel(a)
         case ("bad-signature", nil): return .badSignature
         case ("untrusted-signer", nil): return .untrustedSigner
         case ("wrong-ephemeral-key", nil): return .wrongEphemeralKey
         case ("bad-counter", nil): return .badCounter
         case ("wrong-key", nil): return .wrongKey
         case ("drop-rreq", nil): return .dropRReq
-        case ("rreq-delay", _?): return duration().map { .rreqDelay($0) }
+        case ("rreq-delay", let a?): return .rreqDelay(try duration(a))
         case ("acs-timeout", nil): return .acsTimeout
-        default: return nil
+        default:
+            throw ReplayError("unknown action '\(text)'; expected hang, reset, close, dribble:D, delay:D, status:CODE, "
+                              + "truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
+                              + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D or acs-timeout")
         }
     }
+
+    static let transStatuses = ["Y", "N", "U", "A", "C", "D", "R", "I"]
+    static let cancelCodes = ["01", "02", "03", "04", "05", "06", "07", "08"]
 
     public var description: String {
         switch self {
@@ -121,11 +141,8 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
         guard let match = DelayRule.Match.parse(lhs) else {
             throw ReplayError("--fault \(text): MATCH '\(lhs)' is not a message type (ARes), an occurrence (CRes#2), exchange:N or path:/p")
         }
-        guard let action = FaultAction.parse(rhs) else {
-            throw ReplayError("--fault \(text): unknown action '\(rhs)'; expected hang, reset, close, dribble:D, delay:D, status:CODE, "
-                              + "truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
-                              + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D or acs-timeout")
-        }
+        let action: FaultAction
+        do { action = try FaultAction.read(rhs) } catch { throw ReplayError("--fault \(text): \(error)") }
         return FaultRule(match: match, action: action, probability: p)
     }
 
@@ -158,37 +175,56 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
 
 /// Checks and picks fault rules.
 public enum ReplayFaults {
-    /// A duration as the options take it: `250ms`, `2s`, `2.5s`.
-    public static func describe(_ seconds: Double) -> String { text(seconds) }
+    /// A duration as the options take it: `250ms`, `2s`, `2.5s` (`CheckedDuration.describe`: no value traps).
+    public static func describe(_ seconds: Double) -> String { CheckedDuration.describe(seconds) }
 
-    static func text(_ seconds: Double) -> String {
-        seconds < 1 ? "\(Int((seconds * 1000).rounded()))ms" : (seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s")
-    }
+    static func text(_ seconds: Double) -> String { CheckedDuration.describe(seconds) }
 
     /// Problems that make a set of rules unusable on this session: two rules for the same messages and layer, or a
-    /// rule that can never apply (a CRes rule on a session without challenges). One line each.
-    public static func problems(_ rules: [FaultRule], catalog: ReplayCatalog) -> [String] {
+    /// rule that can never apply (a CRes rule on a session without challenges). One line each for the first `limit`,
+    /// then one line counting the rest: time and memory stay linear in the number of rules (a file of 3,000 identical
+    /// rules has 4.5 million overlapping pairs, which were each written out before).
+    public static func problems(_ rules: [FaultRule], catalog: ReplayCatalog, limit: Int = 5) -> [String] {
         var out: [String] = []
+        var unshown = 0
+        func add(_ line: @autoclosure () -> String) {
+            if out.count < limit { out.append(line()) } else { unshown += 1 }
+        }
+        // Rules on the same answers and layer conflict pairwise: each with the later rules of its group.
+        struct Group: Hashable { let match: DelayRule.Match, layer: String }
+        var groups: [Group: [Int]] = [:]
+        var place: [Int] = []
+        place.reserveCapacity(rules.count)
+        for (i, r) in rules.enumerated() {
+            let g = Group(match: r.match, layer: r.action.layer)
+            place.append(groups[g]?.count ?? 0)
+            groups[g, default: []].append(i)
+        }
+        let types = catalog.answerTypes
+        let exchangeIDs = Set(catalog.exchanges.map(\.id))
+        let paths = Set(catalog.exchanges.map { ReplayURL.pathAndQuery($0.url).path })
         for (i, a) in rules.enumerated() {
-            for b in rules[(i + 1)...] where a.match == b.match && a.action.layer == b.action.layer {
-                out.append("--fault \(a) and \(b) overlap: both change the \(a.action.layer) of the same answers; keep one")
+            let group = groups[Group(match: a.match, layer: a.action.layer)]!
+            let later = group[(place[i] + 1)...]
+            let shown = later.prefix(max(0, limit - out.count))
+            for j in shown {
+                add("--fault \(a) and \(rules[j]) overlap (rules \(i + 1) and \(j + 1)): both change the \(a.action.layer) of the same answers; keep one")
             }
-            let types = catalog.answerTypes
+            unshown += later.count - shown.count
             switch a.match {
             case let .messageType(t), let .occurrence(t, _):
                 if !types.contains(t) {
-                    out.append("--fault \(a) can never apply: the session has no \(t) (it has \(types.sorted().joined(separator: ", ")))")
+                    add("--fault \(a) can never apply: the session has no \(t) (it has \(types.sorted().joined(separator: ", ")))")
                 } else if let allowed = a.action.appliesTo, !allowed.contains(t) {
-                    out.append("--fault \(a): \(a.action) changes only \(allowed.sorted().joined(separator: " or ")), not \(t)")
+                    add("--fault \(a): \(a.action) changes only \(allowed.sorted().joined(separator: " or ")), not \(t)")
                 }
             case let .exchange(id):
-                if !catalog.exchanges.contains(where: { $0.id == id }) { out.append("--fault \(a) can never apply: the session has no exchange \(id)") }
+                if !exchangeIDs.contains(id) { add("--fault \(a) can never apply: the session has no exchange \(id)") }
             case let .path(p):
-                if !catalog.exchanges.contains(where: { ReplayURL.pathAndQuery($0.url).path == p }) {
-                    out.append("--fault \(a) can never apply: no recorded request has the path \(p)")
-                }
+                if !paths.contains(p) { add("--fault \(a) can never apply: no recorded request has the path \(p)") }
             }
         }
+        if unshown > 0 { out.append("… and \(unshown) more problem\(unshown == 1 ? "" : "s") with these \(rules.count) rules") }
         return out
     }
 }

@@ -1,18 +1,11 @@
 import Foundation
+import TapCore
 
-/// A duration given on the command line: `250ms`, `2.5s`, `5m`, or a bare number of seconds.
+/// A duration given on the command line: `250ms`, `2.5s`, `5m`, or a bare number of seconds, from 0 to 24 hours
+/// (`CheckedDuration`, which the throwing parsers below use to say what is wrong).
 public enum ReplayDuration {
-    /// Seconds, or nil when `text` is not a duration.
-    public static func parse(_ text: String) -> Double? {
-        let t = text.trimmingCharacters(in: .whitespaces)
-        let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60), ("h", 3600)]
-        for (suffix, factor) in units where t.hasSuffix(suffix) {
-            guard let v = Double(t.dropLast(suffix.count)), v >= 0, v.isFinite else { return nil }
-            return v * factor
-        }
-        guard let v = Double(t), v >= 0, v.isFinite else { return nil }
-        return v
-    }
+    /// Seconds, or nil when `text` is not a duration from 0 to 24 hours.
+    public static func parse(_ text: String) -> Double? { try? CheckedDuration.parse(text) }
 }
 
 /// How long each answer waits before its first byte: `original` (the recorded wait), `none`, `scale:F`, `fixed:DURATION`.
@@ -22,19 +15,27 @@ public enum TimingMode: Sendable, Equatable {
     case scale(Double)
     case fixed(Double)
 
-    public static func parse(_ text: String) -> TimingMode? {
+    /// The factors `scale:F` takes: a recorded wait of a minute stretched a thousandfold is still under a day.
+    public static let scaleFactors: ClosedRange<Double> = 0...1000
+
+    /// The mode, or nil when `text` is not one.
+    public static func parse(_ text: String) -> TimingMode? { try? read(text) }
+
+    /// The mode, or an error saying what is wrong (the unit or the allowed range), for `--timing`'s refusal.
+    public static func read(_ text: String) throws(ReplayError) -> TimingMode {
         switch text {
         case "original": return .original
         case "none": return TimingMode.none
         default:
             if text.hasPrefix("scale:") || text.hasPrefix("scale=") {
-                guard let f = Double(text.dropFirst(6)), f >= 0, f.isFinite else { return nil }
-                return .scale(f)
+                do { return .scale(try Checked.number(text.dropFirst(6), within: scaleFactors)) } catch {
+                    throw ReplayError("the scale factor: \(error)")
+                }
             }
             if text.hasPrefix("fixed:") || text.hasPrefix("fixed=") {
-                return ReplayDuration.parse(String(text.dropFirst(6))).map { .fixed($0) }
+                do { return .fixed(try CheckedDuration.parse(text.dropFirst(6))) } catch { throw ReplayError("the fixed delay: \(error)") }
             }
-            return nil
+            throw ReplayError("expected original, none, scale:F or fixed:DURATION")
         }
     }
 
@@ -55,24 +56,34 @@ public enum Jitter: Sendable, Equatable {
     case uniform(min: Double, max: Double)
     case lognormal(median: Double, sigma: Double, max: Double?)
 
-    public static func parse(_ text: String) -> Jitter? {
+    /// The spreads `lognormal:…,SIGMA` takes (WireMock's examples use 0.1 to 1).
+    public static let sigmas: ClosedRange<Double> = 0...10
+
+    /// The distribution, or nil when `text` is not one.
+    public static func parse(_ text: String) -> Jitter? { try? read(text) }
+
+    /// The distribution, or an error saying which part is wrong and its allowed range, for `--jitter`'s refusal.
+    public static func read(_ text: String) throws(ReplayError) -> Jitter {
+        func duration(_ t: String, _ what: String) throws(ReplayError) -> Double {
+            do { return try CheckedDuration.parse(t) } catch { throw ReplayError("\(what): \(error)") }
+        }
         if text.hasPrefix("uniform:") {
             let parts = text.dropFirst(8).split(separator: "-", maxSplits: 1).map(String.init)
-            guard parts.count == 2, let a = ReplayDuration.parse(parts[0]), let b = ReplayDuration.parse(parts[1]), a <= b else { return nil }
+            guard parts.count == 2 else { throw ReplayError("expected uniform:MIN-MAX, such as uniform:10ms-50ms") }
+            let a = try duration(parts[0], "MIN"), b = try duration(parts[1], "MAX")
+            guard a <= b else { throw ReplayError("MIN is above MAX") }
             return .uniform(min: a, max: b)
         }
         if text.hasPrefix("lognormal:") {
             let parts = text.dropFirst(10).split(separator: ",").map(String.init)
-            guard parts.count == 2 || parts.count == 3, let m = ReplayDuration.parse(parts[0]), m > 0,
-                  let s = Double(parts[1]), s >= 0, s.isFinite else { return nil }
-            var cap: Double?
-            if parts.count == 3 {
-                guard let c = ReplayDuration.parse(parts[2]) else { return nil }
-                cap = c
-            }
-            return .lognormal(median: m, sigma: s, max: cap)
+            guard parts.count == 2 || parts.count == 3 else { throw ReplayError("expected lognormal:MEDIAN,SIGMA[,MAX], such as lognormal:100ms,0.5,2s") }
+            let m = try duration(parts[0], "MEDIAN")
+            guard m > 0 else { throw ReplayError("MEDIAN must be above 0") }
+            let s: Double
+            do { s = try Checked.number(parts[1], within: sigmas) } catch { throw ReplayError("SIGMA: \(error)") }
+            return .lognormal(median: m, sigma: s, max: parts.count == 3 ? try duration(parts[2], "MAX") : nil)
         }
-        return nil
+        throw ReplayError("expected uniform:MIN-MAX or lognormal:MEDIAN,SIGMA[,MAX]")
     }
 
     /// One draw, from two uniform numbers in [0, 1).
@@ -91,7 +102,7 @@ public enum Jitter: Sendable, Equatable {
 /// A per-message delay: `MATCH=DURATION`, where MATCH is a message type (`ARes`), an occurrence in each transaction
 /// (`CRes#2`), a recorded exchange number (`exchange:7`) or a path (`path:/acs/challenge`).
 public struct DelayRule: Sendable, Equatable {
-    public enum Match: Sendable, Equatable {
+    public enum Match: Sendable, Hashable {
         case messageType(String)
         case occurrence(String, Int)
         case exchange(Int64)
@@ -105,11 +116,17 @@ public struct DelayRule: Sendable, Equatable {
         self.seconds = seconds
     }
 
-    public static func parse(_ text: String) -> DelayRule? {
-        guard let eq = text.lastIndex(of: "=") else { return nil }
-        let lhs = String(text[..<eq]), rhs = String(text[text.index(after: eq)...])
-        guard let d = ReplayDuration.parse(rhs), let match = Match.parse(lhs) else { return nil }
-        return DelayRule(match: match, seconds: d)
+    /// The rule, or nil when `text` is not one.
+    public static func parse(_ text: String) -> DelayRule? { try? read(text) }
+
+    /// The rule, or an error saying what is wrong (the form, the match, or the duration's range), for `--delay`'s refusal.
+    public static func read(_ text: String) throws(ReplayError) -> DelayRule {
+        guard let eq = text.lastIndex(of: "="), let match = Match.parse(String(text[..<eq])) else {
+            throw ReplayError("expected MATCH=DURATION, MATCH one of ARes, CRes#2, exchange:7, path:/p; DURATION like 250ms, 2.5s, 5m")
+        }
+        do { return DelayRule(match: match, seconds: try CheckedDuration.parse(text[text.index(after: eq)...])) } catch {
+            throw ReplayError("\(error)")
+        }
     }
 
     func applies(to answer: ScheduledAnswer) -> Bool { match.applies(to: answer) }
@@ -127,6 +144,15 @@ public struct ScheduledAnswer: Sendable {
     public var path: String
     /// How many times this recorded exchange has been served before (0 the first time).
     public var servedBefore: Int
+
+    public init(recordedExchangeID: Int64, recordedWait: Double, messageType: String?, occurrence: Int, path: String, servedBefore: Int) {
+        self.recordedExchangeID = recordedExchangeID
+        self.recordedWait = recordedWait
+        self.messageType = messageType
+        self.occurrence = occurrence
+        self.path = path
+        self.servedBefore = servedBefore
+    }
 }
 
 /// Decides each answer's delay from the timing mode, the per-message rules and the seeded jitter. A plain value:
@@ -152,7 +178,8 @@ public struct ReplaySchedule: Sendable {
             var rng = SeededRandom(seed: seed, stream: UInt64(bitPattern: a.recordedExchangeID), index: UInt64(a.servedBefore))
             d += jitter.draw(rng.nextUnit(), rng.nextUnit())
         }
-        return max(0, d)
+        // A recorded wait from a corrupted session, a large scale or a lognormal tail: never below 0 or past a day.
+        return CheckedDuration.clamp(d)
     }
 }
 

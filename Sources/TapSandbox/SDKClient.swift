@@ -321,13 +321,13 @@ public final class SDKClient {
             } catch let e as TimeoutFailure {
                 // The SDK's challenge timeout: it tells the ACS with an Erro 402 (component C) and a CReq with
                 // challengeCancel 08, both best effort (SDKs fire and forget them).
-                sendErro(.timedOut, "Transaction timed out", "the SDK's challenge timeout (\(Int(o.timeout)) s) expired", to: acsURL, ares: ares)
+                sendErro(.timedOut, "Transaction timed out", "the SDK's challenge timeout (\(Checked.clampedInt(o.timeout)) s) expired", to: acsURL, ares: ares)
                 let cancel = JSON.object(base + [("challengeCancel", .string("08"))])
                 if let c = try? cipher.seal(cancel) {
                     _ = try? post(acsURL, Array(c.utf8), contentType: "application/jose; charset=UTF-8", timeout: 2)
                 }
                 result.transStatus = nil
-                throw ClientFailure("challenge timed out after \(Int(o.timeout)) s (\(e.message)); sent Erro 402 and challengeCancel 08")
+                throw ClientFailure("challenge timed out after \(Checked.clampedInt(o.timeout)) s (\(e.message)); sent Erro 402 and challengeCancel 08")
             }
             let body = String(decoding: response.body, as: UTF8.self)
             if (response.head.headers["Content-Type"] ?? "").lowercased().hasPrefix("application/json") || body.hasPrefix("{") {
@@ -396,7 +396,7 @@ public final class SDKClient {
             page = try post(acsURL, HTMLForm.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
                             contentType: "application/x-www-form-urlencoded", timeout: o.timeout)
         } catch let e as TimeoutFailure {
-            throw ClientFailure("challenge timed out after \(Int(o.timeout)) s (\(e.message))")
+            throw ClientFailure("challenge timed out after \(Checked.clampedInt(o.timeout)) s (\(e.message))")
         }
         let html = String(decoding: page.body, as: UTF8.self)
         if html.hasPrefix("{"), let erro = try? JSON.parse(page.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro) }

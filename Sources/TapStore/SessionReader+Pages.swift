@@ -88,8 +88,8 @@ extension SessionReader {
             """).map { r in
             let id = r[0].integer ?? 0
             return ExchangeRow(id: id, method: r[1].text ?? "", url: r[2].text ?? "", host: r[3].text, status: r[4].integer.map(Int.init),
-                               requestStart: r[5].real ?? 0, upstreamConnect: r[6].real, tlsDone: r[7].real, requestSent: r[8].real,
-                               firstByte: r[9].real, done: r[10].real, error: r[11].text, clientAbortAt: r[12].real,
+                               requestStart: r[5].time ?? 0, upstreamConnect: r[6].time, tlsDone: r[7].time, requestSent: r[8].time,
+                               firstByte: r[9].time, done: r[10].time, error: r[11].text, clientAbortAt: r[12].time,
                                messages: tags[id] ?? [], replay: replays[id])
         }
     }

@@ -133,7 +133,7 @@ public final class SessionReader {
     /// The session's events (what is not an exchange: refusals, key-substitution decisions, backpressure), in order.
     public func events() throws -> [SessionNote] {
         try db.query("SELECT at, kind, detail FROM events ORDER BY at, id").map {
-            SessionNote(at: $0[0].real ?? 0, kind: $0[1].text ?? "", detail: $0[2].text ?? "")
+            SessionNote(at: $0[0].time ?? 0, kind: $0[1].text ?? "", detail: $0[2].text ?? "")
         }
     }
 
@@ -187,7 +187,7 @@ public final class SessionReader {
         for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) "
                               + "FROM replay_matches \(condition)", args) {
             replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
-                                                          scheduledDelayMs: m[4].real, actualDelayMs: m[5].real, faults: m[6].text)
+                                                          scheduledDelayMs: m[4].delayMs, actualDelayMs: m[5].delayMs, faults: m[6].text)
         }
         return replays
     }
@@ -206,9 +206,9 @@ public final class SessionReader {
                 status: r[4].integer.map(Int.init), requestHeaders: SessionReader.headers(r[5].text),
                 requestBody: SessionReader.body(r[6], compressed: r[7].integer == 1), requestContentEncoding: r[8].text,
                 responseHeaders: SessionReader.headers(r[9].text), responseBody: SessionReader.body(r[10], compressed: r[11].integer == 1),
-                responseContentEncoding: r[12].text, upstream: r[13].text, requestStart: r[14].real ?? 0, upstreamConnect: r[15].real,
-                tlsDone: r[16].real, requestSent: r[17].real, firstByte: r[18].real, done: r[19].real, error: r[20].text,
-                clientAbortAt: r[21].real,
+                responseContentEncoding: r[12].text, upstream: r[13].text, requestStart: r[14].time ?? 0, upstreamConnect: r[15].time,
+                tlsDone: r[16].time, requestSent: r[17].time, firstByte: r[18].time, done: r[19].time, error: r[20].text,
+                clientAbortAt: r[21].time,
                 messages: messagesByExchange[r[0].integer ?? 0] ?? [])
     }
 
@@ -241,7 +241,7 @@ public final class SessionReader {
         var outcome = tally.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")
         if errors > 0 { outcome += (outcome.isEmpty ? "" : " ") + "errors×\(errors)" }
         let duration: Double? = {
-            guard let a = span[0].real, let b = span[1].real else { return nil }
+            guard let a = span[0].time, let b = span[1].time else { return nil }
             return b - a
         }()
         return SessionSummary(path: path, label: meta["label"] ?? "", created: meta["created_at"] ?? "", exchanges: count,
@@ -254,4 +254,13 @@ public struct SessionNote: Sendable, Equatable {
     public var at: Double
     public var kind: String
     public var detail: String
+}
+
+extension SQLiteValue {
+    /// A stored time, clamped to the calendar (`Checked.storedTime`): a corrupted or hand-edited file (1e300, Inf) reads
+    /// as a time that every consumer (HAR dates, JSON, diagrams) can write without trapping or writing `inf`.
+    var time: Double? { real.map(Checked.storedTime) }
+
+    /// A stored replay delay in milliseconds, clamped to 0 to 24 hours.
+    var delayMs: Double? { real.map { Checked.clamp($0, to: 0...(CheckedDuration.maximum * 1000)) } }
 }

@@ -420,3 +420,30 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         }
     }
 }
+
+/// Hardening, round two, defect 2: `--upstream-timeout 1e300` (and `inf` idle or header timeouts) trapped in
+/// `UInt64(seconds * 1e9)` on the first connection. The deadlines saturate: they never come, nothing traps, and a
+/// deadline sent anyway (the sweep cannot tell) still answers with a message that does not trap either.
+@Suite struct HugeTimeoutTests {
+    @Test func infiniteAndHugeTimeoutsSaturateTheDeadline() throws {
+        var h = try Harness.reverse { $0.idleTimeout = .infinity; $0.headerTimeout = 1e300; $0.upstreamTimeout = 1e300 }
+        #expect(h.machine.deadline == .max, "idle: never")
+        #expect(h.client("POST /x HTTP/1.1\r\nHost: a\r\n").isEmpty)
+        #expect(h.machine.waitingFor == .requestHead && h.machine.deadline == .max)
+        _ = h.client("Content-Length: 0\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: 1000.001, tlsDoneAt: nil))
+        #expect(h.machine.waitingFor == .upstream && h.machine.deadline == .max)
+        let a = h.feed(.deadlinePassed)
+        #expect(a.records.first?.error == "upstream ds.example:8443 did not answer within \(Int.max) s")
+    }
+
+    @Test func aClockNearItsEndStillSaturates() throws {
+        var h = try Harness.reverse { $0.idleTimeout = 5 }
+        h.env.mono = .max - 1_000
+        #expect(h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n").connects.count == 1)
+        #expect(h.machine.deadline == .max, "upstream wait of 60 s past the clock's range")
+        var nan = try Harness.reverse { $0.idleTimeout = .nan }
+        #expect(nan.machine.deadline == nan.env.mono, "NaN: due at once")
+        #expect(nan.feed(.deadlinePassed).names == ["closeClient"])
+    }
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes 3dstape's parsers with libFuzzer (the toolchain's -sanitize=fuzzer, with AddressSanitizer): the HTTP request
 # and response parsers, JSON, JOSE compact parsing, decode's detection, form bodies, masking/3DS extraction, the
-# session reader on corrupted session files, and the HTTP server driver end to end with the replayer's handler
-# (http-server: pipelined, slow, half-closed and unread input over a socketpair).
+# session reader on corrupted session files, the HTTP server driver end to end with the replayer's handler
+# (http-server: pipelined, slow, half-closed and unread input over a socketpair), and option values (durations, sizes,
+# timing, jitter and fault rules).
 # Seeds come from the repository's sessions, JOSE vectors and samples. Each target runs SECONDS (default 10);
 # a crash fails the run and leaves its input in tools/fuzz/out/crash-* (make it a regression test).
 # Usage: tools/fuzz/run.sh [SECONDS per target] [TARGET...]
@@ -12,7 +13,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"; shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session http-server)
+[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session http-server options)
 out="${FUZZ_OUT:-$here/out}"; corpus="$out/corpus"
 mkdir -p "$out"
 # FUZZ_SANITIZE=fuzzer builds without AddressSanitizer (several times the executions per second, for long runs of
@@ -82,6 +83,14 @@ put("session", "whole", whole)
 for cut in (512, 4096, 8192, len(whole) // 2):
     put("session", f"cut{cut}", whole[:cut])
 shutil.rmtree(tmp)
+# Option values as the command line and rules files give them, the issue's trapping ones among them.
+for i, v in enumerate(["250ms", "2.5s", "5m", "24h", "1e11s", "99999999999999999999s", "inf", "nan", "100us", "64KiB", "512MiB",
+                       "original", "none", "scale:0.5", "scale:1e300", "fixed:1e11s", "uniform:10ms-50ms", "uniform:1e11s-2e11s",
+                       "lognormal:100ms,0.5,2s", "ARes=2s", "CRes#2=500ms", "exchange:7=1s", "path:/acs/challenge=250ms",
+                       "ARes=delay:99999999999999999999s", "ARes=erro:402@0.5", "CRes#1=bad-counter", "RReq=rreq-delay:1s",
+                       "ARes=dribble:2s\nscale:3\n1e300", '[{"match": "ARes", "action": "hang"}, {"match": "ARes", "action": "reset"}]',
+                       b"\x7f\xf0\x00\x00\x00\x00\x00\x00", b"\x44\x15\xaf\x1d\x78\xb5\x8c\x40"]):  # +inf; 1e20 (Doubles' bits)
+    put("options", f"o{i}", v)
 print(f"seed corpora from {n} recorded exchanges and the JOSE vectors")
 PY
 
