@@ -45,17 +45,17 @@ func runMain() -> Int32 {
         let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
         return try command.run(parsed, io)
     } catch let e as UsageError {
-        io.err("3dstape \(command.name): \(TerminalText.escaped(e.message))\nusage: \(command.usage)")
+        io.err("3dstape \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))\nusage: \(command.usage)")
         return 2
     } catch let e as InvalidArguments {
-        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message))")
+        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
         return 2
     } catch let e as CommandFailure {
-        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message))")
+        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
         return 1
     } catch {
         // Messages can quote a session, a HAR file or an argument.
-        io.err("3dstape: \(command.name): \(TerminalText.escaped("\(error)"))")
+        io.err("3dstape: \(command.name): \(TerminalText.escaped("\(error)", keepingLineBreaks: true))")
         return 1
     }
 }
