@@ -81,6 +81,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Called on the loop when a client closes its connection while its request is still unanswered
     /// (a client that gave up), with the peer address.
     public var onClientAbort: ((_ peer: String) -> Void)?
+    /// Called on the loop when a client finishes sending (a FIN) while its request is still unanswered. The answer is
+    /// still written (a half-close is not an abort), but on the wire a client that gave up and closed looks the same
+    /// until then, so the moment is worth keeping: it is when a timing-out client gave up.
+    public var onClientFinishedSending: ((_ peer: String) -> Void)?
     /// A request begun and not complete within this many seconds is answered 408 and the connection closed
     /// (slow-loris clients: headers or bodies trickled a byte at a time).
     public var headerTimeout: Double = 30
@@ -327,6 +331,7 @@ private final class ServerConnection: ConnectionDelegate {
         inputEnded = true
         pausedForReadAhead = false
         if busy {
+            server?.onClientFinishedSending?(peer)
             arm(.halfClosed)
         } else if !pausedForOutput {
             takeRequests()

@@ -62,6 +62,9 @@ public final class Replayer: @unchecked Sendable {
         var startedNanos: UInt64
         /// When the answer, due, began to wait for the session writer.
         var heldSince: UInt64?
+        /// When the client finished sending (a FIN) while waiting: it is answered all the same, and the moment is
+        /// recorded as when it gave up (a client that closed looks like one that half-closed until the answer goes out).
+        var finishedSendingNanos: UInt64?
     }
 
     /// Session-writer backlog (events) above which due answers wait, as the recorder's requests do.
@@ -110,6 +113,7 @@ public final class Replayer: @unchecked Sendable {
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
+        s.onClientFinishedSending = { [weak self] peer in self?.clientFinishedSending(peer) }
         s.onLog = { line in FileHandle.standardError.write(Data("3dstape: replay: \(TerminalText.escaped(line))\n".utf8)) }
         let bound = try s.start(on: address)
         if servers.isEmpty {
@@ -196,6 +200,7 @@ public final class Replayer: @unchecked Sendable {
                 self.writerWaits.answers += 1
                 self.writerWaits.longestSeconds = max(self.writerWaits.longestSeconds, Double(EventLoop.nowNanos() &- since) / 1e9)
             }
+            let finishedSending = self.pending[peer]?.finishedSendingNanos
             self.pending[peer] = nil
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
             respond(HTTPReply(status: answer.status, headers: answer.headers, body: answer.body, transport: answer.transport))
@@ -208,8 +213,17 @@ public final class Replayer: @unchecked Sendable {
                 case .dribble?: return (answer.status, "answer dribbled (fault)")
                 }
             }()
+            var record = record
+            var outcome = sent.outcome
+            if let finishedSending {
+                let waited = Double(finishedSending &- startedNanos) / 1e6
+                record.clientAbortAt = record.requestStart + waited / 1000
+                record.error = String(format: "client closed its side of the connection (FIN) after %.1f ms, before its answer "
+                                      + "(scheduled at %.1f ms); answered anyway", waited, annotation.scheduledDelayMs ?? 0)
+                outcome += String(format: " after the client's FIN at %.1f ms", waited)
+            }
             self.finishRecord(record, annotation, status: sent.status, headers: answer.headers, body: answer.body, actualMs: actual,
-                              outcome: sent.outcome, plaintext: answer.responsePlaintext)
+                              outcome: outcome, plaintext: answer.responsePlaintext)
             if answer.miss != nil { self.counts.missed += 1 } else { self.counts.answered += 1 }
             if let r = answer.rreq {
                 self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
@@ -250,13 +264,19 @@ public final class Replayer: @unchecked Sendable {
                           outcome: outcome))
     }
 
+    /// The client finished sending (a FIN) with its answer not yet due: noted, and the answer still goes out.
+    func clientFinishedSending(_ peer: String) {
+        if pending[peer] != nil, pending[peer]?.finishedSendingNanos == nil { pending[peer]?.finishedSendingNanos = EventLoop.nowNanos() }
+    }
+
     /// The client closed its connection before its answer was due: the time it gave up is what a timeout test measures.
     func clientGaveUp(_ peer: String) {
         guard let p = pending.removeValue(forKey: peer) else { return }
         if let t = p.timer { loop.cancel(t) }
         counts.aborted += 1
         var record = p.record
-        let waited = Double(EventLoop.nowNanos() - p.startedNanos) / 1e6
+        // A client that finished sending first gave up then, not when the connection was at last closed.
+        let waited = Double((p.finishedSendingNanos ?? EventLoop.nowNanos()) &- p.startedNanos) / 1e6
         record.clientAbortAt = record.requestStart + waited / 1000
         record.error = String(format: "client gave up after %.1f ms (answer scheduled at %.1f ms)", waited, p.annotation.scheduledDelayMs ?? 0)
         finishRecord(record, p.annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "client gave up after \(String(format: "%.1f", waited)) ms")

@@ -15,11 +15,11 @@ import TapTestSupport
         let replayer: Replayer
         let port: UInt16
 
-        init(_ options: ReplayOptions, tls: Bool) throws {
+        init(_ options: ReplayOptions, tls: Bool, report: @escaping @Sendable (ReplayLine) -> Void = { _ in }) throws {
             let engine = ReplayEngine(catalog: try ReplayEngineTests.catalog("sample-reverse.3dstape"), options: options,
                                       identity: try ReplayEngineTests.Trust().identity)
             stack = try ServiceStack.background("3dstape-test-replay-pipeline")
-            let replayer = Replayer(loop: stack.loop, engine: engine, writer: nil, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+            let replayer = Replayer(loop: stack.loop, engine: engine, writer: nil, outgoingTLS: try TLSContext(clientRoots: nil), report: report)
             var serverTLS: TLSContext?
             if tls {
                 let ca = try CertificateAuthority.selfSigned(commonName: "Replay pipelining test CA", key: try PrivateKey.generateP256())
@@ -66,5 +66,27 @@ import TapTestSupport
         #expect(answers.first?.head.status == 200)
         #expect(waited >= 0.25, "the answer kept its delay (\(waited) s)")
         #expect(running.replayer.counts.answered == 1 && running.replayer.counts.aborted == 0, "\(running.replayer.counts)")
+    }
+    /// A client that closes its connection (a FIN, as `close()` sends) while its answer is delayed gave up then: the
+    /// answer still goes out (the FIN could be a half-close), and the line and record carry the moment of the FIN, not of
+    /// the answer (merged, the half-close handling had made a timed-out client look as if it waited the whole delay).
+    @Test func aClientThatClosesWhileWaitingIsRecordedAsGivingUpThen() throws {
+        var options = ReplayOptions()
+        options.schedule.rules = [try #require(DelayRule.parse("path:/chunked=800ms"))]
+        let lines = Locked<[ReplayLine]>([])
+        let running = try Running(options, tls: false) { line in lines.withLock { $0.append(line) } }
+        do {
+            let client = try PipelineClient(port: running.port)
+            try client.send("GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n")
+            usleep(200_000)
+            _ = client // closed here: the client gives up after 200 ms
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while lines.withLock({ $0.isEmpty }), Date() < deadline { usleep(20_000) }
+        running.stack.stop()
+        let outcome = try #require(lines.withLock { $0.first?.outcome })
+        let fin = try #require(outcome.range(of: "after the client's FIN at ").map { Double(outcome[$0.upperBound...].prefix { $0.isNumber || $0 == "." }) } ?? nil,
+                               "\(outcome)")
+        #expect(fin >= 150 && fin < 600, "the FIN came after 200 ms, the answer at 800 ms: \(outcome)")
     }
 }
