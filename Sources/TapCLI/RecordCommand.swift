@@ -115,7 +115,12 @@ struct RecordCommand: Command {
         let server = ProxyServer(loop: stack.loop, config: config, writer: writer,
                                  onLog: { line in FileHandle.standardError.write(Data("3dstape: \(TerminalText.escaped(line))\n".utf8)) })
         var bound: [HostPort] = []
-        for l in listens { bound.append(try server.listen(on: l.bound)) }
+        do {
+            for l in listens { bound.append(try server.listen(on: l.bound)) }
+        } catch {
+            writer.discard() // nothing was recorded: no empty session is left to block the next run's --session
+            throw error
+        }
         let upstreamText: String = { if case let .reverse(u) = mode { return " → \(u)" }; return " (forward proxy; CONNECT intercepted)" }()
         io.err("recording on \(bound.map { "http://\($0)" }.joined(separator: ", "))\(upstreamText)")
         io.err("session: \(sessionPath)   Ctrl-C to stop")

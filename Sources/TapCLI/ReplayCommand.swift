@@ -70,10 +70,15 @@ struct ReplayCommand: Command {
         let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
         let tls = args.has("tls")
         var bound: [HostPort] = []
-        for l in listens {
-            bound.append(try replayer.start(on: l.bound, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
-                                            headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization,
-                                            maxConnections: maxConnections, maxBufferedBytes: maxBuffered))
+        do {
+            for l in listens {
+                bound.append(try replayer.start(on: l.bound, tls: tls ? intercept : nil, intercepting: intercept, scheme: tls ? "https" : "http",
+                                                headerTimeout: headerTimeout, idleTimeout: idleTimeout, authorization: authorization,
+                                                maxConnections: maxConnections, maxBufferedBytes: maxBuffered))
+            }
+        } catch {
+            writer.discard() // nothing was served: no empty session is left to block the next run's --session
+            throw error
         }
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")

@@ -286,4 +286,28 @@ import TapCore
             #expect(rows == "1 508", "\(rows)")
         }
     }
+    /// A replay or record whose listener cannot be bound (the port is taken) leaves no empty session behind: it used to,
+    /// and the next run with the same --session was refused as "already exists".
+    @Test func aListenerThatCannotBeBoundLeavesNoSession() throws {
+        try withFixture { f in
+            let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(taken) }
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, len) == 0 && listen(taken, 1) == 0 && getsockname(taken, $0, &len) == 0 }
+            }
+            try #require(bound)
+            let port = UInt16(bigEndian: addr.sin_port)
+            let replay = try session(f, "sample-reverse.3dstape")
+            for args in [["replay", replay], ["record", "--reverse", "http://127.0.0.1:1"]] {
+                let out = f.path("bindfail-\(args[0]).3dstape")
+                let r = try CLIRunner.run(args + ["--listen", "127.0.0.1:\(port)", "--session", out], environment: f.env)
+                #expect(r.status == 1 && r.stderr.contains("Address already in use"), "\(args[0]): \(r.status) \(r.stderr)")
+                for suffix in ["", "-wal", "-shm"] { #expect(!FileManager.default.fileExists(atPath: out + suffix), "\(args[0]) left \(out)\(suffix)") }
+            }
+        }
+    }
 }
