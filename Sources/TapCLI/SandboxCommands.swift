@@ -2,6 +2,7 @@ import Foundation
 import TapArguments
 import TapCore
 import TapCrypto
+import TapEMV
 import TapHTTPService
 import TapJOSE
 import TapNet
@@ -142,13 +143,14 @@ struct ClientCommand: Command {
         if let gateway = try args.gateway() { o.gateway = gateway }
         if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
         let result = try SDKClient(options: o).run()
+        // What the DS and ACS sent back is printed with card numbers masked (an Erro's errorDetail may quote one).
         if args.has("json") {
-            io.out(result.json.pretty)
+            io.out(ThreeDSContent.maskLuhnRuns(Masking.mask(result.json).pretty))
         } else {
-            io.out(ClientCommand.describe(result))
+            io.out(ThreeDSContent.printable(ClientCommand.describe(result)))
         }
         if let e = result.error {
-            io.err("3dstape: client: \(ClientCommand.errorText(e))")
+            io.err("3dstape: client: \(ThreeDSContent.printable(ClientCommand.errorText(e)))")
             return 1
         }
         return 0

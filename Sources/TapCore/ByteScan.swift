@@ -76,4 +76,33 @@ public enum ByteScan {
     @inlinable public static func eightDigits(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
         bytesBetween(word(u, i), above: 0x2F, below: 0x3A) == highs
     }
+
+    /// Whether the eight bytes at `i` (with `i + 8 <= u.count`) may lie inside a card number as people write one: each an
+    /// ASCII digit, a space or a dash, and no two of the separators side by side (`4000 0000`, `0-0000-0`, `40000000`).
+    @inlinable public static func eightCardBytes(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
+        let w = word(u, i)
+        let digits = bytesBetween(w, above: 0x2F, below: 0x3A)
+        if digits == highs { return true }
+        let separators = bytesBetween(w, above: 0x1F, below: 0x21) | bytesBetween(w, above: 0x2C, below: 0x2E)
+        return digits | separators == highs && separators & (separators << 8) == 0
+    }
+
+    /// `jsonStringStop`, also stopping at `=` and `e`: where the string may hold a form, a query or a base64url token (the
+    /// recorder's JSON scan asks those of the masking; `e` starts the base64url of `{`). `u.count` when there is none.
+    @inlinable public static func jsonStringStopOrHint(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int {
+        var i = from
+        while i + 8 <= u.count {
+            let w = word(u, i)
+            let hit = zeroBytes(w ^ (ones &* 0x22)) | zeroBytes(w ^ (ones &* 0x5C)) | bytesBelow(w, 0x20) | (w & highs)
+                | zeroBytes(w ^ (ones &* 0x3D)) | zeroBytes(w ^ (ones &* 0x65))
+            if hit != 0 { return i + hit.trailingZeroBitCount / 8 }
+            i += 8
+        }
+        while i < u.count {
+            let c = u[i]
+            if c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 || c == 0x3D || c == 0x65 { return i }
+            i += 1
+        }
+        return i
+    }
 }
