@@ -307,9 +307,10 @@ enum JSONBodyScan {
         mutating func structured(_ r: Range<Int>, escaped: Bool, hint: Bool) -> Bool {
             guard hint else { return true }
             guard !escaped else { return false }
-            if let masked = Masking.maskedString(String(decoding: UnsafeBufferPointer(rebasing: u[r]), as: UTF8.self), depth: 0) {
+            if Masking.isOpaqueToken(UnsafeBufferPointer(rebasing: u[r])) { return true } // a JWE, kept: no copy made
+            if let masked = Masking.maskedStringContent(Array(u[r]), depth: 0) {
                 var quoted: [UInt8] = []
-                JSON.writeString(masked, into: &quoted)
+                JSON.writeString(String(decoding: masked, as: UTF8.self), into: &quoted)
                 splices.append((r, Array(quoted.dropFirst().dropLast())))
             }
             return true

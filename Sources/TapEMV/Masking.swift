@@ -134,8 +134,12 @@ public enum Masking {
     static func maskedString(_ text: String, depth: Int) -> String? {
         var t = text
         guard t.withUTF8({ mayHoldStructure($0) }) else { return nil }
-        return maskedText(Array(t.utf8), depth: depth + 1).map { String(decoding: $0, as: UTF8.self) }
+        return maskedStringContent(Array(t.utf8), depth: depth).map { String(decoding: $0, as: UTF8.self) }
     }
+
+    /// `maskedString` on the bytes of a string that `mayHoldStructure` has pointed at (the recorder's JSON scan tells it
+    /// while reading the string, and calls this).
+    static func maskedStringContent(_ bytes: [UInt8], depth: Int) -> [UInt8]? { maskedText(bytes, depth: depth + 1) }
 
     /// Whether `maskedText` may find anything in `u`: JSON text (`{` or `[` first), `=` (a form, a query), or `e` followed
     /// by `y` or `w` (how the base64url of a JSON object starts).
@@ -161,7 +165,8 @@ public enum Masking {
             let (masked, changed) = masking(json, depth: depth)
             return changed ? masked.bytes : nil
         }
-        if b.contains(UInt8(ascii: "=")), let form = maskedForm(b, depth: depth) { return form.changed ? form.bytes : nil }
+        let hasEquals = b.withUnsafeBufferPointer { u in memchr(u.baseAddress!, Int32(UInt8(ascii: "=")), u.count) != nil }
+        if hasEquals, let form = maskedForm(b, depth: depth) { return form.changed ? form.bytes : nil }
         return maskedTokens(b, depth: depth)
     }
 
@@ -287,11 +292,8 @@ public enum Masking {
             var copied = 0
             var i = 0
             while let s = nextTokenStart(u, from: i) {
-                var j = s, dots = 0
-                while j < u.count, Base64URL.isAlphabetByte(u[j]) || u[j] == UInt8(ascii: ".") {
-                    if u[j] == UInt8(ascii: ".") { dots += 1 }
-                    j += 1
-                }
+                let j = ByteScan.base64URLRunEnd(u, from: s)
+                let dots = dotCount(UnsafeBufferPointer(rebasing: u[s..<j]), upTo: 3)
                 var end = j
                 if dots == 0 { while end < u.count, end - j < 2, u[end] == UInt8(ascii: "=") { end += 1 } }
                 if let masked = maskedToken(UnsafeBufferPointer(rebasing: u[s..<end]), dots: dots, depth: depth) {
@@ -335,8 +337,8 @@ public enum Masking {
             return masked != bytes ? Array(Base64URL.encode(masked).utf8) : nil
         case 2:
             // Split on the bytes (a JWS is ASCII).
-            guard let d1 = t.firstIndex(of: UInt8(ascii: ".")) else { return nil }
-            let d2 = t[(d1 + 1)...].firstIndex(of: UInt8(ascii: "."))!
+            let dots = dotOffsets(t, upTo: 2)
+            let (d1, d2) = (dots[0], dots[1])
             guard let payload = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: t[(d1 + 1)..<d2])), !payload.isEmpty else { return nil }
             let masked = ThreeDSContent.maskBody(payload, depth: depth + 1)
             guard masked != payload else { return nil }
@@ -344,6 +346,40 @@ public enum Masking {
         default:
             return nil
         }
+    }
+
+    /// How many dots `t` holds, counted up to `limit` (memchr).
+    static func dotCount(_ t: UnsafeBufferPointer<UInt8>, upTo limit: Int) -> Int {
+        guard let base = t.baseAddress else { return 0 }
+        var n = 0, at = 0
+        while n < limit, at < t.count, let hit = memchr(base + at, Int32(UInt8(ascii: ".")), t.count - at) {
+            n += 1
+            at = UnsafePointer<UInt8>(hit.assumingMemoryBound(to: UInt8.self)) - base + 1
+        }
+        return n
+    }
+
+    /// Whether `u` is one compact serialisation that `maskedText` keeps as it is, told without copying it: it starts as a
+    /// token does, is all base64url and dots, and has neither 0 nor 2 dots (a JWE: the recorder's scan meets one in every
+    /// AReq, sdkEncData).
+    static func isOpaqueToken(_ u: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard u.count >= 2, u[0] == UInt8(ascii: "e"), u[1] == UInt8(ascii: "y") || u[1] == UInt8(ascii: "w"),
+              ByteScan.base64URLRunEnd(u, from: 0) == u.count else { return false }
+        let dots = dotCount(u, upTo: 3)
+        return dots != 0 && dots != 2
+    }
+
+    /// Where the first `limit` dots of `t` are (memchr: a JWS header with a certificate chain is kilobytes long).
+    static func dotOffsets(_ t: UnsafeBufferPointer<UInt8>, upTo limit: Int) -> [Int] {
+        guard let base = t.baseAddress else { return [] }
+        var out: [Int] = []
+        var at = 0
+        while out.count < limit, at < t.count, let hit = memchr(base + at, Int32(UInt8(ascii: ".")), t.count - at) {
+            let k = UnsafePointer<UInt8>(hit.assumingMemoryBound(to: UInt8.self)) - base
+            out.append(k)
+            at = k + 1
+        }
+        return out
     }
 
     /// `maskPAN` on an ASCII value's bytes (the recorder's scan, which has checked that they are ASCII).

@@ -185,11 +185,15 @@ public enum ThreeDSContent {
     /// all that passes it. Candidates may overlap (`2 4000 0000 0000 1091` holds two): each is masked, so whichever is the
     /// card number is, and a digit masked by either stays masked.
     static func cardNumbers(_ b: UnsafeBufferPointer<UInt8>, _ stretch: Range<Int>, into runs: inout [Range<Int>]) {
-        // Most stretches are one group (a plain digit run).
-        if !stretch.contains(where: { !isDigit(b[$0]) }) {
+        // Most stretches are one group (a plain digit run); most of the others (dates, times, phone numbers) have too few
+        // digits to hold a card number.
+        var digitCount = 0
+        for k in stretch where isDigit(b[k]) { digitCount += 1 }
+        if digitCount == stretch.count {
             if (13...19).contains(stretch.count), luhn(UnsafeBufferPointer(rebasing: b[stretch])) { runs.append(stretch) }
             return
         }
+        guard digitCount >= 13 else { return }
         var groups: [Range<Int>] = []
         var start = stretch.lowerBound
         for k in stretch where !isDigit(b[k]) {
