@@ -161,7 +161,9 @@ public enum Masking {
     /// are left to the caller's byte scan (`ThreeDSContent.maskBody` is this and the scan).
     static func maskedText(_ b: [UInt8], depth: Int) -> [UInt8]? {
         guard depth < maxDepth, let first = b.firstNonWhitespace else { return nil }
-        if first == UInt8(ascii: "{") || first == UInt8(ascii: "["), let json = try? JSON.parse(b) {
+        // JSON found inside something else is read to a nesting of 32 (a body itself, as the full parse reads it): the walk
+        // recurses once a level and once an encoding, and both stay bounded.
+        if first == UInt8(ascii: "{") || first == UInt8(ascii: "["), let json = try? JSON.parse(b, maxDepth: depth == 0 ? 256 : 32) {
             let (masked, changed) = masking(json, depth: depth)
             return changed ? masked.bytes : nil
         }

@@ -23,6 +23,10 @@ import TapCore
         return w.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || separator($0) } && !zip(w, w.dropFirst()).contains { separator($0) && separator($1) }
     }
 
+    static func referenceBase64URLRunEnd(_ u: [UInt8], _ from: Int) -> Int {
+        u[from...].firstIndex { !(Base64URL.isAlphabetByte($0) || $0 == 0x2E) } ?? u.count
+    }
+
     static func referenceLineBreak(_ u: [UInt8], _ from: Int, _ end: Int) -> Int {
         u[from..<end].firstIndex { $0 == 0x0D || $0 == 0x0A } ?? end
     }
@@ -42,6 +46,7 @@ import TapCore
                 for from in 0...count {
                     #expect(ByteScan.jsonStringStop(u, from: from) == ByteScanTests.referenceStop(bytes, from), "\(bytes) from \(from)")
                     #expect(ByteScan.jsonStringStopOrHint(u, from: from) == ByteScanTests.referenceStopOrHint(bytes, from), "\(bytes) from \(from)")
+                    #expect(ByteScan.base64URLRunEnd(u, from: from) == ByteScanTests.referenceBase64URLRunEnd(bytes, from), "\(bytes) from \(from)")
                     if from + 8 <= count {
                         #expect(ByteScan.eightDigits(u, at: from) == ByteScanTests.referenceEightDigits(bytes, from), "\(bytes) at \(from)")
                         #expect(ByteScan.eightCardBytes(u, at: from) == ByteScanTests.referenceEightCardBytes(bytes, from), "\(bytes) at \(from)")
@@ -65,6 +70,7 @@ import TapCore
                 bytes.withUnsafeBufferPointer { u in
                     #expect(ByteScan.jsonStringStop(u, from: 0) == ByteScanTests.referenceStop(bytes, 0), "\(value) at \(lane)")
                     #expect(ByteScan.jsonStringStopOrHint(u, from: 0) == ByteScanTests.referenceStopOrHint(bytes, 0), "\(value) at \(lane)")
+                    #expect(ByteScan.base64URLRunEnd(u, from: 0) == ByteScanTests.referenceBase64URLRunEnd(bytes, 0), "\(value) at \(lane)")
                     #expect(ByteScan.lineBreak(u, from: 0, end: 16) == ByteScanTests.referenceLineBreak(bytes, 0, 16), "\(value) at \(lane)")
                     #expect(ByteScan.isASCII(u, 0..<16) == (value < 0x80), "\(value) at \(lane)")
                 }

@@ -144,6 +144,27 @@ import TapJOSE
         #expect(stored == Array(deep.utf8), "beyond the limit nothing is re-encoded")
     }
 
+    /// JSON text nested in strings, each level escaped again, and JSON too deep to read inside a string: no crash, and the
+    /// card number is masked either by the walk or by the byte scan.
+    @Test func nestedJSONTextIsReadWithinBounds() throws {
+        func nested(_ levels: Int) -> [UInt8] {
+            var inner = JSON.object([("cvv", .string("123")), ("n", .number("4000000000001000"))])
+            for _ in 0..<levels { inner = .object([("data", .string(inner.compact))]) }
+            return inner.bytes
+        }
+        let six = String(decoding: ThreeDSContent.maskBody(nested(6)), as: UTF8.self).replacingOccurrences(of: "\\", with: "")
+        Self.expectNothingInClear(six, "JSON text six strings deep")
+        // Past the limit the walk does not look: the byte scan still masks the card number, not the code.
+        let twelve = String(decoding: ThreeDSContent.maskBody(nested(12)), as: UTF8.self)
+        #expect(twelve.contains("400000******1000") && !twelve.contains(Self.pan))
+        let deep = String(repeating: "[", count: 40) + "4000000000001000" + String(repeating: "]", count: 40)
+        let body = Array(JSON.object([("a", .string(deep))]).bytes)
+        for scan in [true, false] {
+            let stored = String(decoding: ThreeDSContent.prepare(body, mask: true, scan: scan).stored, as: UTF8.self)
+            #expect(stored.contains("400000******1000") && !stored.contains(Self.pan))
+        }
+    }
+
     @Test func whatCannotBeDecodedGetsTheByteScan() {
         // Not UTF-8 (the form path gave up and stored it in clear), cut short, or binary: the card numbers are masked.
         let notUTF8 = Array("a=1&pan=4000-0000-0000-1000&b=".utf8) + [0xFF, 0xFE] + Array("&c=4000 0000 0000 1000".utf8)
