@@ -103,7 +103,8 @@ struct ImportCommand: Command {
         let bytes: [UInt8]
         do { bytes = try readInput(file, limit: 512 << 20) } catch { throw CommandFailure("\(file): \(error)") }
         let entries: [HAR.Entry]
-        do { entries = try HAR.parse(bytes) } catch { throw CommandFailure("\(file): \(error)") }
+        // The reason quotes the file (a URL, a date): printed with card numbers masked, as the import stores them.
+        do { entries = try HAR.parse(bytes) } catch { throw CommandFailure("\(file): \(ThreeDSContent.printable("\(error)"))") }
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
         let out = args.value("session") ?? "sessions/\(base).3dstape"
         let writer: SessionWriter

@@ -134,6 +134,49 @@ import TapJOSE
         }
     }
 
+    /// `import` writes through the recorder's writer: a HAR from another tool with the issue's shapes (a JWT in the
+    /// query and as the body, numbers under secret keys, a card number with spaces in `_error`) is stored masked, and a
+    /// HAR refused for a bad URL does not print the card number in it.
+    @Test func aHARImportIsMaskedAsARecordingIs() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func entry(_ url: String, _ body: String, error: String? = nil) -> JSON {
+            var e: [(String, JSON)] = [
+                ("startedDateTime", .string("2026-11-30T16:00:00.000Z")),
+                ("request", .object([("method", .string("POST")), ("url", .string(url)), ("headers", .array([])),
+                                     ("postData", .object([("mimeType", .string("application/jwt")), ("text", .string(body))]))])),
+                ("response", .object([("status", .number("200")), ("headers", .array([])),
+                                      ("content", .object([("mimeType", .string("application/json")),
+                                                           ("text", .string(#"{"otp":1234,"card":"4000 0000 0000 1000"}"#))]))])),
+                ("timings", .object([("send", .number("1")), ("wait", .number("2")), ("receive", .number("1"))])),
+            ]
+            if let error { e.append(("_error", .string(error))) }
+            return .object(e)
+        }
+        let har = JSON.object([("log", .object([("version", .string("1.2")), ("entries", .array([
+            entry("https://gw.example/pay?jwt=\(Self.jwt)", Self.jwt, error: "upstream said: card 4000-0000-0000-1000 declined"),
+            entry("https://gw.example/form", "jwt=\(Self.jwt)&cvv=123"),
+        ]))]))])
+        let file = dir.appendingPathComponent("other-tool.har").path
+        try Data(har.bytes).write(to: URL(fileURLWithPath: file))
+        let session = dir.appendingPathComponent("imported.3dstape").path
+        let r = try CLIRunner.run(["import", file, "--session", session])
+        #expect(r.status == 0, "\(r.stderr)")
+        let columns = "url, path, request_headers, CAST(request_body AS TEXT), response_headers, CAST(response_body AS TEXT), error"
+        let rows = try Self.sqlite(session, "SELECT \(columns) FROM exchanges ORDER BY id")
+        #expect(rows.split(separator: "\n").count == 2)
+        Self.expectNothingInClear(rows, "imported rows")
+        Self.expectNothingInClear(try Self.sqlite(session, "SELECT json FROM messages"), "imported messages")
+
+        let bad = JSON.object([("log", .object([("version", .string("1.2")), ("entries", .array([
+            entry("not a url 4000000000001000", "x"),
+        ]))]))])
+        let badFile = dir.appendingPathComponent("bad.har").path
+        try Data(bad.bytes).write(to: URL(fileURLWithPath: badFile))
+        let refused = try CLIRunner.run(["import", badFile, "--session", dir.appendingPathComponent("bad.3dstape").path])
+        #expect(refused.status == 1 && refused.stderr.contains("400000******1000") && !refused.stderr.contains(Self.pan), "\(refused.stderr)")
+    }
+
     /// The sandbox and the client printed `test card 4000000000001166 always answers Erro 305`; the card is printed masked
     /// with its last four kept, so the test card stays recognisable.
     @Test func theSandboxAndTheClientPrintTheTestCardMasked() throws {
