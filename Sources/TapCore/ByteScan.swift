@@ -87,6 +87,17 @@ public enum ByteScan {
         return cardWord(w)
     }
 
+    /// The first offset `from`, `from + 6`, `from + 12` … whose 8 bytes pass `eightCardBytes`, or nil: the card-number
+    /// scan's skip over text, in one tight loop.
+    @inlinable public static func nextCardWindow(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int? {
+        var p = from
+        while p + 8 <= u.count {
+            if eightCardBytes(u, at: p) { return p }
+            p += 6
+        }
+        return nil
+    }
+
     /// `eightCardBytes` for a word whose bytes all lie between space and `9`.
     @usableFromInline @inline(never) static func cardWord(_ w: UInt64) -> Bool {
         let digits = bytesBetween(w, above: 0x2F, below: 0x3A)
@@ -117,22 +128,29 @@ public enum ByteScan {
         return i
     }
 
-    /// `jsonStringStop`, also stopping at `=` and `e`: where the string may hold a form, a query or a base64url token (the
-    /// recorder's JSON scan asks those of the masking; `e` starts the base64url of `{`). `u.count` when there is none.
+    /// `jsonStringStop`, also stopping at `=` and at `e` followed by `y` or `w` (or by nothing): where the string may hold
+    /// a form, a query or a base64url token (the recorder's JSON scan asks those of the masking; `ey` and `ew` start the
+    /// base64url of `{`). `u.count` when there is none.
     @inlinable public static func jsonStringStopOrHint(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int {
         var i = from
-        while i + 8 <= u.count {
-            let w = word(u, i)
-            let hit = zeroBytes(w ^ (ones &* 0x22)) | zeroBytes(w ^ (ones &* 0x5C)) | bytesBelow(w, 0x20) | (w & highs)
-                | zeroBytes(w ^ (ones &* 0x3D)) | zeroBytes(w ^ (ones &* 0x65))
-            if hit != 0 { return i + hit.trailingZeroBitCount / 8 }
-            i += 8
-        }
-        while i < u.count {
-            let c = u[i]
-            if c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 || c == 0x3D || c == 0x65 { return i }
+        while true {
+            while i + 8 <= u.count {
+                let w = word(u, i)
+                let hit = zeroBytes(w ^ (ones &* 0x22)) | zeroBytes(w ^ (ones &* 0x5C)) | bytesBelow(w, 0x20) | (w & highs)
+                    | zeroBytes(w ^ (ones &* 0x3D)) | zeroBytes(w ^ (ones &* 0x65))
+                if hit != 0 { i += hit.trailingZeroBitCount / 8; break }
+                i += 8
+            }
+            if i + 8 > u.count {
+                while i < u.count {
+                    let c = u[i]
+                    if c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 || c == 0x3D || c == 0x65 { break }
+                    i += 1
+                }
+            }
+            // An `e` that no `y` or `w` follows is passed over here, without returning (UUIDs are full of them).
+            guard i + 1 < u.count, u[i] == 0x65, u[i + 1] != 0x79, u[i + 1] != 0x77 else { return i }
             i += 1
         }
-        return i
     }
 }

@@ -144,12 +144,8 @@ public enum ThreeDSContent {
     static func luhnRuns(_ b: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
         var runs: [Range<Int>] = []
         let n = b.count
-        var p = 0
-        while p + 8 <= n {
-            guard ByteScan.eightCardBytes(b, at: p) else {
-                p += 6
-                continue
-            }
+        var next = 0
+        while let p = ByteScan.nextCardWindow(b, from: next) {
             // The stretch of digit groups joined by single separators around the window (it starts and ends on a digit).
             var i = isDigit(b[p]) ? p : p + 1
             var j = i + 1
@@ -166,7 +162,7 @@ public enum ThreeDSContent {
                 i = escapeEnd(b, i, 1, j)
             }
             if i < j { cardNumbers(b, i..<j, into: &runs) }
-            p = j + 1 // b[j] is neither a digit nor a separator between digits: the next stretch starts after it
+            next = j + 1 // b[j] is neither a digit nor a separator between digits: the next stretch starts after it
         }
         return runs
     }

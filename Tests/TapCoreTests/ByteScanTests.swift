@@ -13,7 +13,10 @@ import TapCore
     }
 
     static func referenceStopOrHint(_ u: [UInt8], _ from: Int) -> Int {
-        u[from...].firstIndex { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 || $0 == 0x3D || $0 == 0x65 } ?? u.count
+        u.indices.dropFirst(from).first { k in
+            let c = u[k]
+            return c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 || c == 0x3D || (c == 0x65 && (k + 1 == u.count || u[k + 1] == 0x79 || u[k + 1] == 0x77))
+        } ?? u.count
     }
 
     /// Digits, spaces and dashes, no two of the separators side by side.
@@ -35,7 +38,7 @@ import TapCore
         var rng = SystemRandomNumberGenerator()
         let interesting: [UInt8] = [0x00, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x2F, 0x30, 0x39, 0x3A, 0x5B, 0x5C,
                                     0x5D, 0x7F, 0x80, 0x8A, 0x8D, 0xAF, 0xB0, 0xB9, 0xFF, 0x2C, 0x2D, 0x2E, 0x3C, 0x3D, 0x3E, 0x64, 0x65,
-                                    0x66, 0xA0, 0xAD, 0xBD, 0xE5, 0x35, 0x30, 0x20, 0x20, 0x2D]
+                                    0x66, 0xA0, 0xAD, 0xBD, 0xE5, 0x35, 0x30, 0x20, 0x20, 0x2D, 0x65, 0x79, 0x77, 0x65]
         for _ in 0..<2_000 {
             let count = Int.random(in: 0...40, using: &rng)
             let sparse = Int.random(in: 1...30, using: &rng) // how rare the interesting bytes are
@@ -51,6 +54,8 @@ import TapCore
                         #expect(ByteScan.eightDigits(u, at: from) == ByteScanTests.referenceEightDigits(bytes, from), "\(bytes) at \(from)")
                         #expect(ByteScan.eightCardBytes(u, at: from) == ByteScanTests.referenceEightCardBytes(bytes, from), "\(bytes) at \(from)")
                     }
+                    let window = stride(from: from, through: count - 8, by: 6).first { ByteScanTests.referenceEightCardBytes(bytes, $0) }
+                    #expect(ByteScan.nextCardWindow(u, from: from) == window, "\(bytes) from \(from)")
                     for end in from...count {
                         #expect(ByteScan.lineBreak(u, from: from, end: end) == ByteScanTests.referenceLineBreak(bytes, from, end), "\(bytes) \(from)..<\(end)")
                         #expect(ByteScan.isASCII(u, from..<end) == bytes[from..<end].allSatisfy { $0 < 0x80 }, "\(bytes) \(from)..<\(end)")
