@@ -4,6 +4,7 @@
 //                                answered by a 3 KB ARes-like JSON) through the session writer into PATH, and prints
 //                                "exchanges COUNT cpu_us_per_exchange X": the process's CPU time (user + system) from
 //                                the first submit until the writer has closed the file, divided by COUNT.
+//   TapBench mask ROUNDS SESSION...   the masking alone on each body, URL and header set of the sessions (MaskBench.swift).
 import Foundation
 import Glibc
 import TapStore
@@ -39,8 +40,12 @@ func exchanges(_ count: Int) -> [ExchangeRecord] {
 }
 
 let args = CommandLine.arguments
+if args.count > 3, args[1] == "mask", let rounds = Int(args[2]), rounds > 0 {
+    maskBench(rounds: rounds, sessions: Array(args[3...]))
+    exit(0)
+}
 guard args.count == 4, args[1] == "writer", let count = Int(args[3]), count > 0 else {
-    FileHandle.standardError.write(Data("usage: TapBench writer PATH COUNT\n".utf8))
+    FileHandle.standardError.write(Data("usage: TapBench writer PATH COUNT | TapBench mask ROUNDS SESSION...\n".utf8))
     exit(2)
 }
 let records = exchanges(count)

@@ -158,7 +158,8 @@ struct ImportCommand: Command {
             return interrupted.exitStatus
         } catch let e as HAR.ImportError {
             writer.discard()
-            throw CommandFailure("\(file): \(e); nothing was written to \(out)")
+            // The reason quotes the file (a URL, a date): printed with card numbers masked, as the import stores them.
+            throw CommandFailure("\(file): \(ThreeDSContent.printable("\(e)")); nothing was written to \(out)")
         } catch {
             writer.discard()
             throw CommandFailure("\(error)")

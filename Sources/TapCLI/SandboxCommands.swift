@@ -2,6 +2,7 @@ import Foundation
 import TapArguments
 import TapCore
 import TapCrypto
+import TapEMV
 import TapHTTPService
 import TapJOSE
 import TapNet
@@ -139,13 +140,15 @@ struct ClientCommand: Command {
         if let gateway = try args.gateway() { o.gateway = gateway }
         if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
         let result = try SDKClient(options: o).run()
+        // What the DS and ACS sent back is printed with card numbers masked (an Erro's errorDetail may quote one).
         if args.has("json") {
-            io.json(result.json)
+            io.out(TerminalText.escapedJSON(ThreeDSContent.maskLuhnRuns(Masking.mask(result.json).pretty)))
         } else {
-            io.out(TerminalText.escaped(ClientCommand.describe(result), keepingLineBreaks: true)) // the DS's and ACS's answers
+            // the DS's and ACS's answers
+            io.out(TerminalText.escaped(Masking.maskText(ClientCommand.describe(result)), keepingLineBreaks: true))
         }
         if let e = result.error {
-            io.err("3dstape: client: \(TerminalText.escaped(ClientCommand.errorText(e)))")
+            io.err("3dstape: client: \(ThreeDSContent.printable(ClientCommand.errorText(e)))")
             return 1
         }
         return 0

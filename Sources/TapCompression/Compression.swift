@@ -56,16 +56,25 @@ public enum Compression {
     /// Decompresses `data`, refusing output larger than `maxOutput` (a decompression bomb guard).
     /// For `.zlib`, a raw deflate stream is accepted too, since servers send both as `deflate`.
     public static func decompress(_ data: [UInt8], format: Format, maxOutput: Int = 64 << 20) throws(CompressionError) -> [UInt8] {
-        do {
-            return try inflate(data, windowBits: format == .gzip ? 15 + 32 : format.windowBits, maxOutput: maxOutput)
-        } catch where format == .zlib {
-            return try inflate(data, windowBits: -15, maxOutput: maxOutput)
-        }
+        let r = decompressPrefix(data, format: format, maxOutput: maxOutput)
+        if let error = r.error { throw error }
+        return r.decoded
     }
 
-    static func inflate(_ data: [UInt8], windowBits: Int32, maxOutput: Int) throws(CompressionError) -> [UInt8] {
+    /// `decompress` that keeps what it decoded before a failure: the bytes, and the error (nil when the whole stream
+    /// decoded). A body cut short or corrupt part way still shows what arrived (the recorder stores that, masked, rather
+    /// than compressed bytes it cannot mask). Past `maxOutput` nothing is kept.
+    public static func decompressPrefix(_ data: [UInt8], format: Format, maxOutput: Int = 64 << 20) -> (decoded: [UInt8], error: CompressionError?) {
+        let first = inflate(data, windowBits: format == .gzip ? 15 + 32 : format.windowBits, maxOutput: maxOutput)
+        // `deflate` that is not zlib may be raw deflate; a zlib stream that decoded (some of) itself, or was too large, is not.
+        guard first.error != nil, format == .zlib, first.decoded.isEmpty, !first.tooLarge else { return (first.decoded, first.error) }
+        let raw = inflate(data, windowBits: -15, maxOutput: maxOutput)
+        return (raw.decoded, raw.error)
+    }
+
+    static func inflate(_ data: [UInt8], windowBits: Int32, maxOutput: Int) -> (decoded: [UInt8], error: CompressionError?, tooLarge: Bool) {
         var stream = z_stream()
-        guard tap_inflateInit2(&stream, windowBits) == Z_OK else { throw CompressionError("inflateInit2 failed") }
+        guard tap_inflateInit2(&stream, windowBits) == Z_OK else { return ([], CompressionError("inflateInit2 failed"), false) }
         defer { inflateEnd(&stream) }
         var input = data
         var out: [UInt8] = []
@@ -86,12 +95,12 @@ public enum Compression {
             } while rc == Z_OK && (stream.avail_in > 0 || stream.avail_out == 0)
             return rc
         }
-        if tooLarge { throw CompressionError("decompressed body exceeds \(maxOutput) bytes") }
+        if tooLarge { return ([], CompressionError("decompressed body exceeds \(maxOutput) bytes"), true) }
         guard rc == Z_STREAM_END else {
-            if rc == Z_OK || rc == Z_BUF_ERROR { throw CompressionError("compressed data is truncated") }
-            throw CompressionError("inflate failed: \(message(stream, rc))")
+            if rc == Z_OK || rc == Z_BUF_ERROR { return (out, CompressionError("compressed data is truncated"), false) }
+            return (out, CompressionError("inflate failed: \(message(stream, rc))"), false)
         }
-        return out
+        return (out, nil, false)
     }
 
     static func message(_ s: z_stream, _ rc: Int32) -> String {

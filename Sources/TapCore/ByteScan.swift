@@ -76,4 +76,81 @@ public enum ByteScan {
     @inlinable public static func eightDigits(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
         bytesBetween(word(u, i), above: 0x2F, below: 0x3A) == highs
     }
+
+    /// Whether the eight bytes at `i` (with `i + 8 <= u.count`) may lie inside a card number as people write one: each an
+    /// ASCII digit, a space or a dash, and no two of the separators side by side (`4000 0000`, `0-0000-0`, `40000000`).
+    @inlinable public static func eightCardBytes(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
+        let w = word(u, i)
+        // Most windows hold a letter or a control byte: one range test (space to `9`) sets them aside, and the rest is
+        // out of line, so that the compiler does not compute it for every window.
+        guard bytesBetween(w, above: 0x1F, below: 0x3A) == highs else { return false }
+        return cardWord(w)
+    }
+
+    /// The first offset `from`, `from + 6`, `from + 12` … whose 8 bytes pass `eightCardBytes`, or nil: the card-number
+    /// scan's skip over text, in one tight loop.
+    @inlinable public static func nextCardWindow(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int? {
+        var p = from
+        while p + 8 <= u.count {
+            if eightCardBytes(u, at: p) { return p }
+            p += 6
+        }
+        return nil
+    }
+
+    /// `eightCardBytes` for a word whose bytes all lie between space and `9`.
+    @usableFromInline @inline(never) static func cardWord(_ w: UInt64) -> Bool {
+        let digits = bytesBetween(w, above: 0x2F, below: 0x3A)
+        if digits == highs { return true }
+        let separators = bytesBetween(w, above: 0x1F, below: 0x21) | bytesBetween(w, above: 0x2C, below: 0x2E)
+        return digits | separators == highs && separators & (separators << 8) == 0
+    }
+
+    /// The first index at or after `from` holding a byte outside base64url's alphabet and `.` (where a compact JOSE
+    /// serialisation or a base64url run ends); `u.count` when there is none.
+    @inlinable public static func base64URLRunEnd(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int {
+        var i = from
+        while i + 8 <= u.count {
+            let w = word(u, i)
+            let inside = bytesBetween(w, above: 0x2C, below: 0x2F) | bytesBetween(w, above: 0x2F, below: 0x3A) // - . and digits
+                | bytesBetween(w, above: 0x40, below: 0x5B) | bytesBetween(w, above: 0x60, below: 0x7B) // letters
+                | bytesBetween(w, above: 0x5E, below: 0x60) // _
+            let outside = ~inside & highs
+            if outside != 0 { return i + outside.trailingZeroBitCount / 8 }
+            i += 8
+        }
+        while i < u.count {
+            let c = u[i]
+            let inside = (c >= 0x2D && c <= 0x2E) || (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x5F
+            if !inside { return i }
+            i += 1
+        }
+        return i
+    }
+
+    /// `jsonStringStop`, also stopping at `=` and at `e` followed by `y` or `w` (or by nothing): where the string may hold
+    /// a form, a query or a base64url token (the recorder's JSON scan asks those of the masking; `ey` and `ew` start the
+    /// base64url of `{`). `u.count` when there is none.
+    @inlinable public static func jsonStringStopOrHint(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int {
+        var i = from
+        while true {
+            while i + 8 <= u.count {
+                let w = word(u, i)
+                let hit = zeroBytes(w ^ (ones &* 0x22)) | zeroBytes(w ^ (ones &* 0x5C)) | bytesBelow(w, 0x20) | (w & highs)
+                    | zeroBytes(w ^ (ones &* 0x3D)) | zeroBytes(w ^ (ones &* 0x65))
+                if hit != 0 { i += hit.trailingZeroBitCount / 8; break }
+                i += 8
+            }
+            if i + 8 > u.count {
+                while i < u.count {
+                    let c = u[i]
+                    if c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 || c == 0x3D || c == 0x65 { break }
+                    i += 1
+                }
+            }
+            // An `e` that no `y` or `w` follows is passed over here, without returning (UUIDs are full of them).
+            guard i + 1 < u.count, u[i] == 0x65, u[i + 1] != 0x79, u[i + 1] != 0x77 else { return i }
+            i += 1
+        }
+    }
 }

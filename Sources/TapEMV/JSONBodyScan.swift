@@ -4,11 +4,13 @@ import Glibc
 import TapCore
 
 /// The recorder's fast path for a JSON body: one pass over the bytes, no tree built. It masks what `Masking.masking`
-/// masks (an `acctNumber` string to first 6 / last 4 in place, the secret fields' strings to `"***"`), keeping the
-/// body's own formatting, and reads the message summary from the top-level members. Anything it is not sure of
-/// (escape sequences in keys or in the values it reads, `\u` escapes anywhere, an escaped string or a summary value
-/// that may be a JWT, invalid or deeply nested JSON) makes it give up (nil), and the caller takes the full parse.
-/// A JWS's payload is masked as the full path masks it.
+/// masks (an `acctNumber` to first 6 / last 4 in place, a secret field's string or number to `"***"`, a number holding a
+/// card number to the masked number as a string), keeping the body's own formatting, and reads the message summary
+/// from the top-level members. A string that may hold an encoding (`Masking.mayHoldStructure`: a JWT, base64url JSON, a
+/// form or a query, JSON text) is masked by the same function the walk calls (`Masking.maskedString`) and spliced in.
+/// Anything it is not sure of (escape sequences in keys or in the values it reads, `\u` escapes anywhere, an escaped
+/// string that may hold an encoding, a summary value that may, a secret field holding an array or an object, invalid or
+/// deeply nested JSON) makes it give up (nil), and the caller takes the full parse.
 enum JSONBodyScan {
     struct Result {
         var stored: [UInt8]
@@ -91,6 +93,7 @@ enum JSONBodyScan {
     }
     static let keyTable = KeyTable()
     static let masked = Array("***".utf8)
+    static let maskedQuoted = Array("\"***\"".utf8)
     /// The characters that may follow a backslash, `u` aside.
     static let simpleEscapes: Set<UInt8> = Set(#""\/bfnrt"#.utf8)
 
@@ -138,18 +141,26 @@ enum JSONBodyScan {
             while i < u.count, u[i] == 0x20 || u[i] == 0x0A || u[i] == 0x0D || u[i] == 0x09 { i += 1 }
         }
 
-        /// A string at `i` (on its quote): the range of its content, and whether it holds an escape.
-        mutating func string() -> (Range<Int>, Bool)? {
+        /// A string at `i` (on its quote): the range of its content, whether it holds an escape, and (with `hints`) whether
+        /// it may hold an encoding to mask (`Masking.mayHoldStructure`, told on the raw bytes: the simple escapes the scan
+        /// accepts neither make nor hide `=`, `e` then `y` or `w`, nor a leading `{` or `[` once whitespace escapes are
+        /// skipped).
+        mutating func string(hints: Bool = false) -> (Range<Int>, escaped: Bool, hint: Bool)? {
             guard i < u.count, u[i] == UInt8(ascii: "\"") else { return nil }
             i += 1
             let start = i
-            var escaped = false
+            var escaped = false, hint = false
             while i < u.count {
                 // Ordinary string bytes are skipped eight at a time.
-                i = ByteScan.jsonStringStop(u, from: i)
+                i = hints && !hint ? ByteScan.jsonStringStopOrHint(u, from: i) : ByteScan.jsonStringStop(u, from: i)
                 guard i < u.count else { break }
                 let c = u[i]
-                if c == UInt8(ascii: "\"") { i += 1; return (start..<(i - 1), escaped) }
+                if c == UInt8(ascii: "\"") {
+                    i += 1
+                    let r = start..<(i - 1)
+                    if hints, !hint, startsLikeJSON(r) { hint = true }
+                    return (r, escaped, hint)
+                }
                 if c < 0x20 { return nil }
                 if c >= 0x80 { nonASCII = true }
                 if c == UInt8(ascii: "\\") {
@@ -159,9 +170,27 @@ enum JSONBodyScan {
                     i += 2
                     continue
                 }
+                if c == UInt8(ascii: "=") || (c == UInt8(ascii: "e") && i + 1 < u.count && (u[i + 1] == UInt8(ascii: "y") || u[i + 1] == UInt8(ascii: "w"))) {
+                    hint = true
+                }
                 i += 1
             }
             return nil
+        }
+
+        /// Whether the string content `r` starts, after whitespace (raw or escaped), with `{` or `[`.
+        func startsLikeJSON(_ r: Range<Int>) -> Bool {
+            var k = r.lowerBound
+            while k < r.upperBound {
+                let c = u[k]
+                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { k += 1; continue }
+                if c == UInt8(ascii: "\\"), k + 1 < r.upperBound, [UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t")].contains(u[k + 1]) {
+                    k += 2
+                    continue
+                }
+                return c == UInt8(ascii: "{") || c == UInt8(ascii: "[")
+            }
+            return false
         }
 
         mutating func object(depth: Int) -> Bool {
@@ -171,7 +200,7 @@ enum JSONBodyScan {
             if i < u.count, u[i] == UInt8(ascii: "}") { i += 1; return true }
             while true {
                 skipSpace()
-                guard let (keyRange, keyEscaped) = string(), !keyEscaped else { return false }
+                guard let (keyRange, keyEscaped, _) = string(), !keyEscaped else { return false }
                 skipSpace()
                 guard i < u.count, u[i] == UInt8(ascii: ":") else { return false }
                 i += 1
@@ -179,7 +208,7 @@ enum JSONBodyScan {
                 guard i < u.count else { return false }
                 let key = key(keyRange)
                 if u[i] == UInt8(ascii: "\"") {
-                    guard let (valueRange, valueEscaped) = string() else { return false }
+                    guard let (valueRange, valueEscaped, hint) = string(hints: true) else { return false }
                     switch key {
                     case .acctNumber:
                         guard !valueEscaped, (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] < 0x80 }) else { return false }
@@ -191,19 +220,36 @@ enum JSONBodyScan {
                             splices.append((valueRange, JSONBodyScan.masked))
                         }
                     case let .summary(n) where depth == 1:
-                        // A summary value that may be a JWT goes to the full path (it would be read masked there).
-                        if mayBeJWT(valueRange) { return false }
+                        // A summary value that may hold an encoding goes to the full path (it would be read masked there).
+                        if hint { return false }
                         if !topSeen[n] {
                             guard !valueEscaped else { return false }
                             top[n] = String(decoding: UnsafeBufferPointer(rebasing: u[valueRange]), as: UTF8.self)
                         }
                         topSeen[n] = true
                     default:
-                        guard jws(valueRange, escaped: valueEscaped) else { return false }
+                        guard structured(valueRange, escaped: valueEscaped, hint: hint) else { return false }
                     }
                 } else {
                     if depth == 1, case let .summary(n) = key { topSeen[n] = true }
-                    guard value(depth: depth) else { return false }
+                    let c = u[i]
+                    let isNumber = c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39)
+                    switch key {
+                    case .acctNumber where isNumber:
+                        // A card number sent as a number: stored as the masked number, a string.
+                        let s = i
+                        guard number() else { return false }
+                        let masked = Masking.maskedPAN(ascii: UnsafeBufferPointer(rebasing: u[s..<i]))
+                        splices.append((s..<i, [UInt8(ascii: "\"")] + masked + [UInt8(ascii: "\"")]))
+                    case .secret where isNumber:
+                        let s = i
+                        guard number() else { return false }
+                        splices.append((s..<i, JSONBodyScan.maskedQuoted))
+                    case .secret where c == UInt8(ascii: "{") || c == UInt8(ascii: "["):
+                        return false // masked whole: the full path does it
+                    default:
+                        guard value(depth: depth) else { return false }
+                    }
                 }
                 skipSpace()
                 guard i < u.count else { return false }
@@ -236,40 +282,38 @@ enum JSONBodyScan {
             case UInt8(ascii: "{"): return object(depth: depth + 1)
             case UInt8(ascii: "["): return array(depth: depth + 1)
             case UInt8(ascii: "\""):
-                guard let (r, escaped) = string() else { return false }
-                return jws(r, escaped: escaped)
+                guard let (r, escaped, hint) = string(hints: true) else { return false }
+                return structured(r, escaped: escaped, hint: hint)
             case UInt8(ascii: "t"): return literal("true")
             case UInt8(ascii: "f"): return literal("false")
             case UInt8(ascii: "n"): return literal("null")
-            default: return number()
+            default:
+                let s = i
+                guard number() else { return false }
+                // A number holding a card number becomes the masked number as a string, as the walk makes it.
+                if i - s >= 13 {
+                    let digits = UnsafeBufferPointer(rebasing: u[s..<i])
+                    if !ThreeDSContent.luhnRuns(digits).isEmpty {
+                        let text = String(decoding: digits, as: UTF8.self)
+                        splices.append((s..<i, [UInt8(ascii: "\"")] + Array(ThreeDSContent.maskLuhnRuns(text).utf8) + [UInt8(ascii: "\"")]))
+                    }
+                }
+                return true
             }
         }
 
-        /// A string value that may be a compact JWS (acsSignedContent, a JWT) gets its payload masked as the full path
-        /// does (`Masking.maskedJWS`), spliced in; false (give up) when it holds escapes the scan does not decode.
-        mutating func jws(_ r: Range<Int>, escaped: Bool) -> Bool {
-            guard mayBeJWT(r) else { return true }
-            // Only three parts can be a JWS (a five-part JWE, sdkEncData, has nothing to mask): counted on the bytes.
-            var dots = 0
-            var at = u.baseAddress! + r.lowerBound
-            let end = u.baseAddress! + r.upperBound
-            while at < end, let dot = memchr(at, Int32(UInt8(ascii: ".")), end - at) {
-                dots += 1
-                if dots > 2 { return true }
-                at = UnsafePointer(dot.assumingMemoryBound(to: UInt8.self)) + 1
-            }
-            guard dots == 2 else { return true }
+        /// A string value that may hold an encoding gets it masked as the walk masks it (`Masking.maskedString`), spliced
+        /// in escaped; false (give up) when it holds escapes the scan does not decode.
+        mutating func structured(_ r: Range<Int>, escaped: Bool, hint: Bool) -> Bool {
+            guard hint else { return true }
             guard !escaped else { return false }
-            if let masked = Masking.maskedJWS(String(decoding: UnsafeBufferPointer(rebasing: u[r]), as: UTF8.self)) {
-                splices.append((r, Array(masked.utf8)))
+            if Masking.isOpaqueToken(UnsafeBufferPointer(rebasing: u[r])) { return true } // a JWE, kept: no copy made
+            if let masked = Masking.maskedStringContent(Array(u[r]), depth: 0) {
+                var quoted: [UInt8] = []
+                JSON.writeString(String(decoding: masked, as: UTF8.self), into: &quoted)
+                splices.append((r, Array(quoted.dropFirst().dropLast())))
             }
             return true
-        }
-
-        /// `eyJ…` with a dot: perhaps a compact JWS.
-        func mayBeJWT(_ r: Range<Int>) -> Bool {
-            r.count > 3 && u[r.lowerBound] == 0x65 && u[r.lowerBound + 1] == 0x79 && u[r.lowerBound + 2] == 0x4A
-                && (r.lowerBound..<r.upperBound).contains { u[$0] == UInt8(ascii: ".") }
         }
 
         mutating func literal(_ word: StaticString) -> Bool {

@@ -89,43 +89,21 @@ public enum ThreeDSContent {
         return out
     }
 
-    /// Masks a body for storage: JSON bodies field by field (acctNumber, OTP entries, CAVV), form fields
-    /// holding base64url JSON likewise (re-encoded), and then any 13–19 digit run that passes the Luhn
-    /// check anywhere in the text (PANs in HTML, query strings, free text) to its first 6 and last 4.
-    public static func maskBody(_ body: [UInt8]) -> [UInt8] {
+    /// Masks a body for storage: its structure as `Masking.maskedText` reads it (JSON walked field by field; a form's or
+    /// a query's values decoded and masked, codes typed into a challenge form masked whole; JWTs and base64url JSON
+    /// anywhere, re-encoded), and then, on the bytes, every card number (`luhnRuns`). A body that cannot be decoded (not
+    /// UTF-8, cut short, still compressed) gets the byte scan alone, and so does anything nested deeper than
+    /// `Masking.maxDepth` encodings.
+    public static func maskBody(_ body: [UInt8]) -> [UInt8] { maskBody(body, depth: 0) }
+
+    /// `maskBody` for content found `depth` encodings deep (a JWT's payload, a form value).
+    static func maskBody(_ body: [UInt8], depth: Int) -> [UInt8] {
         guard !body.isEmpty else { return body }
-        let first = body.firstNonWhitespace
-        // Neither JSON nor a form (a JWE, HTML, plain text): only card numbers to mask, found on the bytes.
-        guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || body.contains(UInt8(ascii: "=")) else { return maskLuhnRuns(body) }
-        guard let text = String(validating: body, as: UTF8.self) else { return body }
-        let trimmed = text.trimmingWhitespace
-        if first == UInt8(ascii: "{") || first == UInt8(ascii: "["), let json = try? JSON.parse(body) {
-            let (masked, changed) = Masking.masking(json)
-            return maskLuhnRuns(changed ? masked.bytes : body)
-        }
-        if trimmed.utf8.contains(UInt8(ascii: "=")), !trimmed.utf8.contains(0x20), let fields = FormBody.parse(trimmed) {
-            // Any form: what the cardholder typed (an OTP posted to an HTML challenge page) is masked whole; a 3DS
-            // form's base64url JSON fields are masked inside.
-            let threeDS = fields.contains(where: { ["creq", "cres", "threeDSMethodData"].contains($0.0) })
-            var changed = false
-            var parts: [String] = []
-            for (name, value) in fields {
-                var v = value
-                if Masking.isSecretFormField(name) {
-                    if v != "***" { v = "***"; changed = true }
-                } else if threeDS, let bytes = Base64URL.decode(value), let json = try? JSON.parse(bytes), json.isObject {
-                    let (masked, c) = Masking.masking(json)
-                    if c { v = Base64URL.encode(masked.bytes); changed = true }
-                }
-                parts.append("\(FormBody.percentEncode(name))=\(FormBody.percentEncode(v))")
-            }
-            if threeDS || changed { return maskLuhnRuns(Array(parts.joined(separator: "&").utf8)) }
-        }
-        return maskLuhnRuns(body)
+        return maskLuhnRuns(Masking.maskedText(body, depth: depth) ?? body)
     }
 
-    /// Replaces each run of 13–19 ASCII digits that passes the Luhn check with first 6, `*`s, last 4.
-    /// `maskLuhnRuns` for text (URLs, header values, log lines).
+    /// Masks each card number in `text` to its first 6 and last 4 digits (see `luhnRuns`): for text (URLs, header values,
+    /// log lines).
     public static func maskLuhnRuns(_ text: String) -> String {
         var text = text
         let runs = text.withUTF8 { luhnRuns($0) }
@@ -138,47 +116,128 @@ public enum ThreeDSContent {
         return text.withUTF8 { !luhnRuns($0).isEmpty }
     }
 
-    /// Text from the network made safe to print on a terminal or in a log: card numbers masked and control
-    /// characters (terminal escape sequences included) escaped as `TerminalText` shows them.
+    /// Text from the network made safe to print on a terminal or in a log: card numbers (also inside a JWT or base64url
+    /// JSON) and codes in a query masked as the recorder masks a URL, and control characters (terminal escape sequences
+    /// included) escaped as `TerminalText` shows them.
     public static func printable(_ text: String) -> String {
-        TerminalText.escaped(maskLuhnRuns(text))
+        TerminalText.escaped(Masking.maskText(text))
     }
 
+    /// Masks each card number in `bytes` (see `luhnRuns`), the byte-level scan every stored body ends with.
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
         // Find the runs to mask without copying; copy only when there is one (most bodies have none).
         let runs = bytes.withUnsafeBufferPointer { luhnRuns($0) }
         return runs.isEmpty ? bytes : maskingRuns(bytes, runs)
     }
 
-    /// The maximal runs of 13–19 ASCII digits that pass the Luhn check. A run of 13 or more holds eight digits in a row
-    /// starting at any of its first six bytes, so only every sixth 8-byte window is tested until one is all digits, and
-    /// then the run around it is measured: the short digit runs of UUIDs, amounts and dates are never visited one by one.
+    /// Card numbers as the bytes hold them: 13–19 ASCII digits that pass the Luhn check, written in one run
+    /// (`4000000000001000`) or in groups joined by single spaces or dashes (`4000 0000 0000 1000`, `4000-0000-0000-1000`).
+    /// Each range starts and ends on a digit. A run of digits that follows a `%` starts after the escape's two hex digits
+    /// (`%224000…`, `card%204000…` in a URL): the escape is not part of the number.
+    ///
+    /// The digits, spaces and dashes around a number of 13 or more digits fill at least 13 bytes, so they hold a whole
+    /// 8-byte window starting at one of any six consecutive offsets: only every sixth window is tested until one may lie in
+    /// a card number (`ByteScan.eightCardBytes`), and then the stretch around it is measured. The short digit runs of UUIDs,
+    /// amounts and dates are never visited one by one.
     static func luhnRuns(_ b: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
         var runs: [Range<Int>] = []
         let n = b.count
-        var p = 0
-        while p + 8 <= n {
-            guard ByteScan.eightDigits(b, at: p) else {
-                p += 6
-                continue
+        var next = 0
+        while let p = ByteScan.nextCardWindow(b, from: next) {
+            // The stretch of digit groups joined by single separators around the window (it starts and ends on a digit).
+            var i = isDigit(b[p]) ? p : p + 1
+            var j = i + 1
+            while i > 0 {
+                if isDigit(b[i - 1]) { i -= 1 } else if i >= 2, isSeparator(b[i - 1]), isDigit(b[i - 2]) { i -= 2 } else { break }
             }
-            var i = p
-            while i > 0, b[i - 1] &- 0x30 <= 9 { i -= 1 }
-            var j = p + 8
-            while j < n, b[j] &- 0x30 <= 9 { j += 1 }
-            if (13...19).contains(j - i), luhn(UnsafeBufferPointer(rebasing: b[i..<j])) { runs.append(i..<j) }
-            p = j + 1 // b[j] is not a digit: the next run starts after it
+            while j < n {
+                if isDigit(b[j]) { j += 1 } else if j + 1 < n, isSeparator(b[j]), isDigit(b[j + 1]) { j += 2 } else { break }
+            }
+            // A percent escape's hex digits are not the number's.
+            if i >= 1, b[i - 1] == UInt8(ascii: "%") {
+                i = escapeEnd(b, i, 2, j)
+            } else if i >= 2, b[i - 2] == UInt8(ascii: "%"), isHexDigit(b[i - 1]) {
+                i = escapeEnd(b, i, 1, j)
+            }
+            if i < j { cardNumbers(b, i..<j, into: &runs) }
+            next = j + 1 // b[j] is neither a digit nor a separator between digits: the next stretch starts after it
         }
         return runs
     }
 
-    /// `bytes` with each run kept to its first 6 and last 4 digits, `*` between.
+    /// Where a stretch starting at `i` begins once the `count` digits of a percent escape are left out (and a separator after
+    /// them); `j` when nothing is left.
+    static func escapeEnd(_ b: UnsafeBufferPointer<UInt8>, _ i: Int, _ count: Int, _ j: Int) -> Int {
+        var k = i
+        for _ in 0..<count where k < j && isDigit(b[k]) { k += 1 }
+        if k < j, isSeparator(b[k]) { k += 1 }
+        return k
+    }
+
+    /// The card numbers in a stretch of digit groups: a group of 13–19 digits that passes the Luhn check on its own (a
+    /// number written without separators, as before), and every sequence of neighbouring other groups with 13–19 digits in
+    /// all that passes it. Candidates may overlap (`2 4000 0000 0000 1091` holds two): each is masked, so whichever is the
+    /// card number is, and a digit masked by either stays masked.
+    static func cardNumbers(_ b: UnsafeBufferPointer<UInt8>, _ stretch: Range<Int>, into runs: inout [Range<Int>]) {
+        // Most stretches are one group (a plain digit run); most of the others (dates, times, phone numbers) have too few
+        // digits to hold a card number.
+        var digitCount = 0
+        for k in stretch where isDigit(b[k]) { digitCount += 1 }
+        if digitCount == stretch.count {
+            if (13...19).contains(stretch.count), luhn(UnsafeBufferPointer(rebasing: b[stretch])) { runs.append(stretch) }
+            return
+        }
+        guard digitCount >= 13 else { return }
+        var groups: [Range<Int>] = []
+        var start = stretch.lowerBound
+        for k in stretch where !isDigit(b[k]) {
+            groups.append(start..<k)
+            start = k + 1
+        }
+        groups.append(start..<stretch.upperBound)
+        let alone = groups.map { (13...19).contains($0.count) && luhn(UnsafeBufferPointer(rebasing: b[$0])) }
+        for s in groups.indices {
+            if alone[s] { runs.append(groups[s]); continue }
+            var digits = groups[s].count
+            var e = s + 1
+            while e < groups.count, !alone[e], digits + groups[e].count <= 19 {
+                digits += groups[e].count
+                if digits >= 13, luhnSkippingSeparators(b, groups[s].lowerBound..<groups[e].upperBound) {
+                    runs.append(groups[s].lowerBound..<groups[e].upperBound)
+                }
+                e += 1
+            }
+        }
+    }
+
+    /// `bytes` with each run's digits kept to the first 6 and last 4, `*` between (separators kept).
     static func maskingRuns(_ bytes: [UInt8], _ runs: [Range<Int>]) -> [UInt8] {
         var out = bytes
         for r in runs {
-            for k in (r.lowerBound + 6)..<(r.upperBound - 4) { out[k] = UInt8(ascii: "*") }
+            let digits = r.reduce(0) { $0 + (isDigit(bytes[$1]) ? 1 : 0) }
+            var d = 0
+            for k in r where isDigit(bytes[k]) {
+                if d >= 6, d < digits - 4 { out[k] = UInt8(ascii: "*") }
+                d += 1
+            }
         }
         return out
+    }
+
+    @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c &- 0x30 <= 9 }
+    @inline(__always) static func isSeparator(_ c: UInt8) -> Bool { c == 0x20 || c == 0x2D }
+    @inline(__always) static func isHexDigit(_ c: UInt8) -> Bool { isDigit(c) || (c | 0x20) &- 0x61 <= 5 }
+
+    /// The Luhn check over the digits of `range`, separators left out.
+    static func luhnSkippingSeparators(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
+        var sum = 0, n = 0
+        for k in range.reversed() where isDigit(b[k]) {
+            var d = Int(b[k] - 0x30)
+            if n % 2 == 1 { d *= 2; if d > 9 { d -= 9 } }
+            sum += d
+            n += 1
+        }
+        return sum % 10 == 0
     }
 
     /// The Luhn (mod 10) check over ASCII digits.

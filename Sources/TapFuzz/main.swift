@@ -49,6 +49,10 @@ enum FuzzTarget: String, CaseIterable {
             let a = try? JSON.parse(fast.stored), b = try? JSON.parse(full.stored)
             if a != b { fatalError("scan and parse stored different JSON") }
             _ = ThreeDSContent.maskLuhnRuns(bytes)
+            // The same masking on a URL, a log line and a header value (issue 23: every container).
+            let text = String(decoding: bytes, as: UTF8.self)
+            _ = Masking.maskText(text)
+            _ = Masking.maskHeaders([("X-Value", text)])
         case .httpServer:
             HTTPServerFuzz.shared.serve(bytes)
         case .session:

@@ -11,8 +11,8 @@ extension ReplayEngine {
     // MARK: non-3DS exchanges
 
     func plain(_ req: LiveRequest) -> ReplayAnswer {
-        let (path, query) = ReplayURL.pathAndQuery(req.target)
-        // Compared as it would have been stored: masked like the recording (card numbers, codes).
+        // Compared as it would have been stored: masked like the recording (card numbers, codes, JWTs in the query).
+        let (path, query) = ReplayURL.pathAndQuery(catalog.masked ? Masking.maskText(req.target) : req.target)
         let liveBody = catalog.masked ? ThreeDSContent.prepare(req.body, mask: true).stored : req.body
         var ranked: [(Int, [String])] = []
         for i in catalog.plain {

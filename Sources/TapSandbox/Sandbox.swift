@@ -89,7 +89,9 @@ public final class Sandbox: @unchecked Sendable {
         self.keys = keys
         self.options = options
         self.loop = loop
-        self.log = log
+        // Every line quotes the wire (an Erro's detail, an SDK's Erro, an RRes): card numbers masked (the last four kept, so
+        // a test card stays recognisable) and control characters shown as `?`, whoever prints it.
+        self.log = { line in log(ThreeDSContent.printable(line)) }
     }
 
     /// Starts listening (plain HTTP, or HTTPS with the sandbox TLS certificate). Call before `loop.run()`
@@ -196,7 +198,7 @@ public final class Sandbox: @unchecked Sendable {
         let card = TestCard.find(pan) ?? TestCard(pan: pan, behaviour: .frictionless("U"), summary: "unknown card", passingAnswer: "-",
                                                   minimumVersion: "2.1.0")
         if card.behaviour == .erro {
-            return respond(erroReply(.transactionDataInvalid, "D", "Transaction data not valid", "test card \(pan) always answers Erro 305",
+            return respond(erroReply(.transactionDataInvalid, "D", "Transaction data not valid", "test card \(Masking.maskPAN(pan)) always answers Erro 305",
                                      about: areq, type: "AReq"))
         }
         let reply: HTTPReply

@@ -43,17 +43,7 @@ public struct StoredMessage: Sendable {
     /// `isRequest` names an app-channel JWE body CReq (request) or CRes (response) while it is still encrypted.
     /// `keys` opens app-channel JWE bodies (the recorder's `--keylog`).
     public init(_ captured: CapturedMessage, mask: Bool, isRequest: Bool, keys: (any ChannelKeySource)? = nil) {
-        let encoding = captured.headers.first { $0.0.caseInsensitiveEquals("Content-Encoding") }?.1.lowercased()
-        var decoded = captured.body
-        var encodingNote = encoding
-        if let encoding, !decoded.isEmpty, encoding != "identity" {
-            let format: Compression.Format? = encoding == "gzip" || encoding == "x-gzip" ? .gzip : (encoding == "deflate" ? .zlib : nil)
-            if let format {
-                do { decoded = try Compression.decompress(decoded, format: format) } catch {
-                    encodingNote = "\(encoding) (not decoded: \(error.message))"
-                }
-            }
-        }
+        let (decoded, encodingNote) = StoredMessage.decodedBody(captured.body, headers: captured.headers)
         var (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
         if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
             if let plain = captured.plaintext, plain.isObject, keys == nil || captured.plaintextNote != nil {
@@ -66,6 +56,43 @@ public struct StoredMessage: Sendable {
         }
         self.init(headers: mask ? Masking.maskHeaders(captured.headers) : captured.headers, body: stored, contentEncoding: encodingNote,
                   wireSize: captured.wireSize, messages: messages)
+    }
+
+    /// At most this many content codings are undone (`gzip, gzip` is two); a body with more is stored as far as they go.
+    static let maxContentCodings = 4
+
+    /// The body with its content codings undone, the last applied first (`Content-Encoding: gzip, gzip`, or the header
+    /// given twice, is gzip inside gzip), and the note for `content_encoding`: the codings as sent, and what could not be
+    /// decoded. A coding that fails part way leaves the bytes it decoded (a body cut short); one that decodes nothing, or
+    /// that 3dstape does not know (`br`), leaves the bytes as they were. Either way the writer then masks what is left,
+    /// down to the byte scan for card numbers when nothing else can be read in it.
+    static func decodedBody(_ body: [UInt8], headers: [(String, String)]) -> (body: [UInt8], note: String?) {
+        let values = headers.filter { $0.0.caseInsensitiveEquals("Content-Encoding") }.map(\.1)
+        guard !values.isEmpty else { return (body, nil) }
+        let asSent = values.joined(separator: ", ").lowercased()
+        let codings = asSent.split(separator: ",").map { String($0).trimmingWhitespace }.filter { !$0.isEmpty && $0 != "identity" }
+        guard !body.isEmpty, !codings.isEmpty else { return (body, asSent) }
+        var decoded = body
+        for (done, coding) in codings.reversed().enumerated() {
+            func failed(_ why: String) -> (body: [UInt8], note: String?) {
+                (decoded, done == 0 ? "\(asSent) (not decoded: \(why))" : "\(asSent) (\(done) of \(codings.count) decoded; then: \(why))")
+            }
+            guard done < maxContentCodings else { return failed("more than \(maxContentCodings) content codings") }
+            let format: Compression.Format
+            switch coding {
+            case "gzip", "x-gzip": format = .gzip
+            case "deflate": format = .zlib
+            default: return failed("\(coding) is not supported")
+            }
+            let (out, error) = Compression.decompressPrefix(decoded, format: format)
+            if let error {
+                guard !out.isEmpty else { return failed(error.message) }
+                decoded = out
+                return failed("\(error.message); the \(out.count) bytes decoded before it are stored")
+            }
+            decoded = out
+        }
+        return (decoded, asSent)
     }
 
     public var headers: [(String, String)]

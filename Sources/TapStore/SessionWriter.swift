@@ -390,8 +390,11 @@ private final class Statements {
     func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine? {
             let request = StoredMessage(x.request, mask: x.mask, isRequest: true, keys: keys)
             let resp = x.response.map { StoredMessage($0, mask: x.mask, isRequest: false, keys: keys) }
-            let url = x.mask ? ThreeDSContent.maskLuhnRuns(x.url) : x.url
-            let path = x.mask ? x.path.map { ThreeDSContent.maskLuhnRuns($0) } : x.path
+            // URLs are masked as bodies are: card numbers (also percent-encoded or with separators), a JWT or base64url
+            // JSON anywhere, the values of secret query fields.
+            let url = x.mask ? Masking.maskText(x.url) : x.url
+            let path = x.mask ? x.path.map { Masking.maskText($0) } : x.path
+            let error = x.mask ? x.error.map { Masking.maskText($0) } : x.error // an imported HAR's _error is anyone's text
             let (reqBody, reqZ) = Statements.storedBody(request.body)
             let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
             try exec(exchange, [
@@ -401,12 +404,12 @@ private final class Statements {
                 resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null, respBody, .integer(respZ ? 1 : 0),
                 opt(resp?.contentEncoding), .integer(Int64(resp?.wireSize ?? 0)), opt(x.upstream), .real(x.requestStart),
                 optReal(x.upstreamConnect), optReal(x.tlsDone), optReal(x.requestSent), optReal(x.firstByte), optReal(x.done),
-                opt(x.error), optReal(x.clientAbortAt),
+                opt(error), optReal(x.clientAbortAt),
             ])
             let exchangeID = db.lastInsertRowID
             if let r = x.replay {
                 try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
-                                  opt(r.miss.map { x.mask ? ThreeDSContent.maskLuhnRuns($0) : $0 }),
+                                  opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 }),
                                   optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults)])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
@@ -422,7 +425,7 @@ private final class Statements {
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
                                 requestTypes: request.messages.compactMap { $0.summary?.messageType },
                                 responseTypes: resp?.messages.compactMap { $0.summary?.messageType } ?? [],
-                                durationMs: ((x.done ?? x.requestStart) - x.requestStart) * 1000, error: x.error)
+                                durationMs: ((x.done ?? x.requestStart) - x.requestStart) * 1000, error: error)
     }
 
     func opt(_ s: String?) -> SQLiteValue { s.map { .text($0) } ?? .null }

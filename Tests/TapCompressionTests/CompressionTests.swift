@@ -23,6 +23,23 @@ import Testing
         #expect(throws: CompressionError.self) { try Compression.decompress([1, 2, 3, 4, 5], format: .gzip) }
     }
 
+    /// What decoded before the failure is kept (the recorder stores it masked rather than compressed bytes it cannot
+    /// mask); nothing past the bomb guard.
+    @Test(arguments: [Compression.Format.gzip, .zlib, .raw])
+    func aStreamCutShortGivesWhatDecoded(format: Compression.Format) throws {
+        var seed: UInt32 = 1
+        let noisy = (0..<20_000).map { _ -> UInt8 in seed = seed &* 1_103_515_245 &+ 12345; return UInt8(truncatingIfNeeded: seed >> 16) }
+        let c = try Compression.compress(noisy, format: format)
+        let cut = Compression.decompressPrefix(Array(c.prefix(c.count / 2)), format: format)
+        #expect(cut.error != nil)
+        #expect(cut.decoded.count > 5000 && Array(noisy.prefix(cut.decoded.count)) == cut.decoded)
+        let whole = Compression.decompressPrefix(c, format: format)
+        #expect(whole.error == nil && whole.decoded == noisy)
+        let big = try Compression.compress([UInt8](repeating: 0, count: 4 << 20), format: format)
+        let bomb = Compression.decompressPrefix(big, format: format, maxOutput: 1 << 20)
+        #expect(bomb.decoded.isEmpty && bomb.error == CompressionError("decompressed body exceeds 1048576 bytes"))
+    }
+
     @Test func bombGuard() throws {
         let big = try Compression.compress([UInt8](repeating: 0, count: 4 << 20), format: .gzip)
         #expect(throws: CompressionError("decompressed body exceeds 1048576 bytes")) {

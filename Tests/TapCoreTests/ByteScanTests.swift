@@ -12,6 +12,24 @@ import TapCore
         u[at..<at + 8].allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
+    static func referenceStopOrHint(_ u: [UInt8], _ from: Int) -> Int {
+        u.indices.dropFirst(from).first { k in
+            let c = u[k]
+            return c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 || c == 0x3D || (c == 0x65 && (k + 1 == u.count || u[k + 1] == 0x79 || u[k + 1] == 0x77))
+        } ?? u.count
+    }
+
+    /// Digits, spaces and dashes, no two of the separators side by side.
+    static func referenceEightCardBytes(_ u: [UInt8], _ at: Int) -> Bool {
+        let w = u[at..<at + 8]
+        func separator(_ c: UInt8) -> Bool { c == 0x20 || c == 0x2D }
+        return w.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || separator($0) } && !zip(w, w.dropFirst()).contains { separator($0) && separator($1) }
+    }
+
+    static func referenceBase64URLRunEnd(_ u: [UInt8], _ from: Int) -> Int {
+        u[from...].firstIndex { !(Base64URL.isAlphabetByte($0) || $0 == 0x2E) } ?? u.count
+    }
+
     static func referenceLineBreak(_ u: [UInt8], _ from: Int, _ end: Int) -> Int {
         u[from..<end].firstIndex { $0 == 0x0D || $0 == 0x0A } ?? end
     }
@@ -19,7 +37,8 @@ import TapCore
     @Test func agreesWithByteLoops() {
         var rng = SystemRandomNumberGenerator()
         let interesting: [UInt8] = [0x00, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x2F, 0x30, 0x39, 0x3A, 0x5B, 0x5C,
-                                    0x5D, 0x7F, 0x80, 0x8A, 0x8D, 0xAF, 0xB0, 0xB9, 0xFF]
+                                    0x5D, 0x7F, 0x80, 0x8A, 0x8D, 0xAF, 0xB0, 0xB9, 0xFF, 0x2C, 0x2D, 0x2E, 0x3C, 0x3D, 0x3E, 0x64, 0x65,
+                                    0x66, 0xA0, 0xAD, 0xBD, 0xE5, 0x35, 0x30, 0x20, 0x20, 0x2D, 0x65, 0x79, 0x77, 0x65]
         for _ in 0..<2_000 {
             let count = Int.random(in: 0...40, using: &rng)
             let sparse = Int.random(in: 1...30, using: &rng) // how rare the interesting bytes are
@@ -29,9 +48,14 @@ import TapCore
             bytes.withUnsafeBufferPointer { u in
                 for from in 0...count {
                     #expect(ByteScan.jsonStringStop(u, from: from) == ByteScanTests.referenceStop(bytes, from), "\(bytes) from \(from)")
+                    #expect(ByteScan.jsonStringStopOrHint(u, from: from) == ByteScanTests.referenceStopOrHint(bytes, from), "\(bytes) from \(from)")
+                    #expect(ByteScan.base64URLRunEnd(u, from: from) == ByteScanTests.referenceBase64URLRunEnd(bytes, from), "\(bytes) from \(from)")
                     if from + 8 <= count {
                         #expect(ByteScan.eightDigits(u, at: from) == ByteScanTests.referenceEightDigits(bytes, from), "\(bytes) at \(from)")
+                        #expect(ByteScan.eightCardBytes(u, at: from) == ByteScanTests.referenceEightCardBytes(bytes, from), "\(bytes) at \(from)")
                     }
+                    let window = stride(from: from, through: count - 8, by: 6).first { ByteScanTests.referenceEightCardBytes(bytes, $0) }
+                    #expect(ByteScan.nextCardWindow(u, from: from) == window, "\(bytes) from \(from)")
                     for end in from...count {
                         #expect(ByteScan.lineBreak(u, from: from, end: end) == ByteScanTests.referenceLineBreak(bytes, from, end), "\(bytes) \(from)..<\(end)")
                         #expect(ByteScan.isASCII(u, from..<end) == bytes[from..<end].allSatisfy { $0 < 0x80 }, "\(bytes) \(from)..<\(end)")
@@ -50,11 +74,22 @@ import TapCore
                 digits[lane] = UInt8(value)
                 bytes.withUnsafeBufferPointer { u in
                     #expect(ByteScan.jsonStringStop(u, from: 0) == ByteScanTests.referenceStop(bytes, 0), "\(value) at \(lane)")
+                    #expect(ByteScan.jsonStringStopOrHint(u, from: 0) == ByteScanTests.referenceStopOrHint(bytes, 0), "\(value) at \(lane)")
+                    #expect(ByteScan.base64URLRunEnd(u, from: 0) == ByteScanTests.referenceBase64URLRunEnd(bytes, 0), "\(value) at \(lane)")
                     #expect(ByteScan.lineBreak(u, from: 0, end: 16) == ByteScanTests.referenceLineBreak(bytes, 0, 16), "\(value) at \(lane)")
                     #expect(ByteScan.isASCII(u, 0..<16) == (value < 0x80), "\(value) at \(lane)")
                 }
                 digits.withUnsafeBufferPointer { u in
                     #expect(ByteScan.eightDigits(u, at: 0) == ByteScanTests.referenceEightDigits(digits, 0), "\(value) at \(lane)")
+                    #expect(ByteScan.eightCardBytes(u, at: 0) == ByteScanTests.referenceEightCardBytes(digits, 0), "\(value) at \(lane)")
+                }
+                // A card number's separators beside the byte under test, in every lane.
+                for pattern in ["4000 000", "40-00 00", " 4000-00", "0 0 0 0 ", "0-0-0-0-"] {
+                    var card = Array(pattern.utf8)
+                    card[lane] = UInt8(value)
+                    card.withUnsafeBufferPointer { u in
+                        #expect(ByteScan.eightCardBytes(u, at: 0) == ByteScanTests.referenceEightCardBytes(card, 0), "\(value) at \(lane) in \(pattern)")
+                    }
                 }
             }
         }

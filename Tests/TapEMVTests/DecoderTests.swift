@@ -159,32 +159,73 @@ import TapJOSE
                 "<p>card 400000******1091 and order 1234567890123 (not Luhn)</p>")
     }
 
-    /// The window-skipping search finds exactly the runs a byte-by-byte walk finds, on buffers dense with digit runs of
-    /// every length around 13 and 19, at every alignment.
+    /// The window-skipping search finds exactly the card numbers a byte-by-byte walk finds (the same stretches of digit
+    /// groups, told apart by the same rules), on buffers dense with digit runs of every length around 13 and 19, joined
+    /// by spaces, dashes and percent escapes, at every alignment.
     @Test func luhnRunsMatchAByteWalk() {
+        func digit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+        func separator(_ c: UInt8) -> Bool { c == 0x20 || c == 0x2D }
         func walk(_ b: [UInt8]) -> [Range<Int>] {
             var runs: [Range<Int>] = [], i = 0
             while i < b.count {
-                guard b[i] &- 0x30 <= 9 else { i += 1; continue }
+                guard digit(b[i]) else { i += 1; continue }
                 var j = i
-                while j < b.count, b[j] &- 0x30 <= 9 { j += 1 }
-                if (13...19).contains(j - i), ThreeDSContent.luhn(b[i..<j]) { runs.append(i..<j) }
+                while j < b.count {
+                    if digit(b[j]) { j += 1 } else if j + 1 < b.count, separator(b[j]), digit(b[j + 1]) { j += 2 } else { break }
+                }
+                var s = i
+                if s >= 1, b[s - 1] == UInt8(ascii: "%") {
+                    for _ in 0..<2 where s < j && digit(b[s]) { s += 1 }
+                    if s < j, separator(b[s]) { s += 1 }
+                } else if s >= 2, b[s - 2] == UInt8(ascii: "%"), b[s - 1].isHexDigitASCII {
+                    if s < j, digit(b[s]) { s += 1 }
+                    if s < j, separator(b[s]) { s += 1 }
+                }
+                if s < j { b.withUnsafeBufferPointer { ThreeDSContent.cardNumbers($0, s..<j, into: &runs) } }
                 i = j
             }
             return runs
         }
         var rng = SystemRandomNumberGenerator()
+        let joints: [[UInt8]] = [[0x20], [0x2D], Array("%20".utf8), Array("%2".utf8), Array("%".utf8), [0x20, 0x20], Array("- ".utf8), Array("a".utf8)]
         for _ in 0..<3000 {
             var b: [UInt8] = []
             for _ in 0..<Int.random(in: 0...12, using: &rng) {
-                b += (0..<Int.random(in: 0...3, using: &rng)).map { _ in UInt8.random(in: 0x20...0x7E, using: &rng) }
+                if Bool.random(using: &rng) {
+                    b += joints.randomElement(using: &rng)!
+                } else {
+                    b += (0..<Int.random(in: 0...3, using: &rng)).map { _ in UInt8.random(in: 0x20...0x7E, using: &rng) }
+                }
                 b += (0..<Int.random(in: 1...22, using: &rng)).map { _ in UInt8(ascii: "0") + UInt8.random(in: 0...9, using: &rng) }
             }
-            // Card numbers that pass the check, at random places.
-            if Bool.random(using: &rng) { b.insert(contentsOf: Array("4000000000001091".utf8), at: Int.random(in: 0...b.count, using: &rng)) }
+            // Card numbers that pass the check, as people write them, at random places.
+            if Bool.random(using: &rng) {
+                let pan = ["4000000000001091", "4000 0000 0000 1091", "4000-0000-0000-1091", "%224000000000001091%22", "3782 822463 10005"]
+                    .randomElement(using: &rng)!
+                b.insert(contentsOf: Array(pan.utf8), at: Int.random(in: 0...b.count, using: &rng))
+            }
             let found = b.withUnsafeBufferPointer { ThreeDSContent.luhnRuns($0) }
             #expect(found == walk(b), "\(String(decoding: b, as: UTF8.self))")
         }
+    }
+
+    /// Card numbers as people write them: grouped by spaces or dashes, percent-encoded in a URL, beside other digits.
+    @Test(arguments: [
+        ("card 4000 0000 0000 1091 ok", "card 4000 00** **** 1091 ok"),
+        ("4000-0000-0000-1091", "4000-00**-****-1091"),
+        ("amex 3782 822463 10005", "amex 3782 82**** *0005"),
+        ("/pay?q=%224000000000001091%22", "/pay?q=%22400000******1091%22"),
+        ("note=card%204000000000001091", "note=card%20400000******1091"),
+        ("x=%A24000000000001091", "x=%A2400000******1091"),
+        ("qty 2 4000 0000 0000 1091", "qty 2 4000 0*** **** 1091"), // 2 4000 0000 0000 passes the check too: both masked
+        ("12-4000000000001091", "12-400000******1091"),                 // a run that passes on its own is masked as before
+        ("2026-11-30 16:00 order 1234567890123", "2026-11-30 16:00 order 1234567890123"),
+        ("4000  0000 0000 1091", "4000  0000 0000 1091"),               // two spaces: not one number (12 digits after them)
+        ("-4000000000001091", "-400000******1091"),
+        ("4000000000001091 4000000000001091", "400000******1091 400000******1091"),
+    ])
+    func cardNumbersAsWritten(_ text: String, _ masked: String) {
+        #expect(ThreeDSContent.maskLuhnRuns(text) == masked)
     }
 
     @Test func prepareMasksJSONAndFindsMessages() throws {
@@ -203,6 +244,10 @@ import TapJOSE
         #expect(found.first?.json["acctNumber"]?.stringValue == "400000******1091")
         #expect(!String(decoding: stored, as: UTF8.self).contains(creq))
     }
+}
+
+extension UInt8 {
+    var isHexDigitASCII: Bool { (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self) }
 }
 
 @Suite struct KeyLogTests {

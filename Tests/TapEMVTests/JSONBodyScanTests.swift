@@ -25,6 +25,12 @@ import TapCore
         // five parts (a JWE: sdkEncData) and four are no JWS: kept as they are, as the full path keeps them; 13- and 12-digit PANs
         #"{"messageType":"AReq","sdkEncData":"eyJhbGciOiJSU0EtT0FFUC0yNTYifQ.eyJwIjoiNDAwMDAwMDAwMDAwMTA5MSJ9.aXY.Y2lwaGVy.dGFn","acctNumber":"4000000000006"}"#,
         #"{"x":"eyJhbGciOiJQUzI1NiJ9.eyJwIjoiNDAwMDAwMDAwMDAwMTA5MSJ9.c2ln.more","acctNumber":"400000000000"}"#,
+        // Issue 23: numbers under secret keys and card numbers as numbers, forms, queries, tokens anywhere in a string.
+        #"{"cvv":123,"otp": -1234.5e2,"pin":null,"PIN":true,"acctNumber":4000000000001091,"n":[4000000000001091, 1.5, 40000000000010920]}"#,
+        #"{"a":["x=1&otp=9999&next=%2F", "https://h.example/?q=%224000000000001091%22&jwt=eyJhbGciOiJQUzI1NiJ9.eyJvdHAiOiIxMjM0In0.c2ln"]}"#,
+        #"{"auth":"Bearer eyJhbGciOiJQUzI1NiJ9.eyJhY2N0TnVtYmVyIjoiNDAwMDAwMDAwMDAwMTA5MSIsIngiOjF9.c2ln","creq":"eyJvdHAiOiIxMjM0In0"}"#,
+        #"{"card":"4000 0000 0000 1091","dashes":"4000-0000-0000-1091","t":"they key eyes=", "e": "e", "ew": "ew"}"#,
+        #"{"text":"[4000000000001091, {}]","obj":"{}", "messageType": "CRes"}"#,
     ])
     func scanAgreesWithTheFullParse(_ text: String) throws {
         let (fast, full) = Self.both(text)
@@ -48,6 +54,9 @@ import TapCore
         #"{"acct\nNumber":"1"}"#,                                 // an escaped key
         #"{"a":01}"#, #"{"a":}"#, #"{"a":1,}"#, #"{"a":1} x"#, #"[1]"#, // not strict JSON, or not an object
         #"{"messageType":"ARes","padding":"x\x"}"#,               // an escape JSON does not have (found by the fuzzer)
+        #"{"password":["hunter2"]}"#, #"{"otp":{"a":1}}"#,         // secret arrays and objects are masked whole by the walk
+        #"{"x":"a=b\/c"}"#, #"{"x":" \n{\"cvv\":\"1\"}"}"#,   // escaped strings that may hold an encoding
+        #"{"messageType":"a=b"}"#,                                // a summary value that may
     ])
     func theScanGivesUpWhereItMust(_ text: String) {
         #expect(JSONBodyScan.scan(Array(text.utf8)) == nil)

@@ -4,7 +4,7 @@ plain or TLS. Prints "listening PORT" once ready; exits when stdin closes or on 
 
   upstream.py [--tls CERT.pem KEY.pem] [--client-ca CA.pem]
 
-Endpoints: POST /ds/areq (an ARes-like answer), /chunked, /gzip, /slow?ms=N, /close (close-delimited), /bad-chunk (a signed chunk size),
+Endpoints: POST /ds/areq (an ARes-like answer), /chunked, /gzip, /gzip2 (gzip inside gzip), /slow?ms=N, /close (close-delimited), /bad-chunk (a signed chunk size),
 /big?kb=N, anything else echoes method, path, headers and body length as JSON.
 """
 import gzip, json, os, signal, ssl, sys, threading, time
@@ -71,6 +71,15 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif url.path == "/gzip2":
+            # gzip inside gzip (Content-Encoding: gzip, gzip): the recorder undoes both layers before it masks.
+            data = gzip.compress(gzip.compress(json.dumps({"messageType": "RReq", "acctNumber": "4000000000001000", "cvv": 123}).encode()))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip, gzip")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
