@@ -154,12 +154,15 @@ public enum ThreeDSContent {
                 if isDigit(b[j]) { j += 1 } else if j + 1 < n, isSeparator(b[j]), isDigit(b[j + 1]) { j += 2 } else { break }
             }
             // A percent escape's hex digits are not the number's.
+            var afterEscape = false
             if i >= 1, b[i - 1] == UInt8(ascii: "%") {
                 i = escapeEnd(b, i, 2, j)
+                afterEscape = true
             } else if i >= 2, b[i - 2] == UInt8(ascii: "%"), isHexDigit(b[i - 1]) {
                 i = escapeEnd(b, i, 1, j)
+                afterEscape = true
             }
-            if i < j { cardNumbers(b, i..<j, into: &runs) }
+            if i < j { cardNumbers(b, i..<j, afterEscape: afterEscape, into: &runs) }
             next = j + 1 // b[j] is neither a digit nor a separator between digits: the next stretch starts after it
         }
         return runs
@@ -178,7 +181,12 @@ public enum ThreeDSContent {
     /// number written without separators, as before), and every sequence of neighbouring other groups with 13–19 digits in
     /// all that passes it. Candidates may overlap (`2 4000 0000 0000 1091` holds two): each is masked, so whichever is the
     /// card number is, and a digit masked by either stays masked.
-    static func cardNumbers(_ b: UnsafeBufferPointer<UInt8>, _ stretch: Range<Int>, into runs: inout [Range<Int>]) {
+    ///
+    /// Groups joined by separators are a card number only when the written number stands alone: no letter or digit just
+    /// before or after it, nor one behind a dash next to it (`…2ca-9935-4554-8523-0538780dc93f`, a UUID, holds
+    /// Luhn-valid groups now and then: one random transaction ID in a few hundred was masked, and validation then found it
+    /// malformed). Inside a stretch, a candidate may start or end at a space (`2 4000 0000 0000 1091`), not at a dash.
+    static func cardNumbers(_ b: UnsafeBufferPointer<UInt8>, _ stretch: Range<Int>, afterEscape: Bool = false, into runs: inout [Range<Int>]) {
         // Most stretches are one group (a plain digit run); most of the others (dates, times, phone numbers) have too few
         // digits to hold a card number.
         var digitCount = 0
@@ -200,15 +208,37 @@ public enum ThreeDSContent {
             if alone[s] { runs.append(groups[s]); continue }
             var digits = groups[s].count
             var e = s + 1
+            guard standsAloneBefore(b, groups[s].lowerBound, stretch: stretch, afterEscape: afterEscape) else { continue }
             while e < groups.count, !alone[e], digits + groups[e].count <= 19 {
                 digits += groups[e].count
-                if digits >= 13, luhnSkippingSeparators(b, groups[s].lowerBound..<groups[e].upperBound) {
+                if digits >= 13, standsAloneAfter(b, groups[e].upperBound, stretch: stretch),
+                   luhnSkippingSeparators(b, groups[s].lowerBound..<groups[e].upperBound) {
                     runs.append(groups[s].lowerBound..<groups[e].upperBound)
                 }
                 e += 1
             }
         }
     }
+
+    /// Whether a number of joined groups may start at `k`: at a stretch's start, after no letter or digit (nor a dash
+    /// behind one), or after a percent escape; inside a stretch, after a space.
+    static func standsAloneBefore(_ b: UnsafeBufferPointer<UInt8>, _ k: Int, stretch: Range<Int>, afterEscape: Bool) -> Bool {
+        guard k == stretch.lowerBound else { return b[k - 1] == 0x20 }
+        if afterEscape || k == 0 { return true }
+        if isAlphanumeric(b[k - 1]) { return false }
+        return !(b[k - 1] == 0x2D && k >= 2 && isAlphanumeric(b[k - 2]))
+    }
+
+    /// Whether a number of joined groups may end before `k`: at a stretch's end, before no letter or digit (nor a dash
+    /// ahead of one); inside a stretch, before a space.
+    static func standsAloneAfter(_ b: UnsafeBufferPointer<UInt8>, _ k: Int, stretch: Range<Int>) -> Bool {
+        guard k == stretch.upperBound else { return b[k] == 0x20 }
+        if k == b.count { return true }
+        if isAlphanumeric(b[k]) { return false }
+        return !(b[k] == 0x2D && k + 1 < b.count && isAlphanumeric(b[k + 1]))
+    }
+
+    @inline(__always) static func isAlphanumeric(_ c: UInt8) -> Bool { isDigit(c) || (c | 0x20) &- 0x61 <= 25 }
 
     /// `bytes` with each run's digits kept to the first 6 and last 4, `*` between (separators kept).
     static func maskingRuns(_ bytes: [UInt8], _ runs: [Range<Int>]) -> [UInt8] {

@@ -173,15 +173,17 @@ import TapJOSE
                 while j < b.count {
                     if digit(b[j]) { j += 1 } else if j + 1 < b.count, separator(b[j]), digit(b[j + 1]) { j += 2 } else { break }
                 }
-                var s = i
+                var s = i, afterEscape = false
                 if s >= 1, b[s - 1] == UInt8(ascii: "%") {
                     for _ in 0..<2 where s < j && digit(b[s]) { s += 1 }
                     if s < j, separator(b[s]) { s += 1 }
+                    afterEscape = true
                 } else if s >= 2, b[s - 2] == UInt8(ascii: "%"), b[s - 1].isHexDigitASCII {
                     if s < j, digit(b[s]) { s += 1 }
                     if s < j, separator(b[s]) { s += 1 }
+                    afterEscape = true
                 }
-                if s < j { b.withUnsafeBufferPointer { ThreeDSContent.cardNumbers($0, s..<j, into: &runs) } }
+                if s < j { b.withUnsafeBufferPointer { ThreeDSContent.cardNumbers($0, s..<j, afterEscape: afterEscape, into: &runs) } }
                 i = j
             }
             return runs
