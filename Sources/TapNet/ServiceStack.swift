@@ -37,7 +37,7 @@ public final class ServiceStack {
     /// Starts a background stack's thread.
     public func start() { thread?.start() }
 
-    /// Runs the loop on this thread until SIGINT or SIGTERM (SIGPIPE is ignored), then stops everything.
+    /// Runs the loop on this thread until SIGINT, SIGTERM or SIGHUP (SIGPIPE is ignored), then stops everything.
     public func runUntilSignal() {
         let loop = self.loop
         let signals = SignalWatcher { loop.stop() }
@@ -57,7 +57,8 @@ public final class ServiceStack {
     }
 }
 
-/// Calls `handler` once on SIGINT or SIGTERM (which are otherwise ignored while it is active), and ignores SIGPIPE.
+/// Calls `handler` once on SIGINT, SIGTERM or SIGHUP (a closed terminal or SSH session; all three are otherwise ignored
+/// while it is active), and ignores SIGPIPE.
 public final class SignalWatcher {
     let sources: [any DispatchSourceSignal]
 
@@ -65,10 +66,10 @@ public final class SignalWatcher {
         self.init(signalled: { _ in handler() })
     }
 
-    /// As `init(_:)`, telling `handler` which signal came (SIGINT or SIGTERM), for a command whose exit status says it.
+    /// As `init(_:)`, telling `handler` which signal came (SIGINT, SIGTERM or SIGHUP), for a command whose exit status says it.
     public init(signalled handler: @escaping @Sendable (Int32) -> Void) {
         signal(SIGPIPE, SIG_IGN)
-        sources = [SIGINT, SIGTERM].map { sig in
+        sources = [SIGINT, SIGTERM, SIGHUP].map { sig in
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler { handler(sig) }

@@ -86,7 +86,7 @@ func recordedPIDs(_ path: String) -> [Int32] {
 
     /// SIGINT was ignored (the next run started) and SIGTERM left the command running. Either now stops the sweep in
     /// the middle of a run: exit 130 or 143, the report of the runs so far (the cut run marked), the command's group gone.
-    @Test(arguments: [SIGINT, SIGTERM])
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP])
     func aSignalStopsTheSweepWithTheReportSoFar(_ sig: Int32) throws {
         let (dir, session, env) = try Self.workspace()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -103,12 +103,12 @@ func recordedPIDs(_ path: String) -> [Int32] {
         let status = try sweep.wait(timeout: 15)
         #expect(status == 128 + sig, "\(sweep.stderr)")
         #expect(Date().timeIntervalSince(started) < 5, "the command's group is ended at once (SIGTERM; SIGKILL only 2 s later)")
-        let stopped = "stopped by \(sig == SIGINT ? "SIGINT" : "SIGTERM") after 2 runs"
+        let stopped = "stopped by \(sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP") after 2 runs"
         Self.settle { sweep.stderr.contains(stopped) }
         #expect(sweep.stderr.contains(stopped), "\(sweep.stderr)")
         #expect(!sweep.stderr.contains("run 1 of 1 …\ntimeouts: CRes#1 delayed 2s"), "no run started after the signal")
         let report = try Self.report(dir)
-        #expect(report["interrupted"]?.stringValue == (sig == SIGINT ? "SIGINT" : "SIGTERM"))
+        #expect(report["interrupted"]?.stringValue == (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"))
         #expect(Self.runs(report).map { $0["outcome"]?.stringValue ?? "" } == ["not reached", "interrupted"], "\(Self.runs(report))")
         let recorded = recordedPIDs(pids)
         #expect(recorded.allSatisfy(processIsGone), "left behind: \(recorded.filter { !processIsGone($0) })")
@@ -174,7 +174,7 @@ func recordedPIDs(_ path: String) -> [Int32] {
     /// A SIGTERM'd import left 281,465 of 1,000,000 entries in a session that opened as valid. Stopped by SIGINT or
     /// SIGTERM while it writes, it now removes its hidden staging file and exits 130 or 143: the directory holds the
     /// HAR and nothing else.
-    @Test(arguments: [SIGINT, SIGTERM])
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP])
     func anImportStoppedBySignalLeavesNoSession(_ sig: Int32) throws {
         let dir = try CLIRunner.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -193,7 +193,7 @@ func recordedPIDs(_ path: String) -> [Int32] {
         }
         #expect(status == 128 + sig, "\(importer.stderr)")
         TimeoutsCommandControlTests.settle { importer.stderr.contains("nothing was written") }
-        #expect(importer.stderr.contains("stopped by \(sig == SIGINT ? "SIGINT" : "SIGTERM")") && importer.stderr.contains("nothing was written"),
+        #expect(importer.stderr.contains("stopped by \(sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP")") && importer.stderr.contains("nothing was written"),
                 "\(importer.stderr)")
         #expect(names() == ["many.har"], "\(names())")
     }
