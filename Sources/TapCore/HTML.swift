@@ -7,24 +7,13 @@ public enum HTMLEscape {
     /// character references; control characters other than tab, CR and LF, which HTML forbids, as U+FFFD.
     public static func text(_ s: String) -> String { attribute(s) }
 
-    /// For a quoted attribute value (either quote): `&`, `<`, `>`, `"`, `'` as character references.
+    /// For a quoted attribute value (either quote): `&`, `<`, `>`, `"`, `'` as character references, as
+    /// `MarkupText.escaped` writes every page and diagram (characters a document may not hold as U+FFFD, terminal
+    /// controls as numeric references).
     public static func attribute(_ s: String) -> String {
-        guard s.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 || $0 == 0x27 || ($0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D) || $0 == 0x7F })
+        guard s.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 || $0 == 0x27 || $0 < 0x20 || $0 >= 0x7F })
         else { return s }
-        var out = ""
-        out.reserveCapacity(s.utf8.count + 16)
-        for ch in s.unicodeScalars {
-            switch ch {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default:
-                if (ch.value < 0x20 && ch != "\t" && ch != "\n" && ch != "\r") || ch.value == 0x7F { out += "\u{FFFD}" } else { out.unicodeScalars.append(ch) }
-            }
-        }
-        return out
+        return MarkupText.escaped(s)
     }
 
     /// For an unquoted attribute value: every character but letters, digits and `-._~:/?#@!$*+,;%=` as a numeric
