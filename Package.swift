@@ -66,9 +66,12 @@ let package = Package(
         .target(name: "TapWeb", dependencies: ["TapInspect", "TapStore", "TapSQLite", "TapEMV", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
                 resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css")],
                 swiftSettings: strict),
+        // Verdicts (`3dstape check`): what a client did in a failure scenario, read from the replay session, held against the
+        // scenario's expectation; reports as a table, JSON, JUnit XML and HTML.
+        .target(name: "TapCheck", dependencies: ["TapReplay", "TapStore", "TapCore"], swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                          dependencies: ["TapArguments", "TapCheck", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
@@ -105,6 +108,7 @@ let package = Package(
                                                           "TapTestSupport"]),
         .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore", "TapTestSupport"]),
         .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
+        .testTarget(name: "TapCheckTests", dependencies: ["TapCheck", "TapReplay", "TapStore", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

@@ -40,8 +40,9 @@ struct CommandGroup {
         _ = clinux_set_child_subreaper(1)
     }
 
-    /// Starts `argv` (its first element looked up in PATH when it has no slash) with `environment`.
-    static func start(_ argv: [String], environment: [String: String]) throws(StartFailure) -> CommandGroup {
+    /// Starts `argv` (its first element looked up in PATH when it has no slash) with `environment`; its standard output
+    /// and error go to the file `output` (created or emptied) when one is given, to /dev/null otherwise.
+    static func start(_ argv: [String], environment: [String: String], output: String? = nil) throws(StartFailure) -> CommandGroup {
         guard let program = argv.first, !program.isEmpty else { throw StartFailure(description: "no command") }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -61,8 +62,13 @@ struct CommandGroup {
         defer { posix_spawn_file_actions_destroy(&files) }
         // Standard input too: a command in a background group that read the terminal would be stopped (SIGTTIN).
         posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&files, 2, "/dev/null", O_WRONLY, 0)
+        if let output {
+            posix_spawn_file_actions_addopen(&files, 1, output, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o600)
+            posix_spawn_file_actions_adddup2(&files, 1, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&files, 2, "/dev/null", O_WRONLY, 0)
+        }
         let cArguments = argv.map { strdup($0) } + [nil]
         let cEnvironment = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (cArguments + cEnvironment).forEach { free($0) } }

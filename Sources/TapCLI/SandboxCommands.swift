@@ -94,7 +94,7 @@ struct SandboxCommand: Command {
 struct ClientCommand: Command {
     let name = "client"
     let abstract = "Play a 3DS SDK and 3DS Server: AReq, acsSignedContent check, the encrypted challenge, RReq"
-    let usage = "3dstape client --ds URL --card PAN --certs DIR [--channel app|browser] [--message-version V] [--enc A128CBC-HS256|A128GCM] [--answer TEXT | --select N... | --oob] [--cancel] [--proxy URL] [--ca PEM] [--timeout SECONDS] [--gateway pxp|trustpayments] [--gateway-secret S] [--json]"
+    let usage = "3dstape client --ds URL --card PAN --certs DIR [--channel app|browser] [--message-version V] [--enc A128CBC-HS256|A128GCM] [--answer TEXT | --select N... | --oob] [--cancel] [--proxy URL] [--ca PEM] [--timeout D] [--ares-timeout D] [--cres-timeout D] [--rreq-timeout D] [--rreq-listen HOST:PORT] [--misbehave WHAT] [--gateway pxp|trustpayments] [--gateway-secret S] [--json]"
     let maxPositionals = 0
     let options: [OptionSpec] = [
         .option("ds", "URL", help: "the DS (its /ds/areq, or the base URL)"),
@@ -109,7 +109,13 @@ struct ClientCommand: Command {
         .flag("cancel", help: "cancel the challenge (challengeCancel 01)"),
         .option("proxy", "URL", help: "send everything through this HTTP proxy (e.g. 3dstape record)"),
         .option("ca", "PEM", repeatable: true, help: "extra TLS roots for https URLs (e.g. 3dstape's interception CA)"),
-        .option("timeout", "SECONDS", help: "challenge timeout (default 300); on expiry challengeCancel 08 is sent"),
+        .option("timeout", "DURATION", help: "the SDK's challenge timeout, first CReq to final CRes (default 300s); on expiry Erro 402 and challengeCancel 08 are sent"),
+        .option("ares-timeout", "DURATION", help: "the 3DS Server's wait for the ARes (default 10s)"),
+        .option("cres-timeout", "DURATION", help: "the SDK's wait for each CRes (default 10s, the spec's); on expiry as for --timeout"),
+        .option("rreq-timeout", "DURATION", help: "the 3DS Server's wait for the ACS's RReq after a challenge or a decoupled ARes (default 10s)"),
+        .option("rreq-listen", "HOST:PORT", help: "where the 3DS Server takes the RReq (default 127.0.0.1 on a free port)"),
+        .option("misbehave", "WHAT", repeatable: true, help: "play a non-conformant SDK to see '3dstape check' fail: no-erro (never sends an Erro), "
+                + "ignore-cres-errors (takes a CRes with a wrong counter, stops quietly on one that does not decrypt)"),
         .option("gateway", "NAME", help: "wrap the authentication in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway calls"),
         .option("gateway-secret", "S", help: "the Trust Payments-style gateway's HS256 secret (default: the sandbox's test secret)"),
         .flag("json", help: "print the outcome as JSON"),
@@ -137,6 +143,19 @@ struct ClientCommand: Command {
         o.proxy = try args.forwardProxy()
         for path in args.all("ca") { o.extraRoots += try Certificate.parseAll(try readInput(path)) }
         if let t = try args.seconds("timeout") { o.timeout = t }
+        if let t = try args.seconds("ares-timeout") { o.aresTimeout = t }
+        if let t = try args.seconds("cres-timeout") { o.cresTimeout = t }
+        if let t = try args.seconds("rreq-timeout") { o.rreqTimeout = t }
+        if let l = args.value("rreq-listen") {
+            guard let hp = HostPort(l) else { throw InvalidArguments("--rreq-listen \(l): expected HOST:PORT") }
+            do { o.rreqListen = try ListenAddress(hp).bound } catch { throw InvalidArguments("--rreq-listen \(l): \(error)") }
+        }
+        for m in args.all("misbehave").flatMap({ $0.split(separator: ",").map(String.init) }) {
+            guard let b = Misbehaviour(rawValue: m) else {
+                throw InvalidArguments("--misbehave \(m): expected \(Misbehaviour.allCases.map(\.rawValue).joined(separator: " or "))")
+            }
+            o.misbehaviour.insert(b)
+        }
         if let gateway = try args.gateway() { o.gateway = gateway }
         if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
         let result = try SDKClient(options: o).run()

@@ -4,7 +4,7 @@ import TapCore
 import TapProxy
 
 /// The subcommands, in the order `3dstape --help` lists them.
-let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), WebCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
+let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), CheckCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), WebCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
 
 let version = "0.1.0"
 
@@ -38,7 +38,7 @@ func runMain() -> Int32 {
     let ownArguments = argv.prefix { $0 != "--" } // what follows `--` belongs to a command 3dstape runs (timeouts)
     if ownArguments.contains("--help") || ownArguments.contains("-h") { io.out(commandHelp(command)); return 0 }
     // Commands that use the keys in ~/.3dstape check, once at start, that no other user can read them.
-    if ["record", "replay", "sandbox", "demo", "ca", "timeouts", "client"].contains(command.name) {
+    if ["record", "replay", "sandbox", "demo", "ca", "timeouts", "check", "client"].contains(command.name) {
         for warning in UserHome.resolve().permissionWarnings() { io.err("3dstape: warning: \(warning)") }
     }
     do {

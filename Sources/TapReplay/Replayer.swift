@@ -86,7 +86,7 @@ public final class Replayer: @unchecked Sendable {
     }
 
     /// The pseudo-connection RReqs are recorded on (the replayer as the ACS calling the 3DS Server).
-    static let rreqConnection: Int64 = 1
+    public static let rreqConnection: Int64 = 1
 
     public init(loop: EventLoop, engine: ReplayEngine, writer: SessionWriter?, outgoingTLS: TLSContext,
                 report: @escaping @Sendable (ReplayLine) -> Void) {

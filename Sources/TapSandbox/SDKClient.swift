@@ -25,8 +25,18 @@ public struct ClientOptions: Sendable {
     public var proxy: HostPort?
     /// Extra TLS roots for https URLs.
     public var extraRoots: [Certificate] = []
-    /// The challenge timeout in seconds (the SDK's 5 minutes by default).
+    /// The challenge timeout in seconds (the SDK's 5 minutes by default): from the first CReq to the final CRes.
     public var timeout: Double = 300
+    /// How long the 3DS Server waits for the ARes (its read timeout on the DS).
+    public var aresTimeout: Double = 10
+    /// How long the SDK waits for each CRes (the spec's 10 s per round trip), within the challenge timeout.
+    public var cresTimeout: Double = 10
+    /// How long the 3DS Server waits for the ACS's RReq after the challenge (or for a decoupled result).
+    public var rreqTimeout: Double = 10
+    /// Where the 3DS Server's RReq and notification listener listens (port 0: a free port).
+    public var rreqListen = HostPort(host: "127.0.0.1", port: 0)
+    /// Deliberate departures from the protocol, to see `3dstape check` fail (empty: a conformant SDK).
+    public var misbehaviour: Set<Misbehaviour> = []
     /// A payment gateway around the authentication (the sandbox's PXP- or Trust Payments-style endpoints), or nil.
     public var gateway: Gateway?
     /// The Trust Payments-style gateway's HS256 secret.
@@ -37,6 +47,14 @@ public struct ClientOptions: Sendable {
         self.card = card
         self.certsDirectory = certsDirectory
     }
+}
+
+/// A deliberate departure from the protocol (`client --misbehave`), to show what `3dstape check` catches.
+public enum Misbehaviour: String, Sendable, CaseIterable {
+    /// Never sends an Erro to the ACS (not after a bad CRes, not on a timeout).
+    case noErro = "no-erro"
+    /// Takes a CRes whose counter is wrong as if it were right, and stops quietly on one it cannot decrypt.
+    case ignoreCResErrors = "ignore-cres-errors"
 }
 
 /// The outcome, as `client --json` prints it.
@@ -103,7 +121,7 @@ public final class SDKClient {
         dsCert = try Certificate(pemOrDER: try file("ds-cert.pem"))
         dsRoot = try Certificate.parseAll(try file("ds-root.pem"))
         let ctx = try TLSContext(clientRoots: options.extraRoots.isEmpty ? nil : options.extraRoots)
-        http = BlockingHTTPClient(tls: ctx, proxy: options.proxy, timeout: min(options.timeout, 30))
+        http = BlockingHTTPClient(tls: ctx, proxy: options.proxy, timeout: 30) // each call below that has its own timeout says so
         listenerThread = try LoopThread(name: "3dstape-client-listener")
     }
 
@@ -163,7 +181,7 @@ public final class SDKClient {
                 respond(HTTPReply(status: 404))
             }
         }
-        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
+        let address = try server.start(on: options.rreqListen)
         listener = server
         listenerURL = "http://\(address)"
         listenerThread.start()
@@ -242,8 +260,10 @@ public final class SDKClient {
         if dsURL.path == "/" { dsURL.path = "/ds/areq" }
         let t0 = Date()
         let aresResponse: HTTPResponse
-        do { aresResponse = try post(dsURL, JSON.object(areq).bytes, contentType: "application/json; charset=utf-8") } catch let e as TimeoutFailure {
-            throw ClientFailure("no ARes: \(e.message)")
+        do {
+            aresResponse = try post(dsURL, JSON.object(areq).bytes, contentType: "application/json; charset=utf-8", timeout: o.aresTimeout)
+        } catch let e as TimeoutFailure {
+            throw ClientFailure("no ARes within \(CheckedDuration.describe(o.aresTimeout)) (--ares-timeout): \(e.message)")
         }
         result.timings.append(("ares_ms", Date().timeIntervalSince(t0) * 1000))
         guard aresResponse.head.status == 200, let ares = try? JSON.parse(aresResponse.body), ares.isObject else {
@@ -262,8 +282,9 @@ public final class SDKClient {
             if o.browser { try browserChallenge(ares, &result) } else { try appChallenge(ares, sdkKey: sdkKey, sdkRef: sdkRef, &result) }
             result.timings.append(("challenge_ms", Date().timeIntervalSince(t1) * 1000))
         case "D":
-            guard let rreq = waitFor("rreq:" + serverTransID, seconds: 10) else {
-                throw ClientFailure("decoupled authentication: no RReq from the ACS within 10 s, so the 3DS Server has no result")
+            guard let rreq = waitFor("rreq:" + serverTransID, seconds: o.rreqTimeout) else {
+                throw ClientFailure("decoupled authentication: no RReq from the ACS within \(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), "
+                                    + "so the 3DS Server has no result")
             }
             result.transStatus = rreq["transStatus"]?.stringValue
             result.eci = rreq["eci"]?.stringValue
@@ -277,9 +298,9 @@ public final class SDKClient {
         guard result.error == nil, result.transStatus != nil else { return }
         // The 3DS Server takes the challenge's result from the RReq, not from the SDK: without one it has none to
         // give the merchant (the final CRes only tells the SDK that the challenge ended).
-        guard let rreq = waitFor("rreq:" + serverTransID, seconds: 5) else {
-            throw ClientFailure("the challenge ended (CRes transStatus \(result.transStatus ?? "-")) but no RReq came from the ACS within 5 s, "
-                                + "so the 3DS Server has no authentication result")
+        guard let rreq = waitFor("rreq:" + serverTransID, seconds: o.rreqTimeout) else {
+            throw ClientFailure("the challenge ended (CRes transStatus \(result.transStatus ?? "-")) but no RReq came from the ACS within "
+                                + "\(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), so the 3DS Server has no authentication result")
         }
         result.rreqReceived = true
         if let st = rreq["transStatus"]?.stringValue { result.transStatus = st }
@@ -317,17 +338,20 @@ public final class SDKClient {
             let response: HTTPResponse
             do {
                 guard remaining > 0 else { throw TimeoutFailure(message: "challenge timed out") }
-                response = try post(acsURL, Array(sealed.utf8), contentType: "application/jose; charset=UTF-8", timeout: remaining)
+                response = try post(acsURL, Array(sealed.utf8), contentType: "application/jose; charset=UTF-8", timeout: min(o.cresTimeout, remaining))
             } catch let e as TimeoutFailure {
-                // The SDK's challenge timeout: it tells the ACS with an Erro 402 (component C) and a CReq with
-                // challengeCancel 08, both best effort (SDKs fire and forget them).
-                sendErro(.timedOut, "Transaction timed out", "the SDK's challenge timeout (\(Checked.clampedInt(o.timeout)) s) expired", to: acsURL, ares: ares)
+                // The SDK's CRes timeout (10 s per round trip) or its challenge timeout: it tells the ACS with an Erro 402
+                // (component C) and a CReq with challengeCancel 08, both best effort (SDKs fire and forget them).
+                let which = remaining <= o.cresTimeout ? "the challenge timeout (\(CheckedDuration.describe(o.timeout)))"
+                    : "the CRes timeout (\(CheckedDuration.describe(o.cresTimeout)))"
+                result.transStatus = nil
+                if o.misbehaviour.contains(.noErro) { throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent nothing (--misbehave no-erro)") }
+                sendErro(.timedOut, "Transaction timed out", "the SDK's \(which) expired", to: acsURL, ares: ares)
                 let cancel = JSON.object(base + [("challengeCancel", .string("08"))])
                 if let c = try? cipher.seal(cancel) {
                     _ = try? post(acsURL, Array(c.utf8), contentType: "application/jose; charset=UTF-8", timeout: 2)
                 }
-                result.transStatus = nil
-                throw ClientFailure("challenge timed out after \(Checked.clampedInt(o.timeout)) s (\(e.message)); sent Erro 402 and challengeCancel 08")
+                throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent Erro 402 and challengeCancel 08")
             }
             let body = String(decoding: response.body, as: UTF8.self)
             if (response.head.headers["Content-Type"] ?? "").lowercased().hasPrefix("application/json") || body.hasPrefix("{") {
@@ -335,11 +359,14 @@ public final class SDKClient {
                 throw ClientFailure("the ACS answered HTTP \(response.head.status) in JSON without an Erro")
             }
             let cres: JSON
-            do { cres = try cipher.open(body) } catch {
+            let ignoring = o.misbehaviour.contains(.ignoreCResErrors) // not what an SDK may do: no counter check, no Erro
+            do { cres = ignoring ? try cipher.decrypt(body) : try cipher.open(body) } catch {
+                if ignoring { throw ClientFailure("CRes does not decrypt; stopped quietly (--misbehave ignore-cres-errors)") }
                 // As an SDK must: the ACS is told with an Erro (302 for a counter or decryption failure), then the challenge ends.
                 sendErro(error.code, error.code == .decryptionFailure ? "Data decryption failure" : "Message invalid", error.message,
                          to: acsURL, ares: ares)
-                throw ClientFailure("CRes rejected (\(error.code.rawValue)): \(error.message); sent Erro \(error.code.rawValue) to the ACS")
+                throw ClientFailure("CRes rejected (\(error.code.rawValue)): \(error.message); "
+                                    + (o.misbehaviour.contains(.noErro) ? "sent no Erro (--misbehave no-erro)" : "sent Erro \(error.code.rawValue) to the ACS"))
             }
             guard cres["messageType"]?.stringValue == "CRes" else { throw ClientFailure("expected a CRes") }
             if cres["challengeCompletionInd"]?.stringValue == "Y" {
@@ -361,6 +388,7 @@ public final class SDKClient {
 
     /// Posts the SDK's own Erro (errorComponent C) to the ACS in clear, fire and forget, as SDKs do.
     func sendErro(_ code: EMVErrorCode, _ description: String, _ detail: String, to acsURL: HTTPURL, ares: JSON) {
+        if options.misbehaviour.contains(.noErro) { return }
         let erro = Erro.make(code, component: "C", description: description, detail: detail, about: ares, messageType: "CRes",
                              version: options.messageVersion)
         _ = try? post(acsURL, erro.bytes, contentType: "application/json; charset=utf-8", timeout: 2)

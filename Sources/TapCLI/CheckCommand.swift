@@ -1,0 +1,138 @@
+import Foundation
+import TapArguments
+import TapCheck
+import TapCore
+import TapNet
+import TapReplay
+import TapStore
+
+/// `3dstape check`: runs failure scenarios against a client (an SDK's UI test, a 3DS Server, `3dstape client`) and says
+/// pass or fail for each, judged from the replay session against the scenario's expectation: for CI.
+struct CheckCommand: Command {
+    let name = "check"
+    let abstract = "Run failure scenarios against a client and judge what it did: pass/fail per scenario, JUnit for CI"
+    let usage = "3dstape check SESSION [--scenario NAME]... [--all] [--expect FILE] [--runs N] [--listen HOST:PORT] [--command-timeout D] "
+        + "[--junit FILE] [--json] [--report DIR] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
+    let maxPositionals = 256
+    let options: [OptionSpec] = [
+        .option("scenario", "NAME", repeatable: true, help: "a scenario to run ('3dstape scenarios' lists them); repeatable"),
+        .flag("all", help: "every scenario whose rules apply to the session (the default); the others are reported as skipped"),
+        .option("expect", "FILE", help: "JSON: per scenario (or *), clauses that replace or add to the default expectation"),
+        .option("runs", "N", help: "runs per scenario (default 1); a scenario passes when every run passes"),
+        .option("listen", "HOST:PORT", help: "the replayer's address (default 127.0.0.1 on a free port)"),
+        .option("command-timeout", "DURATION", help: "end a run's command, with its process group, after this long (default 120s)"),
+        .option("junit", "FILE", help: "write the verdicts as JUnit XML"),
+        .option("report", "DIR", help: "where the replay sessions, command logs, report.json and index.html go (default sessions/check-<time>)"),
+        .flag("json", help: "print the verdicts as JSON"),
+    ]
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
+        let command = Array(args.positionals.dropFirst())
+        guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
+        let named = args.all("scenario")
+        if args.has("all"), !named.isEmpty { throw InvalidArguments("--all and --scenario: give one or the other") }
+        var scenarios: [ReplayScenario] = []
+        for n in named {
+            guard let s = ReplayScenario.named(n) else { throw InvalidArguments("--scenario \(n): no such scenario; '3dstape scenarios' lists them") }
+            if !scenarios.contains(where: { $0.name == s.name }) { scenarios.append(s) }
+        }
+        if scenarios.isEmpty { scenarios = ReplayScenario.all }
+        var expectations = ExpectationFile()
+        if let file = args.value("expect") {
+            switch ExpectationFile.parse(try readInput(file), name: file, scenarios: ReplayScenario.all.map(\.name)) {
+            case let .success(f): expectations = f
+            case let .failure(e): throw InvalidArguments(e.lines.joined(separator: "\n"))
+            }
+        }
+        let runs = Int(args.value("runs") ?? "1") ?? 0
+        guard (1...100).contains(runs) else { throw InvalidArguments("--runs \(args.value("runs") ?? ""): expected 1 to 100") }
+        let commandTimeout = try args.seconds("command-timeout") ?? 120
+        var listen = HostPort(host: "127.0.0.1", port: 0)
+        if let l = args.value("listen") {
+            guard let hp = HostPort(l) else { throw InvalidArguments("--listen \(l): expected HOST:PORT") }
+            do { listen = try ListenAddress(hp).bound } catch { throw InvalidArguments("--listen \(l): \(error)") }
+        }
+        let catalog: ReplayCatalog
+        do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
+        let undecrypted = catalog.undecryptedProblems()
+        if !undecrypted.isEmpty {
+            for p in undecrypted { io.err("3dstape: check: \(TerminalText.escaped(p))") }
+            throw CommandFailure("\(undecrypted.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
+        }
+        let report = args.value("report") ?? "sessions/check-\(ReplayCommand.stamp())"
+        try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
+        let replay = InProcessReplay(catalog: catalog, identity: try ReplayCommand.acsIdentity(nil), listen: listen)
+        let stop = StopRequest()
+        defer { stop.cancel() }
+        CommandGroup.adoptOrphans()
+        let started = Date().timeIntervalSince1970
+
+        var verdicts: [ScenarioVerdict] = []
+        for scenario in scenarios where stop.signal == nil {
+            let rules = try scenario.faultRules()
+            if let problem = ReplayFaults.problems(rules, catalog: catalog).first {
+                verdicts.append(.skipped(scenario.name, reason: "does not apply to this session: \(problem)"))
+                continue
+            }
+            let expectation = expectations.expectation(for: scenario.name, defaults: scenario.expectation)
+            var combined: ScenarioVerdict?
+            var passedRuns = 0, seconds = 0.0
+            var sessions: [String] = [], logs: [String] = []
+            for n in 1...runs where stop.signal == nil {
+                io.err("check: \(scenario.name)" + (runs > 1 ? ", run \(n) of \(runs)" : "") + " …")
+                let stem = (report as NSString).appendingPathComponent(scenario.name + (runs > 1 ? "-run\(n)" : ""))
+                var options = ReplayOptions()
+                options.faults = rules
+                let t0 = Date()
+                let outcome = try replay.run(options: options, session: stem + ".3dstape", label: "check: \(scenario.name)", command: command,
+                                             environment: ["THREEDSTAPE_SCENARIO": scenario.name], output: stem + ".log",
+                                             timeout: commandTimeout, stop: stop)
+                if outcome.ending.stopped { break }
+                seconds += Date().timeIntervalSince(t0)
+                sessions.append(stem + ".3dstape")
+                logs.append(stem + ".log")
+                var observation = CheckObservation.read(try SessionReader(path: stem + ".3dstape").exchanges())
+                observation.exitStatus = outcome.ending.timedOut ? nil : outcome.ending.exitStatus
+                if let failure = outcome.startFailure {
+                    observation.commandProblem = "did not start: \(failure)"
+                } else if outcome.ending.timedOut {
+                    observation.commandProblem = "did not end within \(CheckedDuration.describe(commandTimeout)) (--command-timeout) and was ended"
+                }
+                if let output = FileManager.default.contents(atPath: stem + ".log") { observation.result = CheckObservation.resultLine(in: [UInt8](output)) }
+                let verdict = ScenarioJudge.judge(scenario.name, expectation: expectation, observation)
+                if verdict.outcome == .pass { passedRuns += 1 }
+                if combined == nil || (combined!.outcome == .pass && verdict.outcome == .fail) { combined = verdict }
+            }
+            guard var v = combined else { break } // stopped before the first run ended
+            v.runs = sessions.count
+            v.runsPassed = passedRuns
+            v.seconds = seconds
+            v.sessions = sessions
+            v.logs = logs
+            io.err("check: \(scenario.name): \(v.outcome.rawValue)" + (v.outcome == .fail ? " (\(TerminalText.escaped(v.failureLines.joined(separator: "; "))))" : ""))
+            verdicts.append(v)
+        }
+        let interrupted = stop.signal.map(Interrupted.init)
+        let result = CheckReport(session: path, command: command, verdicts: verdicts, started: started, interruptedBy: interrupted?.signalName)
+        try Data(result.json.pretty.utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("report.json")))
+        try Data(result.html(linkingFrom: report).utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("index.html")))
+        if let junit = args.value("junit") {
+            try Data(result.junit.utf8).write(to: URL(fileURLWithPath: junit))
+        }
+        if let interrupted {
+            io.err("check: \(interrupted) after \(verdicts.count) scenario(s); the command's process group was ended; report so far: "
+                   + TerminalText.escaped((report as NSString).appendingPathComponent("report.json")))
+        }
+        if args.has("json") {
+            io.json(result.json)
+        } else {
+            io.out(Table.render(result.rows.map { $0.map { TerminalText.escaped($0) } }))
+            io.out("\(result.passed) passed, \(result.failed) failed, \(result.skipped) skipped; report: "
+                   + TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))
+                   + (args.value("junit").map { "; JUnit: \(TerminalText.escaped($0))" } ?? ""))
+        }
+        if let interrupted { return interrupted.exitStatus }
+        return result.failed > 0 ? 1 : 0
+    }
+}

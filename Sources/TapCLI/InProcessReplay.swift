@@ -1,0 +1,64 @@
+import Foundation
+import TapCore
+import TapCrypto
+import TapNet
+import TapProxy
+import TapReplay
+import TapStore
+
+/// One replay served in process for a command that 3dstape runs against it (`check`, `timeouts`): the replayer on its own
+/// loop thread, writing its session; the command started in a process group of its own with the replayer's address in
+/// `{url}`, `{proxy}` and the environment, waited for (and ended as a group at the timeout or on a stop request); then the
+/// replayer stopped and its session closed, so that the caller can read it.
+struct InProcessReplay {
+    let catalog: ReplayCatalog
+    let identity: ReplayACSIdentity
+    /// Where the replayer listens (port 0: an ephemeral port).
+    var listen = HostPort(host: "127.0.0.1", port: 0)
+
+    /// How one run went.
+    struct Outcome {
+        var ending = CommandGroup.Ending()
+        /// Why the command did not start, when it did not.
+        var startFailure: String?
+    }
+
+    /// Runs `command` once against a replay with `options`, writing the replay's session to `session` and the command's
+    /// output to `output` (nil: /dev/null).
+    func run(options: ReplayOptions, session: String, label: String, command: [String], environment extra: [String: String] = [:],
+             output: String?, timeout: Double, stop: StopRequest) throws -> Outcome {
+        try? FileManager.default.removeItem(atPath: session)
+        let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
+        let writer = try SessionWriter(path: session, meta: SessionWriter.replayMeta(of: catalog.path, label: label), keys: engine)
+        let stack = try ServiceStack.background("3dstape-replay-run")
+        let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
+        stack.onStop { replayer.stop() }
+        stack.finally { writer.close() }
+        let (ca, _) = try UserHome.resolve().interceptionCA()
+        let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
+        let address: HostPort
+        do {
+            address = try replayer.start(on: listen, tls: nil, intercepting: intercept, scheme: "http")
+        } catch {
+            writer.discard()
+            throw error
+        }
+        stack.start()
+        let url = "http://\(address)"
+        let args = command.dropFirst().map { $0.replacingOccurrences(of: "{url}", with: url).replacingOccurrences(of: "{proxy}", with: url) }
+        var env = ProcessInfo.processInfo.environment
+        env["THREEDSTAPE_REPLAY_URL"] = url
+        env["THREEDSTAPE_PROXY"] = url
+        for (k, v) in extra { env[k] = v }
+        var outcome = Outcome()
+        do {
+            let group = try CommandGroup.start([command[0]] + args, environment: env, output: output)
+            outcome.ending = group.wait(atMost: timeout, shouldStop: { stop.signal != nil })
+        } catch {
+            outcome.startFailure = error.description
+        }
+        if !outcome.ending.stopped { usleep(200_000) } // an RReq or a last request in flight
+        stack.stop()
+        return outcome
+    }
+}

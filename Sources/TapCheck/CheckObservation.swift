@@ -1,0 +1,142 @@
+import Foundation
+import TapCore
+import TapReplay
+import TapStore
+
+/// What a client did in one replay with a failure scenario, read from the replay's session file, the command's exit
+/// status and its `3dstape-result:` line: the facts `ScenarioJudge` holds the expectation's clauses against.
+public struct CheckObservation: Sendable {
+    /// One 3DS transaction of the replay (by threeDSServerTransID) in which a fault was applied.
+    public struct Transaction: Sendable {
+        public var serverTransID: String
+        /// The faults applied to its answers, as `CRes: bad-counter`.
+        public var faults: [String] = []
+        /// When its first faulted answer was asked for (the point after which "further CReqs" are counted).
+        public var faultedAt: Double?
+        /// The Erro codes the client sent (errorComponent C, or any Erro the client posted), in order, with their times.
+        public var erros: [(code: String, at: Double)] = []
+        /// Every CReq the client sent, with its time and challengeCancel.
+        public var creqs: [(at: Double, cancel: String?)] = []
+        /// Seconds from asking for a hung answer to giving it up (nil: the client did not give up, or nothing hung).
+        public var gaveUpAfter: Double?
+        /// A hung answer the client was still waiting for when the command ended.
+        public var hungAnswerWaited = false
+        /// The final CRes (challengeCompletionInd Y, or the browser's cres) was answered to the client and read.
+        public var finalCResRead = false
+        /// What became of the ACS's RReq: nil when none was sent.
+        public var rreq: RReqDelivery?
+        /// Answers asked for again (the same recorded exchange matched more than once).
+        public var retries = 0
+    }
+
+    /// Whether the RReq reached a 3DS Server that answered it.
+    public enum RReqDelivery: Sendable, Equatable {
+        case answered
+        case notAnswered(String)
+    }
+
+    public var transactions: [Transaction] = []
+    /// The command's exit status; nil when it did not end by itself (ended at the command timeout, or not started).
+    public var exitStatus: Int32?
+    /// Why the command has no exit status of its own, when it has none (`timed out after 120 s`, `did not start: …`).
+    public var commandProblem: String?
+    /// The last `3dstape-result: {json}` line the command printed.
+    public var result: JSON?
+    /// Requests nothing in the recording matched.
+    public var misses = 0
+    /// Seconds from the first request to the last answer.
+    public var seconds: Double = 0
+
+    public init() {}
+
+    /// The observation of one replay session.
+    public static func read(_ exchanges: [StoredExchange]) -> CheckObservation {
+        var o = CheckObservation()
+        var byID: [String: Transaction] = [:]
+        var order: [String] = []
+        var matched: [String: [Int64: Int]] = [:]
+        let sorted = exchanges.sorted { $0.requestStart < $1.requestStart }
+        if let first = sorted.first { o.seconds = max(0, (sorted.compactMap { $0.done ?? $0.clientAbortAt }.max() ?? first.requestStart) - first.requestStart) }
+        for x in sorted {
+            if x.replay?.miss != nil { o.misses += 1 }
+            guard let id = x.messages.lazy.compactMap({ $0.json?["threeDSServerTransID"]?.stringValue }).first else { continue }
+            if byID[id] == nil { byID[id] = Transaction(serverTransID: id); order.append(id) }
+            var t = byID[id]!
+            let requestType = x.messages.first { $0.direction == "request" }?.type
+            if let faults = x.replay?.faults, !faults.isEmpty {
+                t.faults.append("\(x.messages.first { $0.direction == "response" }?.type ?? requestType.map { "answer to \($0)" } ?? "answer"): \(faults)")
+                if t.faultedAt == nil { t.faultedAt = x.requestStart }
+                if faults.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "hang" }) {
+                    if let abort = x.clientAbortAt { t.gaveUpAfter = max(0, abort - x.requestStart) } else { t.hungAnswerWaited = true }
+                }
+            }
+            if let rec = x.replay?.recordedExchangeID, x.connectionID != Replayer.rreqConnection { matched[id, default: [:]][rec, default: 0] += 1 }
+            for m in x.messages where m.direction == "request" {
+                switch m.type {
+                case "Erro" where x.connectionID != Replayer.rreqConnection:
+                    t.erros.append((m.json?["errorCode"]?.stringValue ?? "?", x.requestStart))
+                case "CReq":
+                    t.creqs.append((x.requestStart, m.json?["challengeCancel"]?.stringValue))
+                case "RReq" where x.connectionID == Replayer.rreqConnection:
+                    if x.status == 200, x.messages.contains(where: { $0.direction == "response" && $0.type == "RRes" }) {
+                        t.rreq = .answered
+                    } else {
+                        t.rreq = .notAnswered(x.error ?? x.status.map { "HTTP \($0) without an RRes" } ?? "no answer")
+                    }
+                default: break
+                }
+            }
+            if x.clientAbortAt == nil, x.status == 200,
+               x.messages.contains(where: { $0.direction == "response" && $0.type == "CRes"
+                   && ($0.location.hasPrefix("form") || $0.json?["challengeCompletionInd"]?.stringValue == "Y") }) {
+                t.finalCResRead = true
+            }
+            byID[id] = t
+        }
+        for id in order {
+            var t = byID[id]!
+            t.retries = matched[id]?.values.reduce(0) { $0 + max(0, $1 - 1) } ?? 0
+            o.transactions.append(t)
+        }
+        return o
+    }
+
+    /// The last `3dstape-result: {json}` line of a command's output (a JSON object), if any.
+    public static func resultLine(in output: [UInt8]) -> JSON? {
+        var found: JSON?
+        for line in output.split(separator: UInt8(ascii: "\n")) {
+            let text = String(decoding: line, as: UTF8.self)
+            guard let r = text.range(of: "3dstape-result:") else { continue }
+            if let j = try? JSON.parse(String(text[r.upperBound...]).trimmingCharacters(in: .whitespaces)), j.isObject { found = j }
+        }
+        return found
+    }
+
+    /// The observation as `check --json` prints it.
+    public var json: JSON {
+        .object([
+            ("exitStatus", exitStatus.map { .number(String($0)) } ?? .null),
+            ("commandProblem", commandProblem.map(JSON.string) ?? .null),
+            ("misses", .number(String(misses))),
+            ("result", result ?? .null),
+            ("transactions", .array(transactions.map { t in
+                .object([
+                    ("threeDSServerTransID", .string(t.serverTransID)), ("faults", .array(t.faults.map(JSON.string))),
+                    ("erroSent", .array(t.erros.map { .string($0.code) })),
+                    ("creqs", .number(String(t.creqs.count))),
+                    ("challengeCancel", .array(t.creqs.compactMap(\.cancel).map(JSON.string))),
+                    ("gaveUpAfterMs", t.gaveUpAfter.map { .number(String(Checked.milliseconds($0))) } ?? .null),
+                    ("finalCResRead", .bool(t.finalCResRead)),
+                    ("rreq", {
+                        switch t.rreq {
+                        case nil: return JSON.string("none sent")
+                        case .answered?: return .string("answered")
+                        case let .notAnswered(why)?: return .string("not answered: \(why)")
+                        }
+                    }()),
+                    ("retries", .number(String(t.retries))),
+                ])
+            })),
+        ])
+    }
+}
