@@ -206,7 +206,8 @@ struct ScenariosCommand: Command {
         if args.has("json") {
             io.json(JSON.array(ReplayScenario.all.map { s in
                 .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
-                         ("expected", .string(s.expected)), ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake))])
+                         ("expected", .string(s.expected)), ("expectation", .array(s.expectation.map(\.json))),
+                         ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake))])
             }))
             return 0
         }
@@ -214,6 +215,7 @@ struct ScenariosCommand: Command {
             io.out(io.bold(s.name) + "  " + s.rules.map { "--fault \($0)" }.joined(separator: " "))
             io.out("    \(s.summary)")
             io.out("    expected: \(s.expected)")
+            io.out("    check: \(s.expectation.map(\.description).joined(separator: "; "))")
             io.out("    PXP Checkout: \(s.pxp); Cake3DS2: \(s.cake)")
         }
         return 0

@@ -37,7 +37,7 @@ public struct CheckReport: Sendable {
     /// The rows of the terminal table (the caller escapes and renders them).
     public var rows: [[String]] {
         [["SCENARIO", "VERDICT", "EXPECTED", "OBSERVED", "TIME"]] + verdicts.map { v in
-            [v.scenario, v.outcome.rawValue, v.outcome == .skip ? "-" : v.clauses.map(\.clause.brief).joined(separator: "; "),
+            [v.scenario, v.outcome.rawValue, v.outcome == .skip ? "-" : v.expected.map(\.brief).joined(separator: "; "),
              CheckReport.observedText(v), v.outcome == .skip ? "-" : String(format: "%.1fs", v.seconds)]
         }
     }
@@ -51,7 +51,7 @@ public struct CheckReport: Sendable {
             ("scenarios", .array(verdicts.map { v in
                 .object([
                     ("name", .string(v.scenario)), ("verdict", .string(v.outcome.rawValue)),
-                    ("expected", .array(v.clauses.map { $0.clause.json })),
+                    ("expected", .array(v.expected.map(\.json))),
                     ("clauses", .array(v.clauses.map { c in
                         .object([("clause", .string(c.clause.description)), ("passed", .bool(c.passed)), ("observed", .string(c.observed))])
                     })),
@@ -87,7 +87,7 @@ public struct CheckReport: Sendable {
                 out += ">\n      <skipped message=\"\(x(v.reason ?? "not applicable"))\"/>\n    </testcase>\n"
             case .fail:
                 let message = v.failureLines.first ?? "failed"
-                var body = "expected:\n" + v.clauses.map { "  \($0.clause.description)" }.joined(separator: "\n")
+                var body = "expected:\n" + v.expected.map { "  \($0.description)" }.joined(separator: "\n")
                 body += "\nobserved:" + (v.reason.map { "\n  \($0)" } ?? "")
                 body += v.clauses.map { "\n  \($0.passed ? "ok  " : "FAIL") \($0.observed)" }.joined()
                 if !v.sessions.isEmpty { body += "\nreplay sessions: " + v.sessions.joined(separator: ", ") }
@@ -109,7 +109,7 @@ public struct CheckReport: Sendable {
         var rows = ""
         for v in verdicts {
             rows += "<tr><td>\(x(v.scenario))</td><td style=\"color:\(colour[v.outcome]!);font-weight:bold\">\(v.outcome.rawValue)</td>"
-                + "<td>\(v.clauses.map { x($0.clause.description) }.joined(separator: "<br>"))</td>"
+                + "<td>\(v.expected.map { x($0.description) }.joined(separator: "<br>"))</td>"
                 + "<td>\(x(CheckReport.observedText(v)).replacingOccurrences(of: "; ", with: "<br>"))</td>"
                 + "<td>\(v.outcome == .skip ? "-" : String(format: "%.1f s", v.seconds))</td>"
                 + "<td>\((v.sessions.map(link) + v.logs.map(link)).joined(separator: "<br>"))</td></tr>\n"

@@ -15,6 +15,9 @@ public struct ScenarioVerdict: Sendable {
 
     public var scenario: String
     public var outcome: Outcome
+    /// The expectation's clauses (all of them, also when the run failed before any could be judged).
+    public var expected: [ExpectationClause] = []
+    /// The clauses judged, with what was observed.
     public var clauses: [ClauseResult]
     /// Why a scenario was skipped, or what made it fail before any clause could be judged (the fault never reached).
     public var reason: String?
@@ -44,7 +47,7 @@ public enum ScenarioJudge {
     /// The verdict of one run: fail when no fault of the scenario was applied (the client never asked for the faulted
     /// answer, so the scenario was not exercised), otherwise pass when every clause holds for every faulted transaction.
     public static func judge(_ scenario: String, expectation: [ExpectationClause], _ o: CheckObservation) -> ScenarioVerdict {
-        var verdict = ScenarioVerdict(scenario: scenario, outcome: .pass, clauses: [], observation: o)
+        var verdict = ScenarioVerdict(scenario: scenario, outcome: .pass, expected: expectation, clauses: [], observation: o)
         let faulted = o.transactions.filter { !$0.faults.isEmpty }
         if let problem = o.commandProblem, o.exitStatus == nil, faulted.isEmpty {
             verdict.outcome = .fail
@@ -55,6 +58,7 @@ public enum ScenarioJudge {
             verdict.outcome = .fail
             verdict.reason = "the scenario's fault was never applied: the command did not ask for the faulted answer "
                 + "(\(o.transactions.isEmpty ? "no 3DS transaction reached the replayer" : "\(o.transactions.count) transaction(s), none faulted"))"
+                + (o.exitStatus.map { "; the command exited \($0)" } ?? "")
             return verdict
         }
         for clause in expectation {

@@ -19,8 +19,8 @@ import TapCore
         ("cres-undecryptable", 1, "CRes rejected (302)"),
         ("challenge-rejected", 0, "\"transStatus\": \"N\""),
         ("acs-timeout", 0, "\"transStatusReason\": \"14\""),
-        ("rreq-missing", 1, "no RReq came from the ACS within 5 s"),
-        ("rreq-late", 1, "no RReq came from the ACS within 5 s"),
+        ("rreq-missing", 1, "no RReq came from the ACS within 5s"),
+        ("rreq-late", 1, "no RReq came from the ACS within 5s"),
         ("slow-acs", 0, "\"transStatus\": \"Y\""),
     ] + ["101", "102", "201", "203", "303", "305", "402", "403", "404", "405"].map { ("ds-erro-\($0)", 1, "Erro \($0) from D") }
 
@@ -43,7 +43,8 @@ import TapCore
             let port = try replay.port(after: "on http://127.0.0.1:")
             let timeout = scenario == "slow-acs" ? "20" : "2"
             let r = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001067", "--answer", "1234",
-                                       "--certs", certs, "--timeout", timeout, "--json"], environment: env)
+                                       "--certs", certs, "--timeout", timeout, "--ares-timeout", "2", "--rreq-timeout", "5", "--json"],
+                                      environment: env)
             if scenario == "challenge-timeout" { usleep(600_000) } // the ACS's RReq follows the SDK's Erro at its recorded offset
             replay.interrupt()
             #expect(try replay.wait() == 0, "\(scenario): replayer exit; \(replay.stderr.suffix(300))")

@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+import TapCore
+
+/// `3dstape check` end to end: the checked-in demo app session, every applicable scenario, against `3dstape client`
+/// as a conformant SDK and as one that ignores counter errors and never sends an Erro (issue 24).
+@Suite struct CheckEndToEndTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+
+    /// A scratch home with the DS identity the client trusts, and a copy of the demo app session.
+    static func setUp() throws -> (dir: URL, env: [String: String], certs: String, session: String) {
+        let dir = try CLIRunner.tempDir()
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let certs = dir.appendingPathComponent("certs").path
+        #expect(try CLIRunner.run(["ca", "export", "--ds", certs], environment: env).status == 0)
+        let session = dir.appendingPathComponent("demo-app.3dstape").path
+        try FileManager.default.copyItem(atPath: root.appendingPathComponent("sessions/demo-app.3dstape").path, toPath: session)
+        return (dir, env, certs, session)
+    }
+
+    /// The client as a check runs it: a challenge card, a CRes timeout above slow-acs's 3 s and an RReq wait above rreq-late's 8 s.
+    static func client(certs: String, cresTimeout: String = "4", _ extra: [String] = []) -> [String] {
+        [CLIRunner.binary.path, "client", "--ds", "{url}", "--card", "4000000000001067", "--answer", "1234", "--certs", certs,
+         "--cres-timeout", cresTimeout, "--ares-timeout", "2", "--rreq-timeout", "9"] + extra
+    }
+
+    /// The JUnit file's test cases: name -> failed, skipped.
+    static func junitCases(_ path: String) throws -> [String: (failed: Bool, skipped: Bool)] {
+        let xml = try String(contentsOfFile: path, encoding: .utf8)
+        var out: [String: (Bool, Bool)] = [:]
+        for part in xml.components(separatedBy: "<testcase ").dropFirst() {
+            guard let r = part.range(of: " name=\""), let end = part[r.upperBound...].firstIndex(of: "\"") else { continue }
+            let body = part.components(separatedBy: "</testcase>")[0]
+            out[String(part[r.upperBound..<end])] = (body.contains("<failure"), body.contains("<skipped"))
+        }
+        return out
+    }
+
+    @Test func theConformantClientPassesEveryScenario() throws {
+        let (dir, env, certs, session) = try Self.setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let junit = dir.appendingPathComponent("junit.xml").path, report = dir.appendingPathComponent("report").path
+        let r = try CLIRunner.run(["check", session, "--junit", junit, "--report", report, "--json", "--"] + Self.client(certs: certs), environment: env)
+        let json = try JSON.parse(r.stdout)
+        guard case let .array(scenarios)? = json["scenarios"] else { Issue.record("no scenarios: \(r.stdout) \(r.stderr)"); return }
+        let failed = scenarios.filter { $0["verdict"]?.stringValue != "pass" }.map { $0.compact }
+        #expect(r.status == 0 && failed.isEmpty, "exit \(r.status); not passed: \(failed)")
+        #expect(scenarios.count == 23 && json["passed"]?.compact == "23")
+        let cases = try Self.junitCases(junit)
+        #expect(cases.count == 23 && cases.values.allSatisfy { !$0.failed && !$0.skipped })
+        // Which of the allowed behaviours was seen is in the report, and each run left its session and log.
+        let timeout = scenarios.first { $0["name"]?.stringValue == "challenge-timeout" }
+        #expect(timeout?.compact.contains("a challengeCancel 08 CReq after the Erro (allowed)") == true)
+        for name in ["challenge-timeout.3dstape", "challenge-timeout.log", "report.json", "index.html"] {
+            #expect(FileManager.default.fileExists(atPath: (report as NSString).appendingPathComponent(name)), "\(name)")
+        }
+    }
+
+    @Test func aClientThatIgnoresCounterErrorsAndNeverSendsErroFailsExactlyThose() throws {
+        let (dir, env, certs, session) = try Self.setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let junit = dir.appendingPathComponent("junit.xml").path
+        let r = try CLIRunner.run(["check", session, "--junit", junit, "--report", dir.appendingPathComponent("report").path, "--"]
+                                  + Self.client(certs: certs, ["--misbehave", "no-erro,ignore-cres-errors"]), environment: env)
+        #expect(r.status == 1, "exit \(r.status): \(r.stderr.suffix(500))")
+        let cases = try Self.junitCases(junit)
+        #expect(Set(cases.filter { $0.value.failed }.keys) == ["cres-counter-mismatch", "cres-undecryptable", "challenge-timeout"], "\(cases)")
+        #expect(cases.count == 23)
+        #expect(r.stdout.contains("20 passed, 3 failed, 0 skipped"))
+        let xml = try String(contentsOfFile: junit, encoding: .utf8)
+        #expect(xml.contains("expected Erro 302 sent to the ACS; observed no Erro sent"))
+    }
+
+    @Test func scenariosThatCannotApplyAreSkippedWithTheReasonAndUsageErrorsExit2() throws {
+        let (dir, env, certs, _) = try Self.setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let browser = dir.appendingPathComponent("b.3dstape").path
+        try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/demo-browser.3dstape").path, toPath: browser)
+        let junit = dir.appendingPathComponent("j.xml").path
+        let r = try CLIRunner.run(["check", browser, "--scenario", "cres-counter-mismatch", "--scenario", "ds-erro-203", "--junit", junit,
+                                   "--report", dir.appendingPathComponent("r").path, "--", CLIRunner.binary.path, "client", "--ds", "{url}",
+                                   "--card", "4000000000001000", "--channel", "browser", "--certs", certs], environment: env)
+        #expect(r.status == 0 && r.stdout.contains("1 passed, 0 failed, 1 skipped"), "\(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("the session has no CRes"))
+        #expect(try Self.junitCases(junit)["cres-counter-mismatch"]?.skipped == true)
+
+        let expect = dir.appendingPathComponent("e.json").path
+        try #"{"challenge-timeout": [{"clause": "gives-up"}], "nope": []}"#.write(toFile: expect, atomically: true, encoding: .utf8)
+        for (args, says, lines) in [(["--expect", expect], "gives-up needs \"within\"", 2),
+                                    (["--scenario", "nope"], "no such scenario", 1),
+                                    (["--runs", "0"], "--runs 0: expected 1 to 100", 1),
+                                    (["--command-timeout", "forever"], "--command-timeout forever", 1)] {
+            let bad = try CLIRunner.run(["check", browser] + args + ["--", "true"], environment: env)
+            #expect(bad.status == 2 && bad.stderr.contains(says) && bad.stderr.split(separator: "\n").count == lines, "\(args): \(bad.status) \(bad.stderr)")
+        }
+        #expect(try CLIRunner.run(["check", browser], environment: env).status == 2) // no command
+    }
+
+    @Test func aTeamsOwnExpectationCanMakeTheSameRunFail() throws {
+        let (dir, env, certs, session) = try Self.setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let expect = dir.appendingPathComponent("e.json").path
+        // Our SDK must give up within 1 s and exit 0 (a UI test that asserts the app showed the timeout).
+        try #"{"challenge-timeout": [{"clause": "gives-up", "within": "1s"}, {"clause": "exit-status", "value": 0}]}"#
+            .write(toFile: expect, atomically: true, encoding: .utf8)
+        let r = try CLIRunner.run(["check", session, "--scenario", "challenge-timeout", "--expect", expect, "--json",
+                                   "--report", dir.appendingPathComponent("r").path, "--"]
+                                  + Self.client(certs: certs, cresTimeout: "2"), environment: env)
+        #expect(r.status == 1, "\(r.stdout) \(r.stderr)")
+        let clauses = try JSON.parse(r.stdout)["scenarios"]?.arrayValue?.first?["clauses"]?.arrayValue ?? []
+        #expect(!clauses.isEmpty, "\(r.stdout)")
+        #expect(clauses.map { $0["observed"]?.stringValue ?? "" }.contains { $0.hasPrefix("gave up after 2") && $0.hasSuffix("later than 1s") })
+        #expect(clauses.contains { $0["observed"]?.stringValue == "exit status 1" && $0["passed"] == .bool(false) })
+    }
+}
