@@ -21,7 +21,7 @@ struct DiffCommand: Command {
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard args.positionals.count == 2 else { throw CommandFailure("give two session files: 3dstape diff A B") }
+        guard args.positionals.count == 2 else { throw InvalidArguments("give two session files: 3dstape diff A B") }
         let (pa, pb) = (args.positionals[0], args.positionals[1])
         var options = SessionDiff.Options()
         if let t = args.value("timing-tolerance") {
@@ -74,7 +74,7 @@ struct ExportCommand: Command {
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw CommandFailure("give a session file (see '3dstape ls')") }
+        guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         guard let format = args.value("format") else { throw InvalidArguments("--format is required: har, mermaid, svg or jsonl") }
         guard ["har", "mermaid", "svg", "jsonl"].contains(format) else { throw InvalidArguments("--format \(format): expected har, mermaid, svg or jsonl") }
         let reader = try SessionReader(path: path)
@@ -118,7 +118,7 @@ struct ImportCommand: Command {
     /// The file is read a piece at a time (`HAR.read`) and written to a hidden file beside OUT that takes OUT's name only
     /// once complete: a bad entry, a write error, SIGINT or SIGTERM (exit 130, 143) leave nothing that looks like a session.
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let file = args.positionals.first else { throw CommandFailure("give a HAR file") }
+        guard let file = args.positionals.first else { throw InvalidArguments("give a HAR file") }
         let input = try InputFile(file, limit: ImportCommand.limit)
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
         let out = args.value("session") ?? "sessions/\(base).3dstape"
