@@ -213,7 +213,9 @@ struct DemoCommand: Command {
         var options = SessionDiff.Options()
         options.timingTolerance = nil
         let diff: SessionDiff
-        do { diff = try SessionDiff.compare(recorded, try SessionReader(path: replay).exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
+        let replayReader = try SessionReader(path: replay)
+        options.pairBy = SessionDiff.defaultPairing(a: recording, b: replayReader)
+        do { diff = try SessionDiff.compare(recorded, try replayReader.exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
             throw CommandFailure("diff: \(e.description)")
         }
         io.out("diff: \(diff.pairedTransactions) transactions paired, "

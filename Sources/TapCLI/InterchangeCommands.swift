@@ -9,11 +9,14 @@ import TapStore
 /// `3dstape diff`: two sessions compared transaction by transaction.
 struct DiffCommand: Command {
     let name = "diff"
-    let abstract = "Compare two sessions: transactions paired by order and shape, per-message element changes, statuses, outcomes, timings"
-    let usage = "3dstape diff A B [--json] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
+    let abstract = "Compare two sessions: transactions paired by order and shape (a replay: by what it matched), per-message element changes, "
+        + "statuses, outcomes, timings"
+    let usage = "3dstape diff A B [--json] [--pair-by match|shape] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
     let maxPositionals = 2
     let options: [OptionSpec] = [
         .flag("json", help: "print the differences as JSON"),
+        .option("pair-by", "match|shape", help: "match: B is a replay of A, each replayed transaction is compared with the recorded one it matched "
+                + "(the default when B's meta names A); shape: by order, channel, category and version (the default otherwise)"),
         .option("timing-tolerance", "DURATION", help: "report exchanges whose durations differ by more than this (default 250ms; 'off' compares none)"),
         .option("ignore-field", "NAME", help: "also ignore this element's value (repeatable); IDs, keys, signatures and dates always are"),
         .option("max-pairing-steps", "N", help: "give up (exit 2) when pairing would take more steps (default \(SessionDiff.defaultMaxPairingSteps), "
@@ -34,9 +37,11 @@ struct DiffCommand: Command {
             guard let n = Int(v), n > 0 else { throw InvalidArguments("--max-pairing-steps \(v): expected a positive number") }
             options.maxPairingSteps = n
         }
+        let (ra, rb) = (try SessionReader(path: pa), try SessionReader(path: pb))
+        options.pairBy = try DiffCommand.pairing(args.value("pair-by"), a: pa, b: rb)
         let diff: SessionDiff
         do {
-            diff = try SessionDiff.compare(try SessionReader(path: pa).exchanges(), try SessionReader(path: pb).exchanges(), options: options)
+            diff = try SessionDiff.compare(try ra.exchanges(), try rb.exchanges(), options: options)
         } catch let e as SessionDiff.TooDifferent {
             io.err("3dstape: diff: \(e.description); compare parts of them, or raise --max-pairing-steps")
             return 2
@@ -44,6 +49,7 @@ struct DiffCommand: Command {
         if args.has("json") {
             io.json(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
                                  ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
+                                 ("pair_by", .string(diff.pairedBy.rawValue)), ("not_replayed_a", .number(String(diff.unreplayedTransactions))),
                                  ("differences", .array(diff.changes.map(\.json)))]))
         } else {
             if !diff.changes.isEmpty {
@@ -54,10 +60,24 @@ struct DiffCommand: Command {
                      ThreeDSContent.printable(c.before ?? "-"), ThreeDSContent.printable(c.after ?? "-")]
                 }))
             }
-            io.out("\(diff.transactionsA) transactions in A, \(diff.transactionsB) in B, \(diff.pairedTransactions) paired; "
+            let how = diff.pairedBy == .match
+                ? " by what the replay matched" + (diff.unreplayedTransactions > 0 ? " (\(diff.unreplayedTransactions) of A not replayed, not compared)" : "")
+                : ""
+            io.out("\(diff.transactionsA) transactions in A, \(diff.transactionsB) in B, \(diff.pairedTransactions) paired\(how); "
                    + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences"))
         }
         return diff.isEmpty ? 0 : 1
+    }
+
+    /// `--pair-by` checked against the sessions: `match` only when B is a replay (exit status 2 otherwise); absent, `match`
+    /// when B is a replay of A, else `shape`.
+    static func pairing(_ option: String?, a: String, b: SessionReader) throws -> SessionDiff.PairBy {
+        guard let option else { return SessionDiff.defaultPairing(a: a, b: b) }
+        guard let p = SessionDiff.PairBy(rawValue: option) else { throw InvalidArguments("--pair-by \(option): expected match or shape") }
+        if p == .match, !SessionDiff.isReplaySession(b) {
+            throw InvalidArguments("--pair-by match: \(b.path) is not a replay (no replay matches in it); pair by shape, or give the replay as B")
+        }
+        return p
     }
 }
 
