@@ -33,7 +33,7 @@ struct CACommand: Command {
             describe(ca.certificate, home: home, io: io)
         case "export" where args.value("ds") != nil:
             let dir = args.value("ds")!
-            guard let type = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
+            guard let type = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw InvalidArguments("--ds-key: expected rsa or ec") }
             try substitutionKeys().writeClientCertificates(to: dir, dsKeyType: type, replace: args.has("force"))
             io.out("wrote 3dstape's test DS identity (\(type.rawValue)) to \(dir): give it to the client as its DS certificate and root, "
                    + "and record with --decrypt substitute")
@@ -44,7 +44,7 @@ struct CACommand: Command {
             case "pem": bytes = Array(ca.certificate.pem.utf8)
             case "der": bytes = ca.certificate.der
             case "base64": bytes = Array((Data(ca.certificate.der).base64EncodedString() + "\n").utf8)
-            case let other: throw CommandFailure("--format \(other): expected pem, der or base64")
+            case let other: throw InvalidArguments("--format \(other): expected pem, der or base64")
             }
             if let out = args.value("out") {
                 do { try SecureFile.create(out, contents: bytes, mode: 0o644, replace: args.has("force")) } catch {
@@ -55,7 +55,7 @@ struct CACommand: Command {
                 FileHandle.standardOutput.write(Data(bytes))
             }
         default:
-            throw CommandFailure("unknown action '\(action)'; expected init, show or export")
+            throw InvalidArguments("unknown action '\(action)'; expected init, show or export")
         }
         return 0
     }

@@ -19,7 +19,8 @@ struct CheckCommand: Command {
         .flag("all", help: "every scenario whose rules apply to the session (the default); the others are reported as skipped"),
         .option("expect", "FILE", help: "JSON: per scenario (or *), clauses that replace or add to the default expectation"),
         .option("runs", "N", help: "runs per scenario (default 1); a scenario passes when every run passes"),
-        .option("listen", "HOST:PORT", help: "the replayer's address (default 127.0.0.1 on a free port)"),
+        .option("listen", "HOST:PORT", help: "the replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)"),
+        .flag("allow-remote", help: "let --listen be an address other machines can reach"),
         .option("command-timeout", "DURATION", help: "end a run's command, with its process group, after this long (default 120s)"),
         .option("junit", "FILE", help: "write the verdicts as JUnit XML"),
         .option("report", "DIR", help: "where the replay sessions, command logs, report.json and index.html go (default sessions/check-<time>)"),
@@ -30,6 +31,7 @@ struct CheckCommand: Command {
         guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
         let command = Array(args.positionals.dropFirst())
         guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
+        do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
         let named = args.all("scenario")
         if args.has("all"), !named.isEmpty { throw InvalidArguments("--all and --scenario: give one or the other") }
         var scenarios: [ReplayScenario] = []
@@ -45,14 +47,10 @@ struct CheckCommand: Command {
             case let .failure(e): throw InvalidArguments(e.lines.joined(separator: "\n"))
             }
         }
-        let runs = Int(args.value("runs") ?? "1") ?? 0
-        guard (1...100).contains(runs) else { throw InvalidArguments("--runs \(args.value("runs") ?? ""): expected 1 to 100") }
+        let runs = try args.count("runs", default: 1, within: 1...100)
         let commandTimeout = try args.seconds("command-timeout") ?? 120
-        var listen = HostPort(host: "127.0.0.1", port: 0)
-        if let l = args.value("listen") {
-            guard let hp = HostPort(l) else { throw InvalidArguments("--listen \(l): expected HOST:PORT") }
-            do { listen = try ListenAddress(hp).bound } catch { throw InvalidArguments("--listen \(l): \(error)") }
-        }
+        let listen = try args.singleListenAddress("listen", default: "127.0.0.1:0",
+                                                  remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there").bound
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
         let undecrypted = catalog.undecryptedProblems()

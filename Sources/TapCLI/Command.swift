@@ -92,19 +92,28 @@ extension ParsedArguments {
     /// The address of a plain-HTTP forward proxy given as `--name http://host:port`, or nil.
     func forwardProxy(_ name: String = "proxy") throws -> HostPort? {
         guard let v = value(name) else { return nil }
-        guard let u = HTTPURL(v), !u.tls else { throw CommandFailure("--\(name) \(v): expected http://host:port") }
+        guard let u = HTTPURL(v), !u.tls else { throw InvalidArguments("--\(name) \(v): expected http://host:port") }
         return u.address
     }
 }
 
 extension ParsedArguments {
-    /// The `--listen HOST:PORT` addresses (repeatable), or `fallback`, each resolved to the numeric address that is
-    /// bound (a name that does not resolve is refused here, before anything starts).
-    func listenAddresses(default fallback: String) throws -> [ListenAddress] {
-        try (all("listen").isEmpty ? [fallback] : all("listen")).map { text -> ListenAddress in
-            guard let hp = HostPort(text) else { throw CommandFailure("--listen \(text): expected HOST:PORT") }
-            do { return try ListenAddress(hp) } catch { throw InvalidArguments("--listen \(text): \(error)") }
+    /// The `--listen HOST:PORT` addresses (repeatable; `option` names another such option), or `fallback`, each resolved
+    /// to the numeric address that is bound (a name that does not resolve is refused here, before anything starts).
+    func listenAddresses(default fallback: String, option: String = "listen") throws -> [ListenAddress] {
+        try (all(option).isEmpty ? [fallback] : all(option)).map { text -> ListenAddress in
+            guard let hp = HostPort(text) else { throw InvalidArguments("--\(option) \(text): expected HOST:PORT") }
+            do { return try ListenAddress(hp) } catch { throw InvalidArguments("--\(option) \(text): \(error)") }
         }
+    }
+
+    /// The one address of `--option HOST:PORT` (default `fallback`), refused unless it is loopback or `--allow-remote`
+    /// is given: for the servers a command starts for itself (demo, timeouts).
+    func singleListenAddress(_ option: String, default fallback: String, remedy: String) throws -> ListenAddress {
+        let listens = try listenAddresses(default: fallback, option: option)
+        guard listens.count == 1 else { throw InvalidArguments("--\(option): give one address") }
+        guard !has("allow-remote"), !listens[0].isLoopback else { return listens[0] }
+        throw InvalidArguments("--\(option) \(listens[0]) is reachable from other machines: \(remedy)")
     }
 
     /// `--auth USER:PASSWORD` when given; and a refusal, before anything starts, to listen beyond loopback without
@@ -135,6 +144,22 @@ extension ParsedArguments {
         guard let g = value("gateway") else { return nil }
         guard let gateway = Gateway(rawValue: g) else { throw InvalidArguments("--gateway \(g): expected pxp or trustpayments") }
         return gateway
+    }
+
+    /// `--seed N`, a whole number from 0 to 2^64 - 1, or nil when absent.
+    /// A whole number option (`--runs N`) within `range`, `fallback` when absent.
+    func count(_ name: String, default fallback: Int, within range: ClosedRange<Int>) throws -> Int {
+        guard let v = value(name) else { return fallback }
+        guard let n = Int(v), range.contains(n) else {
+            throw InvalidArguments("--\(name) \(v): expected a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return n
+    }
+
+    func seed() throws -> UInt64? {
+        guard let s = value("seed") else { return nil }
+        guard let n = UInt64(s) else { throw InvalidArguments("--seed \(s): expected a whole number from 0 to \(UInt64.max)") }
+        return n
     }
 
     /// `--max-connections N` (default 1024).

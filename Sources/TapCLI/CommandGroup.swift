@@ -1,5 +1,7 @@
 import CLinux
+import Foundation
 import Glibc
+import TapCore
 
 /// A command that 3dstape runs and must stay in control of (the client a `timeouts` sweep drives): started in a process
 /// group of its own, with its standard streams on /dev/null and the default action for the signals 3dstape ignores,
@@ -39,6 +41,40 @@ struct CommandGroup {
     static func adoptOrphans() {
         _ = clinux_set_child_subreaper(1)
     }
+
+    /// Refuses, before anything starts, a command that cannot be started: no program, a path that does not exist or is not
+    /// an executable file, or a name found nowhere on `searchPath` (PATH, as `posix_spawnp` searches it; its default when
+    /// unset). The one check of `timeouts` and `check`; the error names the program and why.
+    static func checkStartable(_ argv: [String], searchPath: String? = ProcessInfo.processInfo.environment["PATH"]) throws(StartFailure) {
+        guard let program = argv.first, !program.isEmpty else { throw StartFailure(description: "no command to run") }
+        let shown = TerminalText.escaped(program)
+        if program.contains("/") {
+            if let why = notExecutable(program) { throw StartFailure(description: "cannot start \(shown): \(why)") }
+            return
+        }
+        let directories = (searchPath ?? "/bin:/usr/bin").split(separator: ":", omittingEmptySubsequences: false)
+            .map { $0.isEmpty ? "." : String($0) } // an empty entry is the current directory, as for the shell
+        var found: String?
+        for dir in directories {
+            let candidate = (dir as NSString).appendingPathComponent(program)
+            guard let why = notExecutable(candidate) else { return }
+            if why != "no such file" && found == nil { found = "\(candidate): \(why)" }
+        }
+        throw StartFailure(description: "cannot start \(shown): " + (found.map { TerminalText.escaped($0) } ?? "not found on PATH"))
+    }
+
+    /// Why `path` cannot be executed (`no such file`, `a directory`, `not executable`), or nil when it can.
+    private static func notExecutable(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return errno == ENOENT || errno == ENOTDIR ? "no such file" : String(cString: strerror(errno)) }
+        if st.st_mode & S_IFMT == S_IFDIR { return "it is a directory" }
+        if st.st_mode & S_IFMT != S_IFREG { return "not a regular file" }
+        return access(path, X_OK) == 0 ? nil : "not executable (\(String(cString: strerror(errno))))"
+    }
+
+    /// Exit statuses by which a shell or `exec` says that a command could not be run: 126 (found, not executable) and 127
+    /// (not found).
+    static let notStartedStatuses: Set<Int32> = [126, 127]
 
     /// Starts `argv` (its first element looked up in PATH when it has no slash) with `environment`; its standard output
     /// and error go to the file `output` (created or emptied) when one is given, to /dev/null otherwise.

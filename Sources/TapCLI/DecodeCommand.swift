@@ -27,7 +27,7 @@ struct DecodeCommand: Command {
         for path in args.all("key") { keys.privateKeys.append(try loadPrivateKey(path)) }
         for hex in args.all("cek") {
             guard let b = Hex.decode(hex), [16, 32].contains(b.count) else {
-                throw CommandFailure("--cek \(hex.prefix(8))…: expected 32 or 64 hex digits")
+                throw InvalidArguments("--cek \(hex.prefix(8))…: expected 32 or 64 hex digits")
             }
             keys.contentKeys.append(b)
         }

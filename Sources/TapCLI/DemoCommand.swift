@@ -16,15 +16,58 @@ import TapStore
 struct DemoCommand: Command {
     let name = "demo"
     let abstract = "Run sandbox + recorder + client for a set of 3DS flows, write the session and show it"
-    let usage = "3dstape demo [--out FILE] [--channel app|browser|all] [--gateway pxp|trustpayments] [--quiet]"
+    let usage = "3dstape demo [--out FILE] [--channel app|browser|all] [--gateway pxp|trustpayments] [--quiet] "
+        + "[--sandbox-listen HOST:PORT] [--record-listen HOST:PORT] [--replay-listen HOST:PORT]"
     let maxPositionals = 0
     let options: [OptionSpec] = [
         .option("out", "FILE", help: "the session file (default sessions/demo-<time>.3dstape)"),
         .option("channel", "app|browser|all", help: "which flows to run (default all)"),
         .option("gateway", "NAME", help: "instead, a few flows wrapped in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway "
                 + "calls (for 'show --profile')"),
-        .flag("quiet", help: "print only the flow results and the file name"),
+        .flag("quiet", help: "print only each flow's result (and any replayed flow whose outcome differs) and the session's file name"),
+        .option("sandbox-listen", "HOST:PORT", help: "the sandbox DS and ACS's address (default 127.0.0.1:0, a free port)"),
+        .option("record-listen", "HOST:PORT", help: "the recorder's address (default 127.0.0.1:0)"),
+        .option("replay-listen", "HOST:PORT", help: "the address of the replay that follows the recording (default 127.0.0.1:0)"),
+        .flag("allow-remote", help: "let those addresses be ones other machines can reach (the sandbox has no login)"),
     ]
+
+    /// What the options ask for, every one checked before anything starts.
+    struct Plan {
+        var out: String
+        var channel: String
+        var gateway: Gateway?
+        var sandbox: ListenAddress
+        var recorder: ListenAddress
+        var replayer: ListenAddress
+        var quiet: Bool
+        var flows: [Flow] {
+            if let gateway { return DemoCommand.gatewayFlows(gateway) }
+            return DemoCommand.flows.filter { channel == "all" || ($0.browser == (channel == "browser")) }
+        }
+    }
+
+    /// Checks every option (exit status 2 for a bad one) before a key, a server or a session file is made.
+    static func plan(_ args: ParsedArguments) throws -> Plan {
+        let channel = args.value("channel") ?? "all"
+        guard ["app", "browser", "all"].contains(channel) else { throw InvalidArguments("--channel \(channel): expected app, browser or all") }
+        let gateway = try args.gateway()
+        if gateway != nil, args.value("channel") != nil { throw InvalidArguments("--gateway runs its own flows: give --channel or --gateway, not both") }
+        let remedy = "the sandbox and the recorder have no login; add --allow-remote to listen there anyway"
+        let sandbox = try args.singleListenAddress("sandbox-listen", default: "127.0.0.1:0", remedy: remedy)
+        let recorder = try args.singleListenAddress("record-listen", default: "127.0.0.1:0", remedy: remedy)
+        let replayer = try args.singleListenAddress("replay-listen", default: "127.0.0.1:0", remedy: remedy)
+        let pinned = [sandbox, recorder].map(\.bound).filter { $0.port != 0 }
+        if Set(pinned.map(\.description)).count < pinned.count {
+            throw InvalidArguments("--sandbox-listen and --record-listen are the same address \(pinned[0]): give each its own port")
+        }
+        let f = DateFormatter()
+        f.dateFormat = "yyyyMMdd-HHmmss"
+        let out = args.value("out") ?? "sessions/demo-\(f.string(from: Date())).3dstape"
+        guard !out.isEmpty else { throw InvalidArguments("--out: expected a file name") }
+        var st = stat()
+        guard lstat(out, &st) != 0 else { throw InvalidArguments("--out \(out) already exists: choose another --out or remove it") }
+        return Plan(out: out, channel: channel, gateway: gateway, sandbox: sandbox, recorder: recorder, replayer: replayer, quiet: args.has("quiet"))
+    }
 
     struct Flow {
         let card: String
@@ -86,9 +129,8 @@ struct DemoCommand: Command {
     }
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        let f = DateFormatter()
-        f.dateFormat = "yyyyMMdd-HHmmss"
-        let out = args.value("out") ?? "sessions/demo-\(f.string(from: Date())).3dstape"
+        let plan = try DemoCommand.plan(args)
+        let out = plan.out
         let keys = try sandboxKeys()
         // Key substitution: the client trusts 3dstape's test DS identity; the recorder decrypts the app
         // channel and re-encrypts toward the sandbox, whose real DS certificate and root it is given.
@@ -102,8 +144,8 @@ struct DemoCommand: Command {
         let stack = try ServiceStack.background("3dstape-demo")
         let loop = stack.loop
         let writer = try SessionWriter(path: out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "forward"),
-                                                        ("label", args.value("gateway").map { "3dstape demo: sandbox flows through the \($0) gateway" }
-                                                            ?? "3dstape demo: sandbox flows (\(args.value("channel") ?? "all") channels)"), ("masked", "yes"),
+                                                        ("label", plan.gateway.map { "3dstape demo: sandbox flows through the \($0.rawValue) gateway" }
+                                                            ?? "3dstape demo: sandbox flows (\(plan.channel) channels)"), ("masked", "yes"),
                                                         ("tool_version", version)], keys: substitution)
         var config = ProxyConfiguration(mode: .forward, upstreamTLS: try TLSContext(clientRoots: [keys.root.certificate]), interceptTLS: nil)
         config.upstreamTimeout = 10
@@ -111,19 +153,16 @@ struct DemoCommand: Command {
         let proxy = ProxyServer(loop: loop, config: config, writer: writer)
         stack.onStop { proxy.shutdown() }
         stack.finally { writer.close() }
-        let proxyAddress = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
+        let proxyAddress = try proxy.listen(on: plan.recorder.bound)
         var options = SandboxOptions()
         options.outgoingProxy = proxyAddress
         options.decoupledDelay = 0.2
         let sandbox = Sandbox(keys: keys, options: options, loop: loop)
-        try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
+        try sandbox.start(on: plan.sandbox.bound, tls: false)
         stack.start()
         io.err("sandbox \(sandbox.baseURL), recorder http://\(proxyAddress), session \(out)")
 
-        let channel = args.value("channel") ?? "all"
-        guard ["app", "browser", "all"].contains(channel) else { throw CommandFailure("--channel \(channel): expected app, browser or all") }
-        var flows = DemoCommand.flows.filter { channel == "all" || ($0.browser == (channel == "browser")) }
-        if let gateway = try args.gateway() { flows = DemoCommand.gatewayFlows(gateway) }
+        let flows = plan.flows
         var failures = 0
         var outcomes: [String] = []
         for flow in flows {
@@ -138,8 +177,8 @@ struct DemoCommand: Command {
         }
         usleep(300_000) // the last RReqs are sent just after their final CRes
         stack.stop()
-        io.out("")
-        if !args.has("quiet") {
+        if !plan.quiet { io.out("") }
+        if !plan.quiet {
             _ = try ShowCommand().run(try ArgumentParser.parse([out], options: ShowCommand().options, maxPositionals: 1), io)
             // The app channel, in clear: what key substitution recovered from the JWE bodies.
             let clear = try SessionReader(path: out).exchanges().flatMap { x in
@@ -150,13 +189,14 @@ struct DemoCommand: Command {
                 for (id, m) in clear { io.out("  #\(id) \(TerminalText.escaped(m.type ?? "?")): \(TerminalText.escapedJSON(m.json?.compact ?? ""))") }
             }
         }
-        failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, io)
+        failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, listen: plan.replayer.bound,
+                                         quiet: plan.quiet, io)
+        if plan.quiet {
+            io.out("session written to \(out) (\(writer.exchangesWritten) exchanges)")
+            return failures == 0 ? 0 : 1
+        }
         try inspect(recording: out, io)
-        // Point at a challenge exchange: the most interesting one to open in full.
-        let challenge = try SessionReader(path: out).exchanges().first { $0.messages.contains { $0.location == "jwe" } }?.id ?? 1
-        io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges); "
-               + "try '3dstape show \(out) --exchange \(challenge)' (a CReq/CRes in full), "
-               + "or '3dstape replay \(out) --scenario challenge-timeout' ('3dstape scenarios' lists the others)")
+        io.out("\nsession written to \(out) (\(writer.exchangesWritten) exchanges)" + (try DemoCommand.hints(out).map { "; try " + $0 } ?? ""))
         let dir = (out as NSString).deletingLastPathComponent
         io.out("browse it: '3dstape web\(dir == "sessions" || dir.isEmpty ? "" : " \(dir)")', then open http://127.0.0.1:8470/ "
                + "(timeline, decrypted CReq/CRes, sequence diagrams, the replay beside the recording)")
@@ -173,7 +213,9 @@ struct DemoCommand: Command {
         var options = SessionDiff.Options()
         options.timingTolerance = nil
         let diff: SessionDiff
-        do { diff = try SessionDiff.compare(recorded, try SessionReader(path: replay).exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
+        let replayReader = try SessionReader(path: replay)
+        options.pairBy = SessionDiff.defaultPairing(a: recording, b: replayReader)
+        do { diff = try SessionDiff.compare(recorded, try replayReader.exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
             throw CommandFailure("diff: \(e.description)")
         }
         io.out("diff: \(diff.pairedTransactions) transactions paired, "
@@ -183,7 +225,8 @@ struct DemoCommand: Command {
 
     /// With the sandbox stopped, replays the session just recorded: the same flows through `3dstape replay`'s engine
     /// (as a proxy, original timing, fresh app-channel keys), each outcome compared with the recording's.
-    func replayAndCompare(_ session: String, flows: [Flow], recorded: [String], certs: String, sandboxURL: String, _ io: Terminal) throws -> Int {
+    func replayAndCompare(_ session: String, flows: [Flow], recorded: [String], certs: String, sandboxURL: String, listen: HostPort, quiet: Bool,
+                          _ io: Terminal) throws -> Int {
         let catalog = try ReplayCatalog.load(path: session)
         var options = ReplayOptions()
         // The gateway calls carry values new on every run (as `replay --ignore-field` would be told).
@@ -199,14 +242,15 @@ struct DemoCommand: Command {
         let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
         stack.onStop { replayer.stop() }
         stack.finally { writer.close() }
-        let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: nil, scheme: "http")
+        let address = try replayer.start(on: listen, tls: nil, intercepting: nil, scheme: "http")
         stack.start()
-        io.out("\nthe sandbox is stopped; replaying the session as '3dstape replay' does (here on \(address)), the same flows through it:")
+        if !quiet { io.out("\nthe sandbox is stopped; replaying the session as '3dstape replay' does (here on \(address)), the same flows through it:") }
         var failures = 0
         for (flow, want) in zip(flows, recorded) {
             let (got, r) = try flow.run(ds: sandboxURL, certs: certs, proxy: address)
             let ok = got == want
             if !ok { failures += 1 }
+            if quiet && ok { continue }
             func pad(_ t: String, _ n: Int) -> String { t.count >= n ? t : t + String(repeating: " ", count: n - t.count) }
             io.out("\(ok ? io.green("same") : io.red("DIFF")) \(pad(flow.browser ? "browser" : "app", 7)) \(flow.version)  "
                    + "\(pad(TestCard.find(flow.card)?.summary ?? flow.card, 44)) → \(got) (recorded \(want))\(r.rreqReceived ? "  (RReq)" : "")")
@@ -214,8 +258,29 @@ struct DemoCommand: Command {
         usleep(300_000)
         stack.stop()
         let c = replayer.counts
-        io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "
-               + "\(c.rreqs) RReqs sent; replay session \(replayPath)")
+        if !quiet { io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "
+               + "\(c.rreqs) RReqs sent; replay session \(replayPath)") }
         return failures
+    }
+
+    /// The closing hints, true for the session just made: an exchange that holds a challenge message (an app CReq/CRes,
+    /// else a browser challenge's creq form) to open in full, and a scenario whose rules apply to the session. Nil when
+    /// the session has neither.
+    static func hints(_ path: String) throws -> String? {
+        var parts: [String] = []
+        let session = TerminalText.escaped(path)
+        let xs = try SessionReader(path: path).exchanges()
+        if let x = xs.first(where: { $0.messages.contains { $0.type == "CRes" && $0.direction == "response" } }) {
+            parts.append("'3dstape show \(session) --exchange \(x.id)' (an app-channel CReq/CRes in full)")
+        } else if let x = xs.first(where: { $0.messages.contains { $0.type == "CReq" } }) {
+            parts.append("'3dstape show \(session) --exchange \(x.id)' (a browser challenge's creq form in full)")
+        }
+        let catalog = try ReplayCatalog.load(path: path)
+        let applicable = ReplayScenario.all.filter { s in (try? s.faultRules()).map { ReplayFaults.problems($0, catalog: catalog).isEmpty } ?? false }
+        if let s = applicable.first(where: { $0.name == "challenge-timeout" }) ?? applicable.first {
+            parts.append("'3dstape replay \(session) --scenario \(s.name)' (\(applicable.count) of the \(ReplayScenario.all.count) scenarios "
+                         + "apply to this session; '3dstape scenarios' lists them)")
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: ", or ")
     }
 }

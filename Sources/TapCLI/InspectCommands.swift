@@ -56,10 +56,10 @@ struct ShowCommand: Command {
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw CommandFailure("give a session file (see '3dstape ls')") }
+        guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         let reader = try SessionReader(path: path)
         if let n = args.value("exchange") {
-            guard let id = Int64(n) else { throw CommandFailure("--exchange \(n): expected a number") }
+            guard let id = Int64(n) else { throw InvalidArguments("--exchange \(n): expected a number") }
             guard let x = try reader.exchange(id: id) else { throw CommandFailure("\(path) has no exchange \(id)") }
             if args.has("json") { io.json(ExchangeJSON.full(x)) } else { printFull(x, io: io) }
             return 0
@@ -255,8 +255,8 @@ struct DecryptCommand: Command {
     let options: [OptionSpec] = [.option("keylog", "FILE", help: "lines 'CEK <acsTransID> <64 hex digits>' (as 'sandbox --keylog' writes)")]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw CommandFailure("give a session file") }
-        guard let keylog = args.value("keylog") else { throw CommandFailure("--keylog FILE is required") }
+        guard let path = args.positionals.first else { throw InvalidArguments("give a session file") }
+        guard let keylog = args.value("keylog") else { throw InvalidArguments("--keylog FILE is required") }
         let log: KeyLog
         do { log = try KeyLog.load(path: keylog) } catch { throw CommandFailure("\(keylog): \(error.message)") }
         let o = try SessionDecryptor.decrypt(path: path, keys: StaticKeys(log: log))

@@ -9,11 +9,14 @@ import TapStore
 /// `3dstape diff`: two sessions compared transaction by transaction.
 struct DiffCommand: Command {
     let name = "diff"
-    let abstract = "Compare two sessions: transactions paired by order and shape, per-message element changes, statuses, outcomes, timings"
-    let usage = "3dstape diff A B [--json] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
+    let abstract = "Compare two sessions: transactions paired by order and shape (a replay: by what it matched), per-message element changes, "
+        + "statuses, outcomes, timings"
+    let usage = "3dstape diff A B [--json] [--pair-by match|shape] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
     let maxPositionals = 2
     let options: [OptionSpec] = [
         .flag("json", help: "print the differences as JSON"),
+        .option("pair-by", "match|shape", help: "match: B is a replay of A, each replayed transaction is compared with the recorded one it matched "
+                + "(the default when B's meta names A); shape: by order, channel, category and version (the default otherwise)"),
         .option("timing-tolerance", "DURATION", help: "report exchanges whose durations differ by more than this (default 250ms; 'off' compares none)"),
         .option("ignore-field", "NAME", help: "also ignore this element's value (repeatable); IDs, keys, signatures and dates always are"),
         .option("max-pairing-steps", "N", help: "give up (exit 2) when pairing would take more steps (default \(SessionDiff.defaultMaxPairingSteps), "
@@ -21,7 +24,7 @@ struct DiffCommand: Command {
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard args.positionals.count == 2 else { throw CommandFailure("give two session files: 3dstape diff A B") }
+        guard args.positionals.count == 2 else { throw InvalidArguments("give two session files: 3dstape diff A B") }
         let (pa, pb) = (args.positionals[0], args.positionals[1])
         var options = SessionDiff.Options()
         if let t = args.value("timing-tolerance") {
@@ -34,9 +37,11 @@ struct DiffCommand: Command {
             guard let n = Int(v), n > 0 else { throw InvalidArguments("--max-pairing-steps \(v): expected a positive number") }
             options.maxPairingSteps = n
         }
+        let (ra, rb) = (try SessionReader(path: pa), try SessionReader(path: pb))
+        options.pairBy = try DiffCommand.pairing(args.value("pair-by"), a: pa, b: rb)
         let diff: SessionDiff
         do {
-            diff = try SessionDiff.compare(try SessionReader(path: pa).exchanges(), try SessionReader(path: pb).exchanges(), options: options)
+            diff = try SessionDiff.compare(try ra.exchanges(), try rb.exchanges(), options: options)
         } catch let e as SessionDiff.TooDifferent {
             io.err("3dstape: diff: \(e.description); compare parts of them, or raise --max-pairing-steps")
             return 2
@@ -44,6 +49,7 @@ struct DiffCommand: Command {
         if args.has("json") {
             io.json(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
                                  ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
+                                 ("pair_by", .string(diff.pairedBy.rawValue)), ("not_replayed_a", .number(String(diff.unreplayedTransactions))),
                                  ("differences", .array(diff.changes.map(\.json)))]))
         } else {
             if !diff.changes.isEmpty {
@@ -54,10 +60,24 @@ struct DiffCommand: Command {
                      ThreeDSContent.printable(c.before ?? "-"), ThreeDSContent.printable(c.after ?? "-")]
                 }))
             }
-            io.out("\(diff.transactionsA) transactions in A, \(diff.transactionsB) in B, \(diff.pairedTransactions) paired; "
+            let how = diff.pairedBy == .match
+                ? " by what the replay matched" + (diff.unreplayedTransactions > 0 ? " (\(diff.unreplayedTransactions) of A not replayed, not compared)" : "")
+                : ""
+            io.out("\(diff.transactionsA) transactions in A, \(diff.transactionsB) in B, \(diff.pairedTransactions) paired\(how); "
                    + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences"))
         }
         return diff.isEmpty ? 0 : 1
+    }
+
+    /// `--pair-by` checked against the sessions: `match` only when B is a replay (exit status 2 otherwise); absent, `match`
+    /// when B is a replay of A, else `shape`.
+    static func pairing(_ option: String?, a: String, b: SessionReader) throws -> SessionDiff.PairBy {
+        guard let option else { return SessionDiff.defaultPairing(a: a, b: b) }
+        guard let p = SessionDiff.PairBy(rawValue: option) else { throw InvalidArguments("--pair-by \(option): expected match or shape") }
+        if p == .match, !SessionDiff.isReplaySession(b) {
+            throw InvalidArguments("--pair-by match: \(b.path) is not a replay (no replay matches in it); pair by shape, or give the replay as B")
+        }
+        return p
     }
 }
 
@@ -74,7 +94,7 @@ struct ExportCommand: Command {
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw CommandFailure("give a session file (see '3dstape ls')") }
+        guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         guard let format = args.value("format") else { throw InvalidArguments("--format is required: har, mermaid, svg or jsonl") }
         guard ["har", "mermaid", "svg", "jsonl"].contains(format) else { throw InvalidArguments("--format \(format): expected har, mermaid, svg or jsonl") }
         let reader = try SessionReader(path: path)
@@ -118,7 +138,7 @@ struct ImportCommand: Command {
     /// The file is read a piece at a time (`HAR.read`) and written to a hidden file beside OUT that takes OUT's name only
     /// once complete: a bad entry, a write error, SIGINT or SIGTERM (exit 130, 143) leave nothing that looks like a session.
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let file = args.positionals.first else { throw CommandFailure("give a HAR file") }
+        guard let file = args.positionals.first else { throw InvalidArguments("give a HAR file") }
         let input = try InputFile(file, limit: ImportCommand.limit)
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
         let out = args.value("session") ?? "sessions/\(base).3dstape"

@@ -46,7 +46,7 @@ struct RecordCommand: Command {
         let authorization = try args.listenAuthorization(listens) // before anything is created
         let mode: ProxyConfiguration.Mode
         if let r = args.value("reverse") {
-            guard let u = UpstreamURL(r) else { throw CommandFailure("--reverse \(r): expected http://host[:port] or https://host[:port]") }
+            guard let u = UpstreamURL(r) else { throw InvalidArguments("--reverse \(r): expected http://host[:port] or https://host[:port]") }
             mode = .reverse(u)
         } else {
             mode = .forward
@@ -59,7 +59,7 @@ struct RecordCommand: Command {
             clientCert = try Certificate(pemOrDER: try readInput(c))
             clientKey = try PrivateKey(pemOrDER: try readInput(k))
         case (nil, nil): break
-        default: throw CommandFailure("--client-cert and --client-key go together")
+        default: throw InvalidArguments("--client-cert and --client-key go together")
         }
         let upstreamTLS = try TLSContext(clientRoots: roots, verify: !args.has("insecure-upstream"),
                                          clientCertificate: clientCert, clientKey: clientKey)
@@ -95,7 +95,7 @@ struct RecordCommand: Command {
         case "none": break
         case "substitute":
             guard let certPath = args.value("ds-cert"), let rootPath = args.value("ds-root") else {
-                throw CommandFailure("--decrypt substitute needs --ds-cert PEM and --ds-root PEM (the real DS's)")
+                throw InvalidArguments("--decrypt substitute needs --ds-cert PEM and --ds-root PEM (the real DS's)")
             }
             let upstream = UpstreamDS(encryptionCertificate: try Certificate(pemOrDER: try readInput(certPath)),
                                       directoryServerID: args.value("ds-id") ?? SandboxKeys.directoryServerID,
@@ -103,7 +103,7 @@ struct RecordCommand: Command {
             let sub = KeySubstitution(identity: substitutionIdentity(try substitutionKeys()), upstream: upstream)
             config.substitution = sub
             keys = sub
-        case let other: throw CommandFailure("--decrypt \(other): expected substitute or none")
+        case let other: throw InvalidArguments("--decrypt \(other): expected substitute or none")
         }
         let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys, maxBytes: maxSessionBytes, onProblem: { problem in
             FileHandle.standardError.write(Data("3dstape: record: \(TerminalText.escaped(problem))\n".utf8))

@@ -42,7 +42,7 @@ struct ReplayCommand: Command {
     ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw CommandFailure("which session? usage: \(usage)") }
+        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
         let options = try ReplayCommand.options(args)
         let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
         let maxConnections = try args.maxConnections(), maxBuffered = try args.maxBuffered()
@@ -115,8 +115,7 @@ struct ReplayCommand: Command {
         o.schedule.rules = try args.all("delay").map { text in
             do { return try DelayRule.read(text) } catch { throw InvalidArguments("--delay \(text): \(error)") }
         }
-        if let s = args.value("seed") {
-            guard let n = UInt64(s) else { throw CommandFailure("--seed \(s): expected a non-negative integer") }
+        if let n = try args.seed() {
             o.schedule.seed = n
         }
         switch args.value("on-miss") ?? "404" {
@@ -124,12 +123,12 @@ struct ReplayCommand: Command {
         case "erro": o.onMiss = .erro
         case let v where v.hasPrefix("forward:"):
             let url = String(v.dropFirst(8))
-            guard HTTPURL(url) != nil else { throw CommandFailure("--on-miss \(v): expected forward:http(s)://host[:port]") }
+            guard HTTPURL(url) != nil else { throw InvalidArguments("--on-miss \(v): expected forward:http(s)://host[:port]") }
             o.onMiss = .forward(url)
-        case let v: throw CommandFailure("--on-miss \(v): expected 404, erro or forward:URL")
+        case let v: throw InvalidArguments("--on-miss \(v): expected 404, erro or forward:URL")
         }
         if let r = args.value("repeat") {
-            guard let m = RepeatMode(rawValue: r) else { throw CommandFailure("--repeat \(r): expected last, cycle or miss") }
+            guard let m = RepeatMode(rawValue: r) else { throw InvalidArguments("--repeat \(r): expected last, cycle or miss") }
             o.repeatMode = m
         }
         o.ignoreFields = Set(args.all("ignore-field"))
@@ -146,7 +145,7 @@ struct ReplayCommand: Command {
             throw InvalidArguments(e.description)
         }
         if let u = args.value("public-url") {
-            guard HTTPURL(u) != nil else { throw CommandFailure("--public-url \(u): expected http(s)://host[:port]") }
+            guard HTTPURL(u) != nil else { throw InvalidArguments("--public-url \(u): expected http(s)://host[:port]") }
             o.publicURL = u.hasSuffix("/") ? String(u.dropLast()) : u
         }
         return o
@@ -158,7 +157,7 @@ struct ReplayCommand: Command {
         switch (sign ?? "PS256").uppercased() {
         case "PS256": return ReplayACSIdentity(key: keys.acsRSA.key, certificate: keys.acsRSA.cert, signing: .ps256)
         case "ES256": return ReplayACSIdentity(key: keys.acsEC.key, certificate: keys.acsEC.cert, signing: .es256)
-        case let other: throw CommandFailure("--sign \(other): expected PS256 or ES256")
+        case let other: throw InvalidArguments("--sign \(other): expected PS256 or ES256")
         }
     }
 }

@@ -52,20 +52,20 @@ struct SandboxCommand: Command {
         let listens = args.positionals.first == "certs" ? [] : try args.listenAddresses(default: "127.0.0.1:9443")
         let authorization = listens.isEmpty ? nil : try args.listenAuthorization(listens) // before any key is made
         let keys = try sandboxKeys()
-        guard let dsKey = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw CommandFailure("--ds-key: expected rsa or ec") }
+        guard let dsKey = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw InvalidArguments("--ds-key: expected rsa or ec") }
         if args.positionals.first == "certs" {
-            guard let out = args.value("out") else { throw CommandFailure("sandbox certs needs --out DIR") }
+            guard let out = args.value("out") else { throw InvalidArguments("sandbox certs needs --out DIR") }
             try keys.writeClientCertificates(to: out, dsKeyType: dsKey, replace: args.has("force"))
             io.out("wrote ds-root.pem, ds-root.der, ds-cert.pem (\(dsKey.rawValue)) and ds.json to \(out)")
             return 0
         }
-        if let p = args.positionals.first { throw CommandFailure("unknown action '\(p)'; expected 'certs' or nothing") }
+        if let p = args.positionals.first { throw InvalidArguments("unknown action '\(p)'; expected 'certs' or nothing") }
         var o = SandboxOptions()
         o.dsKeyType = dsKey
         switch (args.value("sign") ?? "PS256").uppercased() {
         case "PS256": o.signing = .ps256
         case "ES256": o.signing = .es256
-        case let other: throw CommandFailure("--sign \(other): expected PS256 or ES256")
+        case let other: throw InvalidArguments("--sign \(other): expected PS256 or ES256")
         }
         if let d = try args.duration("ares-delay") { o.aresDelay = d }
         if let t = try args.seconds("header-timeout") { o.headerTimeout = t }
@@ -122,18 +122,18 @@ struct ClientCommand: Command {
     ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let ds = args.value("ds"), let dsURL = HTTPURL(ds) else { throw CommandFailure("--ds URL is required (http://host:port)") }
-        guard let card = args.value("card") else { throw CommandFailure("--card PAN is required") }
-        guard let certs = args.value("certs") else { throw CommandFailure("--certs DIR is required ('3dstape sandbox certs --out DIR')") }
+        guard let ds = args.value("ds"), let dsURL = HTTPURL(ds) else { throw InvalidArguments("--ds URL is required (http://host:port)") }
+        guard let card = args.value("card") else { throw InvalidArguments("--card PAN is required") }
+        guard let certs = args.value("certs") else { throw InvalidArguments("--certs DIR is required ('3dstape sandbox certs --out DIR')") }
         var o = ClientOptions(dsURL: dsURL, card: card, certsDirectory: certs)
         switch args.value("channel") ?? "app" {
         case "app": o.browser = false
         case "browser": o.browser = true
-        case let c: throw CommandFailure("--channel \(c): expected app or browser")
+        case let c: throw InvalidArguments("--channel \(c): expected app or browser")
         }
         o.messageVersion = args.value("message-version") ?? "2.2.0"
         if let e = args.value("enc") {
-            guard let enc = ContentEncryption(rawValue: e) else { throw CommandFailure("--enc \(e): expected A128CBC-HS256 or A128GCM") }
+            guard let enc = ContentEncryption(rawValue: e) else { throw InvalidArguments("--enc \(e): expected A128CBC-HS256 or A128GCM") }
             o.enc = enc
         }
         o.answer = args.value("answer")

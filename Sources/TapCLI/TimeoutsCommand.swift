@@ -12,7 +12,7 @@ struct TimeoutsCommand: Command {
     let name = "timeouts"
     let abstract = "Sweep the delay of one message over replays of a session and find when a client gives up"
     let usage = "3dstape timeouts SESSION --message MATCH [--from DURATION] [--to DURATION] [--step DURATION | --bisect] [--runs N] "
-        + "[--report DIR] [--json] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
+        + "[--report DIR] [--json] [--listen HOST:PORT] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
     let maxPositionals = 256
     let options: [OptionSpec] = [
         .option("message", "MATCH", help: "the answer to delay, as for replay --delay: CRes, CRes#2, ARes, exchange:7, path:/acs/challenge"),
@@ -25,6 +25,8 @@ struct TimeoutsCommand: Command {
         .option("seed", "N", help: "the replay seed (default 0)"),
         .option("command-timeout", "SECONDS", help: "end a run's command, with its process group, after this long (default: the delay + 60 s)"),
         .flag("json", help: "print the result as JSON"),
+        .option("listen", "HOST:PORT", help: "the in-process replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)"),
+        .flag("allow-remote", help: "let --listen be an address other machines can reach"),
     ]
 
     /// The most delays one sweep tries (each is a replay and a run of the command).
@@ -43,10 +45,35 @@ struct TimeoutsCommand: Command {
         var challengeCancel: String?
         var retried: Bool
         var session: String
+        /// Why the command could not be started (spawn failed), when it could not.
+        var startFailure: String? = nil
+        /// Exchanges the replay saw during this run.
+        var exchanges = 0
+    }
+
+    /// Why the sweep stops after `run`: the command could not be spawned, or it exited 126 or 127 (a shell's "not
+    /// executable", "not found") without sending the replayer anything: it did not start, and no delay would change that.
+    static func didNotStart(_ run: Run, command: [String]) -> String? {
+        if let failure = run.startFailure { return failure }
+        guard run.outcome == "not reached", run.exchanges == 0, let code = run.exitCode, CommandGroup.notStartedStatuses.contains(code) else { return nil }
+        return notStartedLine(command, code)
+    }
+
+    /// Why the sweep's result means nothing: every run exited 126 or 127 without asking for the delayed message.
+    static func neverStarted(_ runs: [Run], command: [String]) -> String? {
+        guard let first = runs.first?.exitCode, CommandGroup.notStartedStatuses.contains(first),
+              runs.allSatisfy({ $0.outcome == "not reached" && $0.exitCode.map(CommandGroup.notStartedStatuses.contains) == true }) else { return nil }
+        return notStartedLine(command, first)
+    }
+
+    static func notStartedLine(_ command: [String], _ code: Int32) -> String {
+        "the command did not start: \(TerminalText.escaped(command.joined(separator: " ").prefix(200).description)) exited \(code) "
+            + "(\(code == 127 ? "a command not found" : "a command not executable")) without asking the replayer for the delayed message; "
+            + "run it by hand to see why"
     }
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw CommandFailure("which session? usage: \(usage)") }
+        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
         let command = Array(args.positionals.dropFirst())
         guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
         guard let matchText = args.value("message"), let match = DelayRule.Match.parse(matchText) else {
@@ -61,8 +88,12 @@ struct TimeoutsCommand: Command {
                                    + "makes more than \(TimeoutsCommand.mostDelays) delays; take a larger step or --bisect")
         }
         let commandTimeout = try args.seconds("command-timeout")
-        let runs = Int(args.value("runs") ?? "1") ?? 0
-        guard runs >= 1, runs <= 100 else { throw InvalidArguments("--runs: expected 1 to 100") }
+        let runs = try args.count("runs", default: 1, within: 1...100)
+        let seed = try args.seed() ?? 0
+        let listen = try args.singleListenAddress("listen", default: "127.0.0.1:0",
+                                                  remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there")
+        // A command that cannot start is refused before any replay (exit 2), not swept as "no delay tried".
+        do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
         if let problem = ReplayFaults.problems([FaultRule(match: match, action: .delay(1))], catalog: catalog).first {
@@ -71,7 +102,6 @@ struct TimeoutsCommand: Command {
         let report = args.value("report") ?? "sessions/timeouts-\(ReplayCommand.stamp())"
         try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
         let identity = try ReplayCommand.acsIdentity(nil)
-        let seed = UInt64(args.value("seed") ?? "0") ?? 0
         // Ctrl-C or SIGTERM stops the sweep: the command's group is ended, the report of the runs so far written, and
         // the exit status is 130 or 143.
         let stop = StopRequest()
@@ -86,8 +116,9 @@ struct TimeoutsCommand: Command {
                 io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", TerminalText.escaped(matchText), ReplayFaults.describe(delay), n, runs))
                 let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
                                     session: (report as NSString).appendingPathComponent("delay-\(Checked.milliseconds(delay))ms-run\(n).3dstape"),
-                                    timeout: commandTimeout ?? delay + 60, stop: stop)
+                                    timeout: commandTimeout ?? delay + 60, stop: stop, listen: listen.bound)
                 results.append(r)
+                if let why = TimeoutsCommand.didNotStart(r, command: command) { throw InvalidArguments(why) }
                 outcomes.append(r.outcome)
             }
             if stop.signal != nil { return "interrupted" }
@@ -112,6 +143,7 @@ struct TimeoutsCommand: Command {
             }
         }
         let interrupted = stop.signal.map(Interrupted.init)
+        if interrupted == nil, let why = TimeoutsCommand.neverStarted(results, command: command) { throw InvalidArguments(why) }
         let waited = bracket?.waited ?? results.filter { $0.outcome == "waited" }.map(\.delay).max()
         let gaveUp = bracket?.gaveUp ?? results.filter { $0.outcome == "gave up" }.map(\.delay).min()
         let json = TimeoutsCommand.json(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp,
@@ -134,8 +166,12 @@ struct TimeoutsCommand: Command {
                          r.challengeCancel ?? "-", r.retried ? "yes" : "no", (r.session as NSString).lastPathComponent])
         }
         io.out(Table.render(rows))
-        io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
-               + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(TerminalText.escaped(matchText)))")
+        if waited == nil, gaveUp == nil {
+            io.out("threshold: none found: in no run did the client ask for \(TerminalText.escaped(matchText)) and then wait or give up")
+        } else {
+            io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
+                   + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(TerminalText.escaped(matchText)))")
+        }
         io.out("report: \(TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))) (chart), report.json, and the replay sessions")
         return interrupted?.exitStatus ?? 0
     }
@@ -143,38 +179,16 @@ struct TimeoutsCommand: Command {
     /// One replay in process with `match` delayed by `delay`, the command run against it (in a process group of its own,
     /// ended as a group after `timeout` seconds or when `stop` has a signal), and what the session shows.
     func runOnce(catalog: ReplayCatalog, identity: ReplayACSIdentity, match: DelayRule.Match, delay: Double, seed: UInt64,
-                 command: [String], session: String, timeout: Double, stop: StopRequest) throws -> Run {
-        try? FileManager.default.removeItem(atPath: session)
+                 command: [String], session: String, timeout: Double, stop: StopRequest, listen: HostPort) throws -> Run {
         var options = ReplayOptions()
         options.schedule.seed = seed
         options.schedule.rules = [DelayRule(match: match, seconds: delay)]
-        let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
-        let writer = try SessionWriter(path: session, meta: SessionWriter.replayMeta(of: catalog.path,
-                                                                                      label: "timeouts: \(match) delayed \(ReplayFaults.describe(delay))"), keys: engine)
-        let stack = try ServiceStack.background("3dstape-timeouts")
-        let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: { _ in })
-        stack.onStop { replayer.stop() }
-        stack.finally { writer.close() }
-        let (ca, _) = try UserHome.resolve().interceptionCA()
-        let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
-        let address = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: nil, intercepting: intercept, scheme: "http")
-        stack.start()
-        let url = "http://\(address)"
-        let args = command.dropFirst().map { $0.replacingOccurrences(of: "{url}", with: url).replacingOccurrences(of: "{proxy}", with: url) }
-        var env = ProcessInfo.processInfo.environment
-        env["THREEDSTAPE_REPLAY_URL"] = url
-        env["THREEDSTAPE_PROXY"] = url
-        var ending = CommandGroup.Ending()
-        var launched = true
-        do {
-            let group = try CommandGroup.start([command[0]] + args, environment: env)
-            ending = group.wait(atMost: timeout, shouldStop: { stop.signal != nil })
-        } catch {
-            launched = false // reported for this run; the sweep goes on
-        }
-        if !ending.stopped { usleep(200_000) } // an RReq or a last request in flight
-        stack.stop()
-        var run = try TimeoutsCommand.outcome(session: session, delay: delay, exit: ending.exitStatus, started: launched)
+        let replay = InProcessReplay(catalog: catalog, identity: identity, listen: listen)
+        let ran = try replay.run(options: options, session: session, label: "timeouts: \(match) delayed \(ReplayFaults.describe(delay))",
+                                 command: command, output: nil, timeout: timeout, stop: stop)
+        let ending = ran.ending, startFailure = ran.startFailure // the sweep stops on a start failure (didNotStart)
+        var run = try TimeoutsCommand.outcome(session: session, delay: delay, exit: ending.exitStatus, started: startFailure == nil)
+        run.startFailure = startFailure
         if ending.stopped {
             run.outcome = "interrupted"
             run.timeToOutcomeMs = nil
@@ -188,6 +202,7 @@ struct TimeoutsCommand: Command {
         let delayed = xs.filter { x in x.replay.map { abs(($0.scheduledDelayMs ?? -1) - delay * 1000) < 0.01 && $0.miss == nil } ?? false }
         var run = Run(delay: delay, exitCode: exit, outcome: "not reached", timeToOutcomeMs: nil, erroSent: [], challengeCancel: nil,
                       retried: false, session: session)
+        run.exchanges = xs.count
         if let first = delayed.first {
             if let abort = first.clientAbortAt {
                 run.outcome = "gave up"

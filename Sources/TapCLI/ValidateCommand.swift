@@ -18,7 +18,7 @@ struct ValidateCommand: Command {
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         if args.has("rules") { printRules(io); return 0 }
-        guard let path = args.positionals.first else { throw CommandFailure("give a session file (see '3dstape ls')") }
+        guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         let reader = try SessionReader(path: path)
         let exchanges = try reader.exchanges()
         let transactions = ThreeDSTransaction.group(exchanges)

@@ -2,8 +2,9 @@ import Foundation
 import TapCore
 import TapStore
 
-/// `3dstape diff`: two sessions' transactions paired by order and shape (never by their IDs), then compared message by
-/// message, ignoring what differs on every run (IDs, keys, signatures, dates, loopback ports).
+/// `3dstape diff`: two sessions' transactions paired by order and shape (never by their IDs), or, when B is a replay of A,
+/// each replayed transaction with the recorded one it matched; then compared message by message, ignoring what differs on
+/// every run (IDs, keys, signatures, dates, loopback ports).
 public struct SessionDiff: Sendable {
     /// One difference, with where it was found on each side.
     public struct Change: Sendable {
@@ -44,7 +45,42 @@ public struct SessionDiff: Sendable {
         /// `TooDifferent`. The pairing needs memory linear in the sessions' sizes and time growing with the rows
         /// times the elements left unpaired: this keeps a diff of two unrelated large sessions from running for minutes.
         public var maxPairingSteps = SessionDiff.defaultMaxPairingSteps
+        /// How transactions (and plain exchanges) are paired.
+        public var pairBy: PairBy = .shape
         public init() {}
+    }
+
+    /// How `compare` pairs the two sessions' transactions.
+    public enum PairBy: String, Sendable, CaseIterable {
+        /// In order, by channel, category, version and first message (`SequenceAlignment`): for any two sessions.
+        case shape
+        /// B is a replay of A: each of B's transactions with the recorded transaction its exchanges matched
+        /// (`replay_matches.recorded_exchange_id`). A's transactions that the replay's client never ran are counted, not
+        /// reported as missing: a replay serves what its client asks for.
+        case match
+    }
+
+    /// Whether the session `b` was written by a replay (its meta says `mode` replay, or it holds replay matches).
+    public static func isReplaySession(_ b: SessionReader) -> Bool {
+        b.meta["mode"] == "replay" || ((try? b.isReplay) ?? false)
+    }
+
+    /// Whether `b` is a replay of the session file at `aPath`: its meta names that file (the same file once both paths
+    /// are resolved, symbolic links included).
+    public static func isReplay(_ b: SessionReader, of aPath: String) -> Bool {
+        guard isReplaySession(b), let replayed = b.meta["replayed_session"], let x = realPath(replayed), let y = realPath(aPath) else { return false }
+        return x == y
+    }
+
+    /// The pairing `diff` uses when none is asked for: `match` when B is a replay of A, `shape` otherwise.
+    public static func defaultPairing(a aPath: String, b: SessionReader) -> PairBy {
+        isReplay(b, of: aPath) ? .match : .shape
+    }
+
+    static func realPath(_ p: String) -> String? {
+        guard let r = realpath(p, nil) else { return nil }
+        defer { free(r) }
+        return String(cString: r)
     }
 
     /// A few seconds of pairing on one core (two sessions of 20 000 transactions with 25 000 of them unpaired).
@@ -76,6 +112,10 @@ public struct SessionDiff: Sendable {
     public var pairedTransactions: Int
     public var transactionsA: Int
     public var transactionsB: Int
+    /// How the transactions were paired.
+    public var pairedBy: PairBy = .shape
+    /// With `match`: A's transactions that no transaction of the replay matched (not compared).
+    public var unreplayedTransactions = 0
 
     public var isEmpty: Bool { changes.isEmpty }
 
@@ -84,13 +124,17 @@ public struct SessionDiff: Sendable {
         let xa = Dictionary(a.map { ($0.id, $0) }, uniquingKeysWith: { x, _ in x })
         let xb = Dictionary(b.map { ($0.id, $0) }, uniquingKeysWith: { x, _ in x })
         var changes: [Change] = []
-        let pairs = try pair(ta.map(signature), tb.map(signature), what: "transactions", maxSteps: options.maxPairingSteps)
-        var paired = 0
+        let pairs = options.pairBy == .match ? matchPairs(ta, tb, xb) : try pair(ta.map(signature), tb.map(signature), what: "transactions",
+                                                                                        maxSteps: options.maxPairingSteps)
+        var paired = 0, unreplayed = 0
         for p in pairs {
             switch p {
             case let .both(i, j):
                 paired += 1
                 changes += compareTransactions(ta[i], tb[j], i + 1, j + 1, xa, xb, options)
+            case let .onlyA(i) where options.pairBy == .match:
+                _ = i
+                unreplayed += 1
             case let .onlyA(i):
                 changes.append(Change(kind: .missingTransaction, transactionA: i + 1, exchangeA: ta[i].messages.first?.exchangeID,
                                       message: ta[i].shape.joined(separator: " "), before: ta[i].outcome))
@@ -99,8 +143,29 @@ public struct SessionDiff: Sendable {
                                       message: tb[j].shape.joined(separator: " "), after: tb[j].outcome))
             }
         }
-        changes += try compareOtherExchanges(a, b, ta, tb, maxSteps: options.maxPairingSteps)
-        return SessionDiff(changes: changes, pairedTransactions: paired, transactionsA: ta.count, transactionsB: tb.count)
+        changes += try compareOtherExchanges(a, b, ta, tb, maxSteps: options.maxPairingSteps, byMatch: options.pairBy == .match)
+        return SessionDiff(changes: changes, pairedTransactions: paired, transactionsA: ta.count, transactionsB: tb.count, pairedBy: options.pairBy,
+                           unreplayedTransactions: unreplayed)
+    }
+
+    /// The pairing of a replay's transactions (B) with the recording's (A): each of B's with the transaction of A that
+    /// most of its exchanges matched (the first such on a tie); one B transaction per A transaction, later ones extra.
+    /// In B's order, then A's unmatched transactions.
+    static func matchPairs(_ ta: [ThreeDSTransaction], _ tb: [ThreeDSTransaction], _ xb: [Int64: StoredExchange]) -> [Pairing] {
+        var transactionOfA: [Int64: Int] = [:]
+        for (i, t) in ta.enumerated() { for m in t.messages where transactionOfA[m.exchangeID] == nil { transactionOfA[m.exchangeID] = i } }
+        var taken = Set<Int>()
+        var out: [Pairing] = []
+        for (j, t) in tb.enumerated() {
+            var votes: [Int: Int] = [:]
+            for id in t.exchangeIDs {
+                if let recorded = xb[id]?.replay?.recordedExchangeID, let i = transactionOfA[recorded] { votes[i, default: 0] += 1 }
+            }
+            let best = votes.max { $0.value != $1.value ? $0.value < $1.value : $0.key > $1.key }?.key
+            if let i = best, taken.insert(i).inserted { out.append(.both(i, j)) } else { out.append(.onlyB(j)) }
+        }
+        for i in ta.indices where !taken.contains(i) { out.append(.onlyA(i)) }
+        return out
     }
 
     /// What pairs transactions: channel, category and version. The shape may differ (a missing CRes is a finding).
@@ -237,12 +302,23 @@ public struct SessionDiff: Sendable {
 
     /// Exchanges outside any 3DS transaction (plain HTTP), paired by method and loopback-normalised URL in order.
     static func compareOtherExchanges(_ a: [StoredExchange], _ b: [StoredExchange], _ ta: [ThreeDSTransaction], _ tb: [ThreeDSTransaction],
-                                      maxSteps: Int) throws(TooDifferent) -> [Change] {
+                                      maxSteps: Int, byMatch: Bool = false) throws(TooDifferent) -> [Change] {
         let inA = Set(ta.flatMap { $0.messages.map(\.exchangeID) }), inB = Set(tb.flatMap { $0.messages.map(\.exchangeID) })
         let oa = a.filter { !inA.contains($0.id) }, ob = b.filter { !inB.contains($0.id) }
         func key(_ x: StoredExchange) -> String { x.method + " " + withoutLoopbackPort(x.url) }
         var out: [Change] = []
-        for p in try pair(oa.map(key), ob.map(key), what: "plain exchanges", maxSteps: maxSteps) {
+        let pairs: [Pairing]
+        if byMatch { // each replayed exchange with the one it matched; A's exchanges never asked for are not compared
+            let indexOfA = Dictionary(oa.enumerated().map { ($0.element.id, $0.offset) }, uniquingKeysWith: { x, _ in x })
+            var taken = Set<Int>()
+            pairs = ob.indices.map { j in
+                if let id = ob[j].replay?.recordedExchangeID, let i = indexOfA[id], taken.insert(i).inserted { return .both(i, j) }
+                return .onlyB(j)
+            }
+        } else {
+            pairs = try pair(oa.map(key), ob.map(key), what: "plain exchanges", maxSteps: maxSteps)
+        }
+        for p in pairs {
             switch p {
             case let .both(i, j):
                 if oa[i].status != ob[j].status {

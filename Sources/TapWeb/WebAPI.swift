@@ -17,7 +17,7 @@ import TapStore
 ///     GET /api/sessions/NAME/transactions/N/diagram.svg   … drawn as SVG
 ///     GET /api/sessions/NAME/validation                   `validate`'s findings
 ///     GET /api/sessions/NAME/session.har, session.mmd     the session as HAR 1.2 or a Mermaid diagram (downloads)
-///     GET /api/diff?a=NAME&b=NAME                         `diff`'s changes
+///     GET /api/diff?a=NAME&b=NAME[&pair_by=match|shape]   `diff`'s changes (a replay of A: paired by its matches)
 ///     GET /api/glossary                                   what 3DS elements and values mean
 public final class WebAPI: @unchecked Sendable {
     // Safe: `WebInspector` calls `handle` only on its one serial query queue; the summary cache is touched nowhere else.
@@ -262,12 +262,21 @@ public final class WebAPI: @unchecked Sendable {
         let ra = try open(a), rb = try open(b) // query values arrive decoded
         var options = SessionDiff.Options()
         options.maxPairingSteps = maxPairingSteps
+        switch q["pair_by"] {
+        case nil, "": options.pairBy = SessionDiff.defaultPairing(a: ra.path, b: rb)
+        case "shape": options.pairBy = .shape
+        case "match":
+            guard SessionDiff.isReplaySession(rb) else { throw WebError("pair_by=match: \(b) is not a replay") }
+            options.pairBy = .match
+        case let other?: throw WebError("pair_by \(other): expected match or shape")
+        }
         let d: SessionDiff
         do { d = try SessionDiff.compare(try ra.exchanges(), try rb.exchanges(), options: options) } catch let e as SessionDiff.TooDifferent {
             throw WebError("\(a) and \(b): \(e.description)", status: 422)
         }
         return .object([("a", .string(a)), ("b", .string(b)), ("paired", .number(String(d.pairedTransactions))),
                         ("transactions_a", .number(String(d.transactionsA))), ("transactions_b", .number(String(d.transactionsB))),
+                        ("pair_by", .string(d.pairedBy.rawValue)), ("not_replayed_a", .number(String(d.unreplayedTransactions))),
                         ("changes", .array(d.changes.map(\.json)))])
     }
 }

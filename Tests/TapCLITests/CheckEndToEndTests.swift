@@ -88,12 +88,16 @@ import TapCore
         try #"{"challenge-timeout": [{"clause": "gives-up"}], "nope": []}"#.write(toFile: expect, atomically: true, encoding: .utf8)
         for (args, says, lines) in [(["--expect", expect], "gives-up needs \"within\"", 2),
                                     (["--scenario", "nope"], "no such scenario", 1),
-                                    (["--runs", "0"], "--runs 0: expected 1 to 100", 1),
+                                    (["--runs", "0"], "--runs 0: expected a whole number from 1 to 100", 1),
                                     (["--command-timeout", "forever"], "--command-timeout forever", 1)] {
             let bad = try CLIRunner.run(["check", browser] + args + ["--", "true"], environment: env)
             #expect(bad.status == 2 && bad.stderr.contains(says) && bad.stderr.split(separator: "\n").count == lines, "\(args): \(bad.status) \(bad.stderr)")
         }
         #expect(try CLIRunner.run(["check", browser], environment: env).status == 2) // no command
+        let missing = try CLIRunner.run(["check", browser, "--report", dir.appendingPathComponent("never").path, "--", "/nonexistent/sdk-ui-test"],
+                                        environment: env)
+        #expect(missing.status == 2 && missing.stderr.contains("cannot start /nonexistent/sdk-ui-test: no such file"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("never").path), "nothing ran, no report")
     }
 
     @Test func aTeamsOwnExpectationCanMakeTheSameRunFail() throws {
@@ -109,7 +113,7 @@ import TapCore
         #expect(r.status == 1, "\(r.stdout) \(r.stderr)")
         let clauses = try JSON.parse(r.stdout)["scenarios"]?.arrayValue?.first?["clauses"]?.arrayValue ?? []
         #expect(!clauses.isEmpty, "\(r.stdout)")
-        #expect(clauses.map { $0["observed"]?.stringValue ?? "" }.contains { $0.hasPrefix("gave up after 2") && $0.hasSuffix("later than 1s") })
+        #expect(clauses.map { $0["observed"]?.stringValue ?? "" }.contains { $0.hasPrefix("gave up after ") && $0.hasSuffix("later than 1s") })
         #expect(clauses.contains { $0["observed"]?.stringValue == "exit status 1" && $0["passed"] == .bool(false) })
     }
 }
