@@ -168,3 +168,24 @@ import TapReplay
         #expect(!xml.contains("<y>"))
     }
 }
+
+/// The README's scenarios table shows each scenario's expectation as the data has it.
+@Suite struct ExpectationDocumentationTests {
+    @Test func theReadmeTableSaysWhatCheckExpects() throws {
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../README.md").standardized, encoding: .utf8)
+        guard let header = readme.range(of: "| scenario | rules | the protocol expects | `check` expects |") else {
+            Issue.record("no scenarios table with a `check` expects column")
+            return
+        }
+        var cells: [String: String] = [:]
+        for line in readme[header.upperBound...].split(separator: "\n").dropFirst().prefix(while: { $0.hasPrefix("| ") }) {
+            let parts = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            cells[parts[0]] = parts[3]
+        }
+        for s in ReplayScenario.all {
+            let row = s.name.hasPrefix("ds-erro-") ? "ds-erro-101 … 405" : s.name
+            #expect(cells[row] == s.expectation.map(\.brief).joined(separator: "; "), "\(s.name): README says \(cells[row] ?? "nothing")")
+        }
+    }
+}
