@@ -118,7 +118,8 @@ public enum Validator {
         return m.json?["deviceChannel"]?.stringValue ?? (m.json?["sdkTransID"] != nil ? "01" : nil)
     }
 
-    /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked.
+    /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked (but for the verdict
+    /// a mask may carry, `MaskVerdict`, read before this is asked).
     static func isMasked(_ v: JSON) -> Bool {
         guard let s = v.stringValue, s.contains("***") else { return false }
         return true
