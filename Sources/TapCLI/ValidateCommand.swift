@@ -57,6 +57,8 @@ struct ValidateCommand: Command {
         for r in Validator.transactionRules { io.out("\(r.id): \(r.summary)") }
         io.out("CRes.final-elements: a final CRes carries only IDs, counter, completion indicator and transStatus")
         io.out("ARes.3ri-status: transStatus C, D or S is not valid for a 3RI transaction")
+        io.out("<rule>.rfc4122: a UUID of a version or variant outside RFC 4122 (a placeholder?), a warning")
+        io.out("<rule>.format of a masked value: the verdict masking stored with it (*** (malformed: …))")
         io.out("\(ValidationRules.elements.count) element rules, \(Validator.transactionRules.count + 2) message and transaction rules")
     }
 }

@@ -58,7 +58,8 @@ enum JSONBodyScan {
     enum Key: Equatable {
         case other
         case acctNumber
-        case secret
+        /// A secret field, with the format its value is judged by when it has one (`MaskedFormat.byElement`).
+        case secret(MaskedFormat?)
         /// A top-level summary member, by its index in `summaryNames`.
         case summary(Int)
     }
@@ -79,7 +80,7 @@ enum JSONBodyScan {
             var byLength = [[(String, Key)]](repeating: [], count: Self.maxLength + 1)
             func add(_ name: String, _ k: Key) { if name.utf8.count <= Self.maxLength { byLength[name.utf8.count].append((name, k)) } }
             add("acctNumber", .acctNumber)
-            for n in Masking.secretFields where n != "acctNumber" { add(n, .secret) }
+            for n in Masking.secretFields where n != "acctNumber" { add(n, .secret(MaskedFormat.byElement[n])) }
             for (i, n) in summaryNames.enumerated() { add(n, .summary(i)) }
             for group in byLength {
                 starts.append(entries.count)
@@ -93,6 +94,7 @@ enum JSONBodyScan {
     }
     static let keyTable = KeyTable()
     static let masked = Array("***".utf8)
+    static let verdictOpening = Array(MaskVerdict.opening.utf8)
     static let maskedQuoted = Array("\"***\"".utf8)
     /// The characters that may follow a backslash, `u` aside.
     static let simpleEscapes: Set<UInt8> = Set(#""\/bfnrt"#.utf8)
@@ -198,6 +200,11 @@ enum JSONBodyScan {
             i += 1 // {
             skipSpace()
             if i < u.count, u[i] == UInt8(ascii: "}") { i += 1; return true }
+            // In a 3DS message a masked element that does not fit its format gets the verdict in its mask (`MaskVerdict`),
+            // which the walk writes: a value that may not fit is noted, and the object given up at its end if it is one.
+            // Whether it is: its first `messageType` member (nil: none yet), as the walk tells it.
+            var isMessage: Bool?
+            var mayNotFit = false
             while true {
                 skipSpace()
                 guard let (keyRange, keyEscaped, _) = string(), !keyEscaped else { return false }
@@ -209,14 +216,28 @@ enum JSONBodyScan {
                 let key = key(keyRange)
                 if u[i] == UInt8(ascii: "\"") {
                     guard let (valueRange, valueEscaped, hint) = string(hints: true) else { return false }
+                    if key == .summary(0), isMessage == nil {
+                        isMessage = valueEscaped || MaskedFormat.messageTypes.contains(String(decoding: UnsafeBufferPointer(rebasing: u[valueRange]), as: UTF8.self))
+                    }
                     switch key {
                     case .acctNumber:
                         guard !valueEscaped, (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] < 0x80 }) else { return false }
                         let value = UnsafeBufferPointer(rebasing: u[valueRange])
+                        if !MaskedFormat.cardNumber.certainlyFits(rawContent: value, escaped: false) {
+                            // A mask with its verdict is kept as it is: the walk does that.
+                            if Self.contains(value, JSONBodyScan.verdictOpening) { return false }
+                            mayNotFit = true
+                        }
                         let maskedPAN = Masking.maskedPAN(ascii: value)
                         if !maskedPAN.elementsEqual(value) { splices.append((valueRange, maskedPAN)) }
-                    case .secret:
+                    case let .secret(format):
                         if !(valueRange.count == 3 && (valueRange.lowerBound..<valueRange.upperBound).allSatisfy({ u[$0] == UInt8(ascii: "*") })) {
+                            if let format {
+                                let value = UnsafeBufferPointer(rebasing: u[valueRange])
+                                // A mask with its verdict is kept as it is: the walk does that.
+                                if value.starts(with: JSONBodyScan.masked) { return false }
+                                if !format.certainlyFits(rawContent: value, escaped: valueEscaped) { mayNotFit = true }
+                            }
                             splices.append((valueRange, JSONBodyScan.masked))
                         }
                     case let .summary(n) where depth == 1:
@@ -232,16 +253,19 @@ enum JSONBodyScan {
                     }
                 } else {
                     if depth == 1, case let .summary(n) = key { topSeen[n] = true }
+                    if key == .summary(0), isMessage == nil { isMessage = false } // not a string: the walk reads no type
                     let c = u[i]
                     let isNumber = c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39)
                     switch key {
                     case .acctNumber where isNumber:
-                        // A card number sent as a number: stored as the masked number, a string.
+                        // A card number sent as a number: stored as the masked number, a string (not one: a verdict).
+                        mayNotFit = true
                         let s = i
                         guard number() else { return false }
                         let masked = Masking.maskedPAN(ascii: UnsafeBufferPointer(rebasing: u[s..<i]))
                         splices.append((s..<i, [UInt8(ascii: "\"")] + masked + [UInt8(ascii: "\"")]))
-                    case .secret where isNumber:
+                    case let .secret(format) where isNumber:
+                        if format != nil { mayNotFit = true } // a number where a string is due: a verdict
                         let s = i
                         guard number() else { return false }
                         splices.append((s..<i, JSONBodyScan.maskedQuoted))
@@ -254,9 +278,18 @@ enum JSONBodyScan {
                 skipSpace()
                 guard i < u.count else { return false }
                 if u[i] == UInt8(ascii: ",") { i += 1; continue }
-                if u[i] == UInt8(ascii: "}") { i += 1; return true }
+                if u[i] == UInt8(ascii: "}") { i += 1; return !(mayNotFit && isMessage == true) }
                 return false
             }
+        }
+
+        /// Whether `needle` occurs in `u`.
+        static func contains(_ u: UnsafeBufferPointer<UInt8>, _ needle: [UInt8]) -> Bool {
+            guard u.count >= needle.count else { return false }
+            for k in 0...(u.count - needle.count) where u[k] == needle[0] && needle.indices.allSatisfy({ u[k + $0] == needle[$0] }) {
+                return true
+            }
+            return false
         }
 
         mutating func array(depth: Int) -> Bool {

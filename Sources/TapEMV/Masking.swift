@@ -81,13 +81,28 @@ public enum Masking {
             // Copied only once a member changes: most objects (the writer masks every message it stores) have nothing
             // to mask, and building a new array for each of them was most of the cost.
             var out: [(String, JSON)]?
+            // Whether this object is a 3DS message, asked once and only when a member is masked: its hidden elements keep
+            // their format verdict in the mask (`MaskVerdict`).
+            var isMessage: Bool?
+            func problem(_ key: String, _ value: JSON) -> String? {
+                guard let format = MaskedFormat.byElement[key] else { return nil }
+                if isMessage == nil {
+                    isMessage = members.first { $0.0 == "messageType" }?.1.stringValue.map(MaskedFormat.messageTypes.contains) ?? false
+                }
+                return isMessage == true ? format.problem(value) : nil
+            }
             for (i, (key, value)) in members.enumerated() {
                 let replaced: JSON?
                 if key == "acctNumber", let pan = value.stringValue ?? value.numberValue {
-                    let m = maskPAN(pan)
-                    replaced = m != pan || value.stringValue == nil ? .string(m) : nil
-                } else if secretFields.contains(key), let v = secretValue(value) {
-                    replaced = v != "***" ? .string("***") : nil
+                    if value.stringValue != nil, MaskVerdict.isMaskedPANWithVerdict(pan) {
+                        replaced = nil // masked before, with its verdict
+                    } else {
+                        let m = MaskVerdict.mask(maskPAN(pan), problem: problem(key, value))
+                        replaced = m != pan || value.stringValue == nil ? .string(m) : nil
+                    }
+                } else if secretFields.contains(key), secretValue(value) != nil {
+                    replaced = value.stringValue.map(MaskVerdict.isSecretMask) == true ? nil
+                        : .string(MaskVerdict.mask("***", problem: problem(key, value)))
                 } else {
                     let (inner, c) = masking(value, depth: depth)
                     replaced = c ? inner : nil

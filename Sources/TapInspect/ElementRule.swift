@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapEMV
 
 /// One element of one message type, as the specification's data-element table describes it.
 public struct ElementRule: Sendable {
@@ -139,11 +140,8 @@ public struct ElementRule: Sendable {
                 }
                 return nil
             case .cardNumber:
-                guard let s = value.stringValue else { return "expected a string" }
-                guard (13...19).contains(s.count), s.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == UInt8(ascii: "*") }) else {
-                    return "not 13–19 digits"
-                }
-                return nil
+                // The check masking makes before it hides the value (its verdict is what `validate` reads then).
+                return MaskedFormat.cardNumber.problem(value)
             case .yearMonth:
                 guard let s = value.stringValue, s.count == 4, let m = Int(s.suffix(2)), Int(s.prefix(2)) != nil, (1...12).contains(m) else {
                     return "expected YYMM"
@@ -180,9 +178,7 @@ public struct ElementRule: Sendable {
                 guard s.count == 3, let n = Int(s), (0...255).contains(n) else { return "'\(Format.short(s))' is not 000–255" }
                 return nil
             case let .base64(length):
-                guard let s = value.stringValue else { return "expected a string" }
-                guard s.count == length, Data(base64Encoded: s) != nil else { return "expected \(length) characters of base64" }
-                return nil
+                return MaskedFormat.base64(length: length).problem(value)
             case .boolean:
                 if case .bool = value { return nil }
                 return "expected true or false"
@@ -191,6 +187,27 @@ public struct ElementRule: Sendable {
                 if case .array = value { return nil }
                 return "expected an array"
             }
+        }
+
+        /// What is worth a warning in a value that fits: a UUID of a version or variant RFC 4122 does not define (placeholders
+        /// such as `12341234-1234-1234-1234-123412341234` and the nil UUID are the usual cause).
+        func warning(_ value: JSON) -> String? {
+            guard case .uuid = self, let s = value.stringValue, Format.isUUID(s) else { return nil }
+            return Format.rfc4122Problem(s)
+        }
+
+        /// Why a well-shaped UUID is not one of RFC 4122's (versions 1–5, variant bits 10x), or nil.
+        static func rfc4122Problem(_ s: String) -> String? {
+            let u = Array(s.utf8)
+            if u.allSatisfy({ $0 == UInt8(ascii: "0") || $0 == UInt8(ascii: "-") }) { return "the nil UUID (all zeros), a placeholder" }
+            let version = u[14], variant = u[19] | 0x20 // lower-case hex
+            if !(UInt8(ascii: "1")...UInt8(ascii: "5")).contains(version) {
+                return "version \(Character(Unicode.Scalar(version))) is not one of RFC 4122's (1–5); a placeholder?"
+            }
+            if ![UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b")].contains(variant) {
+                return "variant digit \(Character(Unicode.Scalar(u[19]))) is not RFC 4122's (8, 9, a or b); a placeholder?"
+            }
+            return nil
         }
 
         static func isUUID(_ s: String) -> Bool {

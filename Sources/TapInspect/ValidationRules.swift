@@ -5,7 +5,8 @@
 /// UI types 01–07, error codes 101–405).
 public enum ValidationRules {
     public typealias Format = ElementRule.Format
-    /// Every element rule. Rule ids are `<message>.<element>`; a finding adds `.required`, `.format` or `.version`.
+    /// Every element rule. Rule ids are `<message>.<element>`; a finding adds `.required`, `.format`, `.version`
+    /// or (a UUID of another version or variant than RFC 4122's, a warning) `.rfc4122`.
     public static let elements: [ElementRule] = common + areq + ares + creq + cres + rreq + rres + erro + preq + pres
 
     static let versions = ["2.1.0", "2.2.0", "2.3.1"]
@@ -113,7 +114,8 @@ public enum ValidationRules {
         ElementRule("CRes", "acsTransID", .required, uuid),
         ElementRule("CRes", "sdkTransID", .when(.channel(["01"])), uuid),
         ElementRule("CRes", "acsCounterAtoS", .when(.channel(["01"])), .counter),
-        ElementRule("CRes", "challengeCompletionInd", .when(.channel(["01"])), .values(["Y", "N"])),
+        // Both channels (Table A.1): a browser's final CRes without it is as wrong as an app's.
+        ElementRule("CRes", "challengeCompletionInd", .required, .values(["Y", "N"])),
         ElementRule("CRes", "transStatus", .when(.any([.field("challengeCompletionInd", ["Y"]), .channel(["02"])])), .values(["Y", "N"], added: ["2.3.1": ["D"]])),
         ElementRule("CRes", "acsUiType", .when(.all([.field("challengeCompletionInd", ["N"]), .channel(["01"])])), uiType),
         ElementRule("CRes", "submitAuthenticationLabel", .when(.field("acsUiType", ["01", "02", "03"])), .text(max: 45)),

@@ -1,4 +1,5 @@
 import TapCore
+import TapEMV
 import TapStore
 
 /// One problem `3dstape validate` found: where (exchange, message, element as a JSON pointer), which rule, how bad.
@@ -86,9 +87,17 @@ public enum Validator {
             if !defined {
                 add(rule.id + ".version", rule.element, .warning, "not defined before \(rule.since!) (message is \(context.version ?? "?"))")
             }
-            if isMasked(value) { continue } // masked by the recorder: present, format unknown
+            // Masked by the recorder or import: present, and its format known only when the mask carries the verdict
+            // judged before masking (sessions written before issue 29 have plain masks).
+            if MaskedFormat.byElement[rule.element] != nil, let s = value.stringValue, let problem = MaskVerdict.problem(in: s) {
+                add(rule.id + ".format", rule.element, .error, problem + " (judged when it was masked)")
+                continue
+            }
+            if isMasked(value) { continue }
             if let problem = rule.format.problem(value, version: context.version) {
                 add(rule.id + ".format", rule.element, .error, problem)
+            } else if let warning = rule.format.warning(value) {
+                add(rule.id + ".rfc4122", rule.element, .warning, warning)
             }
         }
         if m.type == "CRes", json["challengeCompletionInd"]?.stringValue == "Y", let members = json.objectMembers {
@@ -109,7 +118,8 @@ public enum Validator {
         return m.json?["deviceChannel"]?.stringValue ?? (m.json?["sdkTransID"] != nil ? "01" : nil)
     }
 
-    /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked.
+    /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked (but for the verdict
+    /// a mask may carry, `MaskVerdict`, read before this is asked).
     static func isMasked(_ v: JSON) -> Bool {
         guard let s = v.stringValue, s.contains("***") else { return false }
         return true
