@@ -122,7 +122,7 @@ public enum MaskVerdict {
     }
 
     /// Whether a secret's stored value is a mask already (`***`, with or without a verdict): masking keeps it as it is.
-    static func isSecretMask(_ s: String) -> Bool {
+    public static func isSecretMask(_ s: String) -> Bool {
         if s == "***" { return true }
         guard let (mask, _) = split(s) else { return false }
         return mask == "***"

@@ -52,7 +52,7 @@ public struct ReplayCatalog: Sendable {
                 + followUps.compactMap { ReplayURL.origin(exchanges[$0].url) }
             return JSONTemplate(ares) { key, value, depth in
                 recordedIDs.contains(value) || urls.contains { value.hasPrefix($0) }
-                    || (key == "authenticationValue" && value == "***") || (depth == 1 && key == "acsSignedContent")
+                    || (key == "authenticationValue" && MaskVerdict.isSecretMask(value)) || (depth == 1 && key == "acsSignedContent")
             }
         }
 

@@ -24,7 +24,7 @@ extension ReplayEngine {
         if transStatus.isEmpty, let template = flow.aresTemplate {
             return template.render { _, hole in
                 if hole.depth == 1, hole.key == "acsSignedContent", let signedContent { return signedContent }
-                if hole.key == "authenticationValue", hole.value == "***" { return ReplayEngine.cavv(&rng) }
+                if hole.key == "authenticationValue", MaskVerdict.isSecretMask(hole.value) { return ReplayEngine.cavv(&rng) }
                 return lf.value(hole.value)
             }
         }
@@ -41,7 +41,7 @@ extension ReplayEngine {
         case let .array(items): return .array(items.map { rewrite($0, lf, &rng) })
         case let .object(members):
             return .object(members.map { k, v in
-                if k == "authenticationValue", v.stringValue == "***" { return (k, .string(ReplayEngine.cavv(&rng))) }
+                if k == "authenticationValue", let s = v.stringValue, MaskVerdict.isSecretMask(s) { return (k, .string(ReplayEngine.cavv(&rng))) }
                 return (k, rewrite(v, lf, &rng))
             })
         default: return json
