@@ -57,9 +57,13 @@ public struct CheckObservation: Sendable {
         var matched: [String: [Int64: Int]] = [:]
         let sorted = exchanges.sorted { $0.requestStart < $1.requestStart }
         if let first = sorted.first { o.seconds = max(0, (sorted.compactMap { $0.done ?? $0.clientAbortAt }.max() ?? first.requestStart) - first.requestStart) }
+        var latest: String? // the transaction of the latest exchange that named one: a browser's challenge page posts carry no 3DS message
         for x in sorted {
             if x.replay?.miss != nil { o.misses += 1 }
-            guard let id = x.messages.lazy.compactMap({ $0.json?["threeDSServerTransID"]?.stringValue }).first else { continue }
+            let browserCRes = CheckObservation.browserCRes(in: x.responseBody)
+            guard let id = x.messages.lazy.compactMap({ $0.json?["threeDSServerTransID"]?.stringValue }).first
+                ?? browserCRes?["threeDSServerTransID"]?.stringValue ?? (x.connectionID == Replayer.rreqConnection ? nil : latest) else { continue }
+            latest = id
             if byID[id] == nil { byID[id] = Transaction(serverTransID: id); order.append(id) }
             var t = byID[id]!
             let requestType = x.messages.first { $0.direction == "request" }?.type
@@ -86,9 +90,8 @@ public struct CheckObservation: Sendable {
                 default: break
                 }
             }
-            if x.clientAbortAt == nil, x.status == 200,
-               x.messages.contains(where: { $0.direction == "response" && $0.type == "CRes"
-                   && ($0.location.hasPrefix("form") || $0.json?["challengeCompletionInd"]?.stringValue == "Y") }) {
+            if x.clientAbortAt == nil, x.status == 200, browserCRes != nil
+                || x.messages.contains(where: { $0.direction == "response" && $0.type == "CRes" && $0.json?["challengeCompletionInd"]?.stringValue == "Y" }) {
                 t.finalCResRead = true
             }
             byID[id] = t
@@ -99,6 +102,17 @@ public struct CheckObservation: Sendable {
             o.transactions.append(t)
         }
         return o
+    }
+
+    /// The final CRes of a browser challenge: the base64url JSON of the `cres` field in the ACS's auto-posting form.
+    static func browserCRes(in body: [UInt8]) -> JSON? {
+        guard body.count < 1 << 20 else { return nil }
+        let html = String(decoding: body, as: UTF8.self)
+        guard let field = html.range(of: "name=\"cres\""),
+              let value = html[field.upperBound...].range(of: "value=\"") else { return nil }
+        let text = html[value.upperBound...].prefix { $0 != "\"" }
+        guard let bytes = Base64URL.decode(String(text)), let json = try? JSON.parse(bytes), json["messageType"]?.stringValue == "CRes" else { return nil }
+        return json
     }
 
     /// The last `3dstape-result: {json}` line of a command's output (a JSON object), if any.
