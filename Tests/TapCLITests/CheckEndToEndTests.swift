@@ -116,4 +116,22 @@ import TapCore
         #expect(clauses.map { $0["observed"]?.stringValue ?? "" }.contains { $0.hasPrefix("gave up after ") && $0.hasSuffix("later than 1s") })
         #expect(clauses.contains { $0["observed"]?.stringValue == "exit status 1" && $0["passed"] == .bool(false) })
     }
+
+    @Test func sigtermStopsTheRunEndsTheCommandAndWritesTheReportSoFar() throws {
+        let (dir, env, certs, session) = try Self.setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let report = dir.appendingPathComponent("r").path
+        let check = try Spawned(CLIRunner.binary.path, ["check", session, "--scenario", "cres-counter-mismatch", "--scenario", "challenge-timeout",
+                                                        "--report", report, "--"] + Self.client(certs: certs, cresTimeout: "60"), environment: env)
+        defer { check.stop() }
+        try check.waitFor("the hung scenario to start") { _, e in e.contains("check: challenge-timeout …") }
+        usleep(500_000)
+        kill(check.process.processIdentifier, SIGTERM)
+        #expect(try check.wait(timeout: 15) == 143, "\(check.stderr)")
+        let json = try JSON.parse(try String(contentsOfFile: (report as NSString).appendingPathComponent("report.json"), encoding: .utf8))
+        #expect(json["interrupted"]?.stringValue == "SIGTERM")
+        #expect(json["scenarios"]?.arrayValue?.map { $0["name"]?.stringValue ?? "" } == ["cres-counter-mismatch"], "the finished scenario is kept")
+        let left = try sh(["pgrep", "-f", "cres-timeout 60"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(left.isEmpty, "the client was ended with its group: \(left)")
+    }
 }
