@@ -115,7 +115,8 @@ struct ClientCommand: Command {
         .option("rreq-timeout", "DURATION", help: "the 3DS Server's wait for the ACS's RReq after a challenge or a decoupled ARes (default 10s)"),
         .option("rreq-listen", "HOST:PORT", help: "where the 3DS Server takes the RReq (default 127.0.0.1 on a free port)"),
         .option("misbehave", "WHAT", repeatable: true, help: "play a non-conformant SDK to see '3dstape check' fail: no-erro (never sends an Erro), "
-                + "ignore-cres-errors (takes a CRes with a wrong counter, stops quietly on one that does not decrypt)"),
+                + "ignore-cres-errors (takes a CRes with a wrong counter, stops quietly on one that does not decrypt), "
+                + "trust-unverified-jwt (trusts a Trust Payments-style response JWT without verifying it)"),
         .option("gateway", "NAME", help: "wrap the authentication in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway calls"),
         .option("gateway-secret", "S", help: "the Trust Payments-style gateway's HS256 secret (default: the sandbox's test secret)"),
         .flag("json", help: "print the outcome as JSON"),
@@ -161,11 +162,14 @@ struct ClientCommand: Command {
         let result = try SDKClient(options: o).run()
         // What the DS and ACS sent back is printed with card numbers masked (an Erro's errorDetail may quote one).
         if args.has("json") {
-            io.out(TerminalText.escapedJSON(ThreeDSContent.maskLuhnRuns(Masking.mask(result.json).pretty)))
+            io.out(TerminalText.escapedJSON(ThreeDSContent.maskLuhnRuns(Masking.mask(result.json(gateway: o.gateway, cancelled: o.cancel)).pretty)))
         } else {
             // the DS's and ACS's answers
             io.out(TerminalText.escaped(Masking.maskText(ClientCommand.describe(result)), keepingLineBreaks: true))
         }
+        // The last line: what the SDK would surface, for `3dstape check`'s result clauses (built from fixed names and codes
+        // the gateway sent, so escaped as JSON like the rest).
+        io.out("3dstape-result: " + TerminalText.escapedJSON(result.surfaced(gateway: o.gateway, cancelled: o.cancel).compact))
         if let e = result.error {
             io.err("3dstape: client: \(ThreeDSContent.printable(ClientCommand.errorText(e)))")
             return 1

@@ -55,6 +55,8 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
     case noErro = "no-erro"
     /// Takes a CRes whose counter is wrong as if it were right, and stops quietly on one it cannot decrypt.
     case ignoreCResErrors = "ignore-cres-errors"
+    /// Trusts a Trust Payments-style response JWT without verifying its signature (the guide: verify before trusting).
+    case trustUnverifiedJWT = "trust-unverified-jwt"
 }
 
 /// The outcome, as `client --json` prints it.
@@ -70,6 +72,10 @@ public struct ClientResult: Sendable {
     public var rreqReceived = false
     public var timings: [(String, Double)] = []
     public var notes: [String] = []
+    /// Why the run failed, in the terms the seed SDKs map to their own codes (nil: no failure).
+    public var failure: ClientFailureKind?
+    /// What the gateway calls returned, for the SDK's view of them.
+    public var gatewayView = GatewayView()
 
     public var json: JSON {
         .object([
@@ -80,6 +86,11 @@ public struct ClientResult: Sendable {
             ("messageVersion", .string(messageVersion)), ("error", error ?? .null), ("rreqReceived", .bool(rreqReceived)),
             ("timings", .object(timings.map { ($0.0, .number(String(format: "%.1f", $0.1))) })),
         ])
+    }
+
+    /// The `--json` object with the surfaced result beside it as `result`.
+    public func json(gateway: Gateway?, cancelled: Bool) -> JSON {
+        json.setting("result", to: surfaced(gateway: gateway, cancelled: cancelled))
     }
 }
 
@@ -139,8 +150,13 @@ public final class SDKClient {
             try gatewayAfter(context, &result)
         } catch let e as ClientFailure {
             result.error = e.json
+            result.failure = e.kind
+        } catch let e as TimeoutFailure {
+            result.error = .object([("message", .string(e.message))])
+            result.failure = .network
         } catch {
             result.error = .object([("message", .string("\(error)"))])
+            result.failure = .unexpected
         }
         result.timings.append(("total_ms", Date().timeIntervalSince(started) * 1000))
         return result
@@ -148,10 +164,17 @@ public final class SDKClient {
 
     struct ClientFailure: Error {
         let json: JSON
-        init(_ message: String) { json = .object([("message", .string(message))]) }
-        init(erro: JSON) {
+        let kind: ClientFailureKind
+        init(_ message: String, _ kind: ClientFailureKind) {
+            json = .object([("message", .string(message))])
+            self.kind = kind
+        }
+        /// An Erro received: from the DS before any challenge, from the ACS during one.
+        init(erro: JSON, challenge: Bool) {
             json = .object([("errorCode", erro["errorCode"] ?? .null), ("errorComponent", erro["errorComponent"] ?? .null),
                             ("errorDescription", erro["errorDescription"] ?? .null), ("errorDetail", erro["errorDetail"] ?? .null)])
+            let code = erro["errorCode"]?.stringValue ?? "?"
+            kind = challenge ? .acsErro(code) : .dsErro(code)
         }
     }
 
@@ -211,7 +234,7 @@ public final class SDKClient {
             return try http.send("POST", url, headers: [("Content-Type", contentType)], body: body, timeout: timeout)
         } catch {
             if error.kind == .timeout { throw TimeoutFailure(message: error.message) }
-            throw ClientFailure("\(url): \(error.message)")
+            throw ClientFailure("\(url): \(error.message)", .network)
         }
     }
 
@@ -263,14 +286,14 @@ public final class SDKClient {
         do {
             aresResponse = try post(dsURL, JSON.object(areq).bytes, contentType: "application/json; charset=utf-8", timeout: o.aresTimeout)
         } catch let e as TimeoutFailure {
-            throw ClientFailure("no ARes within \(CheckedDuration.describe(o.aresTimeout)) (--ares-timeout): \(e.message)")
+            throw ClientFailure("no ARes within \(CheckedDuration.describe(o.aresTimeout)) (--ares-timeout): \(e.message)", .dsFailure)
         }
         result.timings.append(("ares_ms", Date().timeIntervalSince(t0) * 1000))
         guard aresResponse.head.status == 200, let ares = try? JSON.parse(aresResponse.body), ares.isObject else {
-            throw ClientFailure("the DS answered HTTP \(aresResponse.head.status) without an ARes or Erro")
+            throw ClientFailure("the DS answered HTTP \(aresResponse.head.status) without an ARes or Erro", .dsFailure)
         }
-        if ares["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: ares) }
-        guard ares["messageType"]?.stringValue == "ARes" else { throw ClientFailure("expected an ARes, got \(ares["messageType"]?.compact ?? "nothing")") }
+        if ares["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: ares, challenge: false) }
+        guard ares["messageType"]?.stringValue == "ARes" else { throw ClientFailure("expected an ARes, got \(ares["messageType"]?.compact ?? "nothing")", .dsFailure) }
         result.transStatus = ares["transStatus"]?.stringValue
         result.transStatusReason = ares["transStatusReason"]?.stringValue
         result.eci = ares["eci"]?.stringValue
@@ -284,7 +307,7 @@ public final class SDKClient {
         case "D":
             guard let rreq = waitFor("rreq:" + serverTransID, seconds: o.rreqTimeout) else {
                 throw ClientFailure("decoupled authentication: no RReq from the ACS within \(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), "
-                                    + "so the 3DS Server has no result")
+                                    + "so the 3DS Server has no result", .noResult)
             }
             result.transStatus = rreq["transStatus"]?.stringValue
             result.eci = rreq["eci"]?.stringValue
@@ -300,7 +323,7 @@ public final class SDKClient {
         // give the merchant (the final CRes only tells the SDK that the challenge ended).
         guard let rreq = waitFor("rreq:" + serverTransID, seconds: o.rreqTimeout) else {
             throw ClientFailure("the challenge ended (CRes transStatus \(result.transStatus ?? "-")) but no RReq came from the ACS within "
-                                + "\(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), so the 3DS Server has no authentication result")
+                                + "\(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), so the 3DS Server has no authentication result", .noResult)
         }
         result.rreqReceived = true
         if let st = rreq["transStatus"]?.stringValue { result.transStatus = st }
@@ -311,19 +334,19 @@ public final class SDKClient {
 
     func appChallenge(_ ares: JSON, sdkKey: PrivateKey, sdkRef: String, _ result: inout ClientResult) throws {
         let o = options
-        guard let signed = ares["acsSignedContent"]?.stringValue else { throw ClientFailure("challenge ARes without acsSignedContent") }
+        guard let signed = ares["acsSignedContent"]?.stringValue else { throw ClientFailure("challenge ARes without acsSignedContent", .aresRejected) }
         let content: ACSSignedContent
         do {
             content = try ACSSignedContent.verify(signed, roots: dsRoot).content
         } catch {
-            throw ClientFailure("acsSignedContent rejected: \(error.message)")
+            throw ClientFailure("acsSignedContent rejected: \(error.message)", .aresRejected)
         }
-        guard let acsURL = HTTPURL(content.acsURL) else { throw ClientFailure("acsSignedContent: acsURL \(content.acsURL) is not usable") }
+        guard let acsURL = HTTPURL(content.acsURL) else { throw ClientFailure("acsSignedContent: acsURL \(content.acsURL) is not usable", .aresRejected) }
         guard let theirs = try? JWK(json: content.sdkEphemPubKey), theirs.material == JWK(publicKey: sdkKey.publicKey).material else {
-            throw ClientFailure("acsSignedContent: sdkEphemPubKey is not this SDK's key")
+            throw ClientFailure("acsSignedContent: sdkEphemPubKey is not this SDK's key", .aresRejected)
         }
         let acsKey = try JWK(json: content.acsEphemPubKey).publicKey()
-        guard let acsTransID = ares["acsTransID"]?.stringValue else { throw ClientFailure("ARes without acsTransID") }
+        guard let acsTransID = ares["acsTransID"]?.stringValue else { throw ClientFailure("ARes without acsTransID", .aresRejected) }
         var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: acsKey, sdkReferenceNumber: sdkRef,
                                           acsTransID: acsTransID, enc: o.enc)
         let base: [(String, JSON)] = [("threeDSServerTransID", ares["threeDSServerTransID"]!), ("acsTransID", .string(acsTransID)),
@@ -345,30 +368,31 @@ public final class SDKClient {
                 let which = remaining <= o.cresTimeout ? "the challenge timeout (\(CheckedDuration.describe(o.timeout)))"
                     : "the CRes timeout (\(CheckedDuration.describe(o.cresTimeout)))"
                 result.transStatus = nil
-                if o.misbehaviour.contains(.noErro) { throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent nothing (--misbehave no-erro)") }
+                if o.misbehaviour.contains(.noErro) { throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent nothing (--misbehave no-erro)", .challengeTimedOut) }
                 sendErro(.timedOut, "Transaction timed out", "the SDK's \(which) expired", to: acsURL, ares: ares)
                 let cancel = JSON.object(base + [("challengeCancel", .string("08"))])
                 if let c = try? cipher.seal(cancel) {
                     _ = try? post(acsURL, Array(c.utf8), contentType: "application/jose; charset=UTF-8", timeout: 2)
                 }
-                throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent Erro 402 and challengeCancel 08")
+                throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent Erro 402 and challengeCancel 08", .challengeTimedOut)
             }
             let body = String(decoding: response.body, as: UTF8.self)
             if (response.head.headers["Content-Type"] ?? "").lowercased().hasPrefix("application/json") || body.hasPrefix("{") {
-                if let erro = try? JSON.parse(response.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro) }
-                throw ClientFailure("the ACS answered HTTP \(response.head.status) in JSON without an Erro")
+                if let erro = try? JSON.parse(response.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro, challenge: true) }
+                throw ClientFailure("the ACS answered HTTP \(response.head.status) in JSON without an Erro", .challengeRuntime)
             }
             let cres: JSON
             let ignoring = o.misbehaviour.contains(.ignoreCResErrors) // not what an SDK may do: no counter check, no Erro
             do { cres = ignoring ? try cipher.decrypt(body) : try cipher.open(body) } catch {
-                if ignoring { throw ClientFailure("CRes does not decrypt; stopped quietly (--misbehave ignore-cres-errors)") }
+                if ignoring { throw ClientFailure("CRes does not decrypt; stopped quietly (--misbehave ignore-cres-errors)", .challengeRuntime) }
                 // As an SDK must: the ACS is told with an Erro (302 for a counter or decryption failure), then the challenge ends.
                 sendErro(error.code, error.code == .decryptionFailure ? "Data decryption failure" : "Message invalid", error.message,
                          to: acsURL, ares: ares)
                 throw ClientFailure("CRes rejected (\(error.code.rawValue)): \(error.message); "
-                                    + (o.misbehaviour.contains(.noErro) ? "sent no Erro (--misbehave no-erro)" : "sent Erro \(error.code.rawValue) to the ACS"))
+                                    + (o.misbehaviour.contains(.noErro) ? "sent no Erro (--misbehave no-erro)" : "sent Erro \(error.code.rawValue) to the ACS"),
+                                    .sdkErro(error.code.rawValue))
             }
-            guard cres["messageType"]?.stringValue == "CRes" else { throw ClientFailure("expected a CRes") }
+            guard cres["messageType"]?.stringValue == "CRes" else { throw ClientFailure("expected a CRes", .challengeRuntime) }
             if cres["challengeCompletionInd"]?.stringValue == "Y" {
                 result.transStatus = cres["transStatus"]?.stringValue
                 result.eci = nil
@@ -383,7 +407,7 @@ public final class SDKClient {
             }
             extra = nextEntry(ui: ui, round: round)
         }
-        throw ClientFailure("no final CRes after 6 rounds")
+        throw ClientFailure("no final CRes after 6 rounds", .challengeRuntime)
     }
 
     /// Posts the SDK's own Erro (errorComponent C) to the ACS in clear, fire and forget, as SDKs do.
@@ -414,7 +438,7 @@ public final class SDKClient {
 
     func browserChallenge(_ ares: JSON, _ result: inout ClientResult) throws {
         let o = options
-        guard let acsURLText = ares["acsURL"]?.stringValue, let acsURL = HTTPURL(acsURLText) else { throw ClientFailure("ARes without acsURL") }
+        guard let acsURLText = ares["acsURL"]?.stringValue, let acsURL = HTTPURL(acsURLText) else { throw ClientFailure("ARes without acsURL", .aresRejected) }
         let creq = JSON.object([("threeDSServerTransID", ares["threeDSServerTransID"]!), ("acsTransID", ares["acsTransID"]!),
                                 ("messageType", .string("CReq")), ("messageVersion", .string(o.messageVersion)),
                                 ("challengeWindowSize", .string("05"))])
@@ -424,11 +448,11 @@ public final class SDKClient {
             page = try post(acsURL, HTMLForm.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
                             contentType: "application/x-www-form-urlencoded", timeout: o.timeout)
         } catch let e as TimeoutFailure {
-            throw ClientFailure("challenge timed out after \(Checked.clampedInt(o.timeout)) s (\(e.message))")
+            throw ClientFailure("challenge timed out after \(Checked.clampedInt(o.timeout)) s (\(e.message))", .challengeTimedOut)
         }
         let html = String(decoding: page.body, as: UTF8.self)
-        if html.hasPrefix("{"), let erro = try? JSON.parse(page.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro) }
-        guard let action = HTMLForm.action(in: html), let submitURL = HTTPURL(action) else { throw ClientFailure("the challenge page has no form") }
+        if html.hasPrefix("{"), let erro = try? JSON.parse(page.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro, challenge: true) }
+        guard let action = HTMLForm.action(in: html), let submitURL = HTTPURL(action) else { throw ClientFailure("the challenge page has no form", .challengeRuntime) }
         var fields = HTMLForm.inputs(in: html).filter { $0.0 != "answer" }
         result.acsUiType = fields.first { $0.0 == "uiType" }?.1
         let answer: String
@@ -443,14 +467,14 @@ public final class SDKClient {
         let finalHTML = String(decoding: final.body, as: UTF8.self)
         guard let notify = HTMLForm.action(in: finalHTML), let notifyURL = HTTPURL(notify),
               let cresValue = HTMLForm.inputs(in: finalHTML).first(where: { $0.0 == "cres" })?.1 else {
-            throw ClientFailure("the ACS did not return the final cres form")
+            throw ClientFailure("the ACS did not return the final cres form", .challengeRuntime)
         }
         let echoed = HTMLForm.inputs(in: finalHTML).first { $0.0 == "threeDSSessionData" }?.1
         if echoed != session { result.notes.append("threeDSSessionData was not echoed") }
         // As the browser would: post the cres to the notificationURL.
         _ = try post(notifyURL, HTMLForm.encode([("cres", cresValue)] + (echoed.map { [("threeDSSessionData", $0)] } ?? [])),
                      contentType: "application/x-www-form-urlencoded")
-        guard let b = Base64URL.decode(cresValue), let cres = try? JSON.parse(b) else { throw ClientFailure("cres is not base64url JSON") }
+        guard let b = Base64URL.decode(cresValue), let cres = try? JSON.parse(b) else { throw ClientFailure("cres is not base64url JSON", .challengeRuntime) }
         result.transStatus = cres["transStatus"]?.stringValue
         result.eci = nil
         result.authenticationValue = nil

@@ -24,10 +24,20 @@ extension SDKClient {
         HTTPURL(tls: options.dsURL.tls, address: options.dsURL.address, path: path)
     }
 
+    /// One gateway call: its JSON answer, or a failure that says which endpoint answered what (an error answer in the
+    /// gateway's shape, a body that is not JSON, or no answer at all: a network failure).
     func gatewayJSON(_ path: String, _ body: JSON) throws -> JSON {
-        let r = try post(gatewayURL(path), body.bytes, contentType: "application/json")
-        guard let json = try? JSON.parse(r.body), json.isObject else { throw ClientFailure("\(path): HTTP \(r.head.status) without a JSON object") }
-        guard r.head.status == 200 else { throw ClientFailure("\(path): HTTP \(r.head.status) \(json["message"]?.stringValue ?? json.compact)") }
+        let r: HTTPResponse
+        do { r = try post(gatewayURL(path), body.bytes, contentType: "application/json") } catch let e as TimeoutFailure {
+            throw ClientFailure("\(path): \(e.message)", .network)
+        }
+        guard let json = try? JSON.parse(r.body), json.isObject else {
+            throw ClientFailure("\(path): HTTP \(r.head.status) without a JSON object", .gatewayUnexpected(path: path))
+        }
+        guard r.head.status == 200 else {
+            throw ClientFailure("\(path): HTTP \(r.head.status) \(json["message"]?.stringValue ?? json.compact)",
+                                .gateway(path: path, status: r.head.status, code: json["errorCode"]?.stringValue))
+        }
         return json
     }
 
@@ -42,17 +52,34 @@ extension SDKClient {
 
     /// One Trust Payments-style call: the request types, card fields and extras beside the merchant JWT; the
     /// response JWT verified with the shared secret and its responses returned.
-    func trustPaymentsCall(_ types: [String], extra: [(String, JSON)]) throws -> [JSON] {
+    func trustPaymentsCall(_ types: [String], extra: [(String, JSON)], _ result: inout ClientResult) throws -> [JSON] {
         let request = JSON.object([("requesttypedescriptions", .array(types.map(JSON.string))), ("pan", .string(options.card)),
                                    ("expirydate", .string("12/30")), ("securitycode", .string("123"))] + extra)
         let body = JSON.object([("alias", .string("3dstape-merchant")), ("jwt", .string(try merchantJWT(types))), ("version", .string("1.00")),
                                 ("request", .array([request]))])
         let answer = try gatewayJSON("/tp/jwt/", body)
-        guard let text = answer["jwt"]?.stringValue, let jws = try? JWS(compact: text) else { throw ClientFailure("/tp/jwt/: no response JWT") }
-        do { try jws.verifyHS256(secret: Array(options.gatewayJWTSecret.utf8)) } catch {
-            throw ClientFailure("/tp/jwt/: the response JWT does not verify with the shared secret")
+        guard let text = answer["jwt"]?.stringValue, let jws = try? JWS(compact: text) else {
+            throw ClientFailure("/tp/jwt/: no response JWT", .gatewayUnexpected(path: "/tp/jwt/"))
         }
-        guard case let .array(responses)? = jws.payloadJSON?["payload"]?["response"] else { throw ClientFailure("/tp/jwt/: no responses in the JWT") }
+        if options.misbehaviour.contains(.trustUnverifiedJWT) {
+            result.gatewayView.verified = nil // not checked: the content is trusted as it is (--misbehave trust-unverified-jwt)
+        } else {
+            do { try jws.verifyHS256(secret: Array(options.gatewayJWTSecret.utf8)) } catch {
+                result.gatewayView.verified = false
+                throw ClientFailure("/tp/jwt/: the response JWT does not verify with the shared secret", .jwtUnverified)
+            }
+            result.gatewayView.verified = true
+        }
+        guard case let .array(responses)? = jws.payloadJSON?["payload"]?["response"] else {
+            throw ClientFailure("/tp/jwt/: no responses in the JWT", .gatewayUnexpected(path: "/tp/jwt/"))
+        }
+        for r in responses {
+            if let type = r["requesttypedescription"]?.stringValue {
+                result.gatewayView.responses.append(.init(type: type, errorcode: r["errorcode"]?.stringValue ?? "?",
+                                                          errormessage: r["errormessage"]?.stringValue,
+                                                          field: r["errordata"]?.arrayValue?.first?.stringValue))
+            }
+        }
         return responses
     }
 
@@ -71,12 +98,32 @@ extension SDKClient {
                 ("threeDSServerTransID", .string(serverTransID)),
             ]))
             context.authenticationID = pre["authenticationId"]?.stringValue
-            result.notes.append("PXP pre-initiation: \(pre["state"]?.stringValue ?? "?")")
+            let state = pre["state"]?.stringValue ?? "?"
+            result.notes.append("PXP pre-initiation: \(state)")
+            result.gatewayView.authenticationState = state
+            // The SDK goes on to the authentication only from a pending (or already successful) state; a gateway that
+            // waives SCA for an exemption, or rejects or fails the authentication, ends the flow here.
+            switch state {
+            case "PendingClientData", "PendingCustomerChallenge", "AuthenticationSuccessful": break
+            case "AuthenticationRejected": throw ClientFailure("PXP pre-initiation: the gateway rejected the authentication (\(state))", .gatewayState(state))
+            default: throw ClientFailure("PXP pre-initiation: state \(state)", .gatewayState(state))
+            }
+            if pre["scaMandated"] == .bool(false), let exemptions = pre["applicableExemptions"]?.arrayValue, !exemptions.isEmpty {
+                throw ClientFailure("PXP pre-initiation: SCA is not mandated and \(exemptions.compactMap(\.stringValue).joined(separator: ", ")) applies",
+                                    .scaExemption)
+            }
             if options.browser { try threeDSMethod(serverTransID: serverTransID) }
         case .trustPayments?:
-            let responses = try trustPaymentsCall(["RISKDEC", "ACCOUNTCHECK", "THREEDQUERY"], extra: [("threedversion", .string(options.messageVersion))])
+            let responses = try trustPaymentsCall(["RISKDEC", "ACCOUNTCHECK", "THREEDQUERY"], extra: [("threedversion", .string(options.messageVersion))],
+                                                  &result)
             result.notes.append("Trust Payments: " + responses.map { "\($0["requesttypedescription"]?.stringValue ?? "?") \($0["errorcode"]?.stringValue ?? "?")" }
                 .joined(separator: ", "))
+            // Without a THREEDQUERY that succeeded there is nothing to authenticate.
+            if let failed = responses.first(where: { $0["errorcode"]?.stringValue != "0" }) {
+                let type = failed["requesttypedescription"]?.stringValue ?? "?"
+                throw ClientFailure("Trust Payments: \(type) errorcode \(failed["errorcode"]?.stringValue ?? "?") "
+                                    + "(\(failed["errormessage"]?.stringValue ?? "no errormessage")); the authentication does not start", .gatewayRefused)
+            }
         }
         return context
     }
@@ -92,8 +139,9 @@ extension SDKClient {
                 ("threeDSecureData", threeDS),
             ]))
             result.notes.append("PXP authorisation: \(t["state"]?.stringValue ?? "?")")
+            result.gatewayView.authorisationState = t["state"]?.stringValue ?? "?"
         case .trustPayments:
-            let responses = try trustPaymentsCall(["AUTH", "SUBSCRIPTION"], extra: [("threedresponse", threeDS)])
+            let responses = try trustPaymentsCall(["AUTH", "SUBSCRIPTION"], extra: [("threedresponse", threeDS)], &result)
             result.notes.append("Trust Payments: " + responses.map { "\($0["requesttypedescription"]?.stringValue ?? "?") \($0["errorcode"]?.stringValue ?? "?")" }
                 .joined(separator: ", "))
         }
@@ -106,7 +154,7 @@ extension SDKClient {
                                                  ("threeDSMethodNotificationURL", .string(listenerURL + "/3ds/method"))]).bytes)
         let page = try post(gatewayURL("/acs/method"), HTMLForm.encode([("threeDSMethodData", data)]), contentType: "application/x-www-form-urlencoded")
         let html = String(decoding: page.body, as: UTF8.self)
-        guard let action = HTMLForm.action(in: html), let notify = HTTPURL(action) else { throw ClientFailure("the 3DS Method page has no form") }
+        guard let action = HTMLForm.action(in: html), let notify = HTTPURL(action) else { throw ClientFailure("the 3DS Method page has no form", .challengeRuntime) }
         _ = try post(notify, HTMLForm.encode(HTMLForm.inputs(in: html)), contentType: "application/x-www-form-urlencoded")
     }
 }
