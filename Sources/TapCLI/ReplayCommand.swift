@@ -15,7 +15,7 @@ struct ReplayCommand: Command {
     let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
     let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
         + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--repeat last|cycle|miss] [--ignore-field NAME]... "
-        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
+        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
         .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients"),
@@ -31,9 +31,12 @@ struct ReplayCommand: Command {
         .option("sign", "PS256|ES256", help: "acsSignedContent algorithm for fresh app-channel keys (default PS256)"),
         .option("fault", "MATCH=ACTION[@P]", repeatable: true, help: "inject a fault: MATCH as for --delay; ACTION hang, reset, close, dribble:D, delay:D, "
                 + "status:CODE, truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
-                + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D, acs-timeout; P a probability drawn from --seed"),
+                + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D, acs-timeout; on gateway answers (path:/pxp/…, path:/tp/jwt/) "
+                + "pxp-error:CODE, pxp-state:STATE, sca-exemption:NAME, auth-refused, auth-failed, tp-errorcode:REQUESTTYPE=CODE[/FIELD], "
+                + "jwt-bad-signature; P a probability drawn from --seed"),
         .option("scenario", "NAME", help: "apply a named failure scenario ('3dstape scenarios' lists them)"),
         .option("faults", "FILE", help: "fault rules as JSON: [{\"match\": \"CRes#1\", \"action\": \"bad-counter\", \"probability\": 1, \"description\": \"…\"}]"),
+        .option("jwt-secret", "S", help: "the HS256 secret a faulted Trust Payments-style answer is signed again with (default: the sandbox's test secret)"),
         .option("session", "OUT", help: "the replay's own session file (default sessions/replay-<time>.3dstape)"),
         .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
         .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
@@ -132,6 +135,10 @@ struct ReplayCommand: Command {
             o.repeatMode = m
         }
         o.ignoreFields = Set(args.all("ignore-field"))
+        if let secret = args.value("jwt-secret") {
+            guard !secret.isEmpty else { throw InvalidArguments("--jwt-secret: expected a non-empty secret") }
+            o.jwtSecret = secret
+        }
         do {
             o.faults = try args.all("fault").map { (text) throws(ReplayError) in try FaultRule.parse(text) }
             if let file = args.value("faults") { o.faults += try FaultRule.parseFile(try readInput(file), name: file) }

@@ -51,9 +51,17 @@ extension ReplayEngine {
                 let body = json.map { rewrite($0, lf, &rng).bytes }
                     ?? (echo.isEmpty ? x.responseBody : Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng,
                                                                           contentType: x.responseHeaders.first { $0.0.caseInsensitiveEquals("Content-Type") }?.1).utf8))
-                return answer(i, body: body, type: x.messages.first { $0.direction == "response" }?.type, nil,
-                              matchedBy: "method, path, query, body (occurrence \(n + 1) of \(equal.count))",
-                              headers: ReplayEngine.replayableHeaders(x.responseHeaders), status: x.status ?? 502)
+                let type = x.messages.first { $0.direction == "response" }?.type
+                var a = answer(i, body: body, type: type, nil, matchedBy: "method, path, query, body (occurrence \(n + 1) of \(equal.count))",
+                               headers: ReplayEngine.replayableHeaders(x.responseHeaders), status: x.status ?? 502)
+                // Faults on a gateway call or any other exchange matched by path: the gateway's own answers first, then transport.
+                var faults = faultsFor(i, type: type, nil)
+                if !faults.isEmpty {
+                    let unapplied = applyGateway(faults, to: &a, path: path)
+                    faults.removeAll { unapplied.contains($0) }
+                    a = applyTransport(faults, to: a)
+                }
+                return a
             }
         }
         let closest = ranked.sorted { $0.1.count < $1.1.count }.prefix(3)
@@ -64,9 +72,11 @@ extension ReplayEngine {
     }
 
     /// Fields that are fresh on every run and never decide a match: the transaction IDs and the requestor's own URLs
-    /// (in JSON bodies and in the base64url JSON of form fields such as threeDSMethodData).
+    /// (in JSON bodies and in the base64url JSON of form fields such as threeDSMethodData), and the gateways' own
+    /// per-payment IDs and merchant JWTs (PXP's token, merchant transaction and authentication IDs; a Trust Payments
+    /// request's HS256 JWT, which carries the time it was signed).
     static let freshFields: Set<String> = ["threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID", "threeDSMethodNotificationURL",
-                                           "notificationURL", "threeDSServerURL"]
+                                           "notificationURL", "threeDSServerURL", "gatewayTokenId", "merchantTransactionId", "authenticationId", "jwt"]
 
     /// Structural differences between two bodies: JSON (and forms, with base64url JSON values decoded) compared member by
     /// member, ignoring the fresh fields and `--ignore-field`; anything else compared as bytes.

@@ -13,6 +13,20 @@ public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
     case erro(String), transStatus(String), challengeCancel(String)
     case badSignature, untrustedSigner, wrongEphemeralKey, badCounter, wrongKey
     case dropRReq, rreqDelay(Double), acsTimeout
+    // gateways (PXP-style /pxp/…, Trust Payments-style /tp/jwt/)
+    /// A PXP error answer in the gateway's shape: its HTTP status and `{"errorCode", "message", "correlationId"}`.
+    case pxpError(String)
+    /// The `state` of a PXP pre-initiation or authorisation answer.
+    case pxpState(String)
+    /// A PXP pre-initiation answer that waives SCA: `scaMandated` false and this exemption applicable.
+    case scaExemption(String)
+    /// The authorisation refused (PXP state Refused; Trust Payments AUTH errorcode 70000) or failed (PXP state Failed;
+    /// Trust Payments AUTH errorcode 60010).
+    case authRefused, authFailed
+    /// A Trust Payments response list whose response for this request type carries this errorcode (and field), re-signed.
+    case tpErrorcode(type: String, code: String, field: String?)
+    /// A Trust Payments response JWT whose HS256 signature does not verify.
+    case jwtBadSignature
 
     /// Parses `hang`, `status:503`, `erro:402`, `dribble:2s` …; nil for anything unknown or malformed.
     public static func parse(_ text: String) -> FaultAction? { try? read(text) }
@@ -57,10 +71,26 @@ public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
         case ("drop-rreq", nil): return .dropRReq
         case ("rreq-delay", let a?): return .rreqDelay(try duration(a))
         case ("acs-timeout", nil): return .acsTimeout
+        case ("pxp-error", let a?):
+            guard GatewayFaults.pxpErrors[a] != nil else {
+                throw ReplayError("pxp-error:CODE: expected one of \(GatewayFaults.pxpErrors.keys.sorted().joined(separator: ", "))")
+            }
+            return .pxpError(a)
+        case ("pxp-state", let a?):
+            guard GatewayFaults.pxpStates.contains(a) else { throw ReplayError("pxp-state:STATE: expected one of \(GatewayFaults.pxpStates.joined(separator: ", "))") }
+            return .pxpState(a)
+        case ("sca-exemption", let a?):
+            guard GatewayFaults.isName(a) else { throw ReplayError("sca-exemption:NAME: expected an exemption name of letters, such as LowValue") }
+            return .scaExemption(a)
+        case ("auth-refused", nil): return .authRefused
+        case ("auth-failed", nil): return .authFailed
+        case ("tp-errorcode", let a?): return try GatewayFaults.tpErrorcode(a)
+        case ("jwt-bad-signature", nil): return .jwtBadSignature
         default:
             throw ReplayError("unknown action '\(text)'; expected hang, reset, close, dribble:D, delay:D, status:CODE, "
                               + "truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
-                              + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D or acs-timeout")
+                              + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D, acs-timeout, pxp-error:CODE, pxp-state:STATE, "
+                              + "sca-exemption:NAME, auth-refused, auth-failed, tp-errorcode:REQUESTTYPE=CODE[/FIELD] or jwt-bad-signature")
         }
     }
 
@@ -88,6 +118,13 @@ public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
         case .dropRReq: return "drop-rreq"
         case let .rreqDelay(d): return "rreq-delay:\(ReplayFaults.text(d))"
         case .acsTimeout: return "acs-timeout"
+        case let .pxpError(c): return "pxp-error:\(c)"
+        case let .pxpState(st): return "pxp-state:\(st)"
+        case let .scaExemption(e): return "sca-exemption:\(e)"
+        case .authRefused: return "auth-refused"
+        case .authFailed: return "auth-failed"
+        case let .tpErrorcode(type, code, field): return "tp-errorcode:\(type)=\(code)" + (field.map { "/\($0)" } ?? "")
+        case .jwtBadSignature: return "jwt-bad-signature"
         }
     }
 
@@ -96,6 +133,7 @@ public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
     var appliesTo: Set<String>? {
         switch self {
         case .hang, .reset, .close, .dribble, .delay, .status, .truncate, .malformed, .erro: return nil
+        case .pxpError, .pxpState, .scaExemption, .authRefused, .authFailed, .tpErrorcode, .jwtBadSignature: return [] // gateway answers: by path
         case .transStatus: return ["ARes", "CRes", "RReq"]
         case .challengeCancel, .dropRReq, .rreqDelay: return ["RReq"]
         case .badSignature, .untrustedSigner, .wrongEphemeralKey: return ["ARes"]
@@ -215,13 +253,19 @@ public enum ReplayFaults {
             case let .messageType(t), let .occurrence(t, _):
                 if !types.contains(t) {
                     add("--fault \(a) can never apply: the session has no \(t) (it has \(types.sorted().joined(separator: ", ")))")
+                } else if let paths = a.action.gatewayPaths {
+                    add("--fault \(a): \(a.action) changes a gateway answer; match it by path (\(paths.map { "path:\($0)" }.joined(separator: " or ")))")
                 } else if let allowed = a.action.appliesTo, !allowed.contains(t) {
                     add("--fault \(a): \(a.action) changes only \(allowed.sorted().joined(separator: " or ")), not \(t)")
                 }
             case let .exchange(id):
                 if !exchangeIDs.contains(id) { add("--fault \(a) can never apply: the session has no exchange \(id)") }
             case let .path(p):
-                if !paths.contains(p) { add("--fault \(a) can never apply: no recorded request has the path \(p)") }
+                if !paths.contains(p) {
+                    add("--fault \(a) can never apply: no recorded request has the path \(p)")
+                } else if let allowed = a.action.gatewayPaths, !allowed.contains(p) {
+                    add("--fault \(a): \(a.action) changes only the answers of \(allowed.joined(separator: " or ")), not \(p)")
+                }
             }
         }
         if unshown > 0 { out.append("… and \(unshown) more problem\(unshown == 1 ? "" : "s") with these \(rules.count) rules") }
@@ -239,6 +283,8 @@ extension FaultAction {
         case .badCounter, .wrongKey: return "app-channel encryption"
         case .challengeCancel: return "RReq challengeCancel"
         case .dropRReq, .rreqDelay: return "RReq delivery"
+        case .pxpError, .pxpState, .scaExemption, .authRefused, .authFailed, .tpErrorcode: return "gateway answer"
+        case .jwtBadSignature: return "gateway signature"
         }
     }
 }

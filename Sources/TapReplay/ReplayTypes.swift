@@ -38,6 +38,9 @@ public struct ReplayOptions: Sendable {
     public var publicURL: String?
     /// Faults injected into matching answers (`--fault`, `--faults`, `--scenario`).
     public var faults: [FaultRule] = []
+    /// The HS256 secret Trust Payments-style answers are signed again with when a fault changes them (`--jwt-secret`;
+    /// by default the sandbox's documented test secret).
+    public var jwtSecret = "3dstape-sandbox-gateway-secret"
     public init() {}
 }
 

@@ -98,6 +98,10 @@ extension ClientResult {
 
     /// PXP Checkout: `error` and a BaseSdkException errorCode, or `result` and the BaseSubmitResult of the authorisation.
     func pxpView() -> (String, String) {
+        // An authentication the ACS rejected is the SDK's error, whatever the authorisation after it said.
+        if transStatus == "N" || transStatus == "R", failure == nil || failure.map({ if case .gateway("/pxp/transactions", _, _) = $0 { return true }; return false }) == true {
+            return ("error", "AUTHENTICATION_REJECTED")
+        }
         switch failure {
         case let .gateway(path, status, code)?:
             if path == "/pxp/transactions" { return ("result", "FailedSubmitResult") }
@@ -113,7 +117,6 @@ extension ClientResult {
         case .dsErro?, .dsFailure?, .aresRejected?, .acsErro?, .sdkErro?, .challengeRuntime?, .noResult?, .gatewayRefused?, .jwtUnverified?:
             return ("error", "AUTHENTICATION_FAILED")
         case nil:
-            if transStatus == "N" || transStatus == "R" { return ("error", "AUTHENTICATION_REJECTED") }
             if transStatus != "Y" && transStatus != "A" { return ("error", "AUTHENTICATION_FAILED") }
             switch gatewayView.authorisationState {
             case "Authorised"?: return ("result", "AuthorisedSubmitResult")
