@@ -69,7 +69,7 @@ struct CheckCommand: Command {
         var verdicts: [ScenarioVerdict] = []
         for scenario in scenarios where stop.signal == nil {
             let rules = try scenario.faultRules()
-            if let problem = ReplayFaults.problems(rules, catalog: catalog).first {
+            if let problem = try scenario.problems(on: catalog).first {
                 verdicts.append(.skipped(scenario.name, reason: "does not apply to this session: \(problem)"))
                 continue
             }

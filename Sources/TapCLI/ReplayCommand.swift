@@ -51,7 +51,11 @@ struct ReplayCommand: Command {
         let maxConnections = try args.maxConnections(), maxBuffered = try args.maxBuffered()
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
-        let faultProblems = ReplayFaults.problems(options.faults, catalog: catalog)
+        var faultProblems = ReplayFaults.problems(options.faults, catalog: catalog)
+        if let name = args.value("scenario"), let scenario = ReplayScenario.named(name), scenario.gateway != nil,
+           let needs = try scenario.problems(on: catalog).first, needs.hasPrefix("needs") {
+            faultProblems.insert("--scenario \(name) \(needs)", at: 0)
+        }
         if !faultProblems.isEmpty { throw InvalidArguments(faultProblems.joined(separator: "\n  ")) } // the first few, then a count
         let problems = catalog.undecryptedProblems()
         if !problems.isEmpty {
@@ -213,7 +217,8 @@ struct ScenariosCommand: Command {
             io.json(JSON.array(ReplayScenario.all.map { s in
                 .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
                          ("expected", .string(s.expected)), ("expectation", .array(s.expectation.map(\.json))),
-                         ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake))])
+                         ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake)), ("trustPayments", .string(s.trustPayments)),
+                         ("gateway", s.gateway.map { .string($0.rawValue) } ?? .null)])
             }))
             return 0
         }
@@ -222,7 +227,8 @@ struct ScenariosCommand: Command {
             io.out("    \(s.summary)")
             io.out("    expected: \(s.expected)")
             io.out("    check: \(s.expectation.map(\.description).joined(separator: "; "))")
-            io.out("    PXP Checkout: \(s.pxp); Cake3DS2: \(s.cake)")
+            io.out("    PXP Checkout: \(s.pxp); Cake3DS2: \(s.cake); Trust Payments: \(s.trustPayments)")
+            if let g = s.gateway { io.out("    needs a session recorded through the \(g.title) gateway (demo --gateway \(g.rawValue))") }
         }
         return 0
     }

@@ -49,6 +49,9 @@ public struct CheckObservation: Sendable {
 
     public init() {}
 
+    /// The transaction ID given to faulted gateway calls made before any 3DS transaction.
+    public static let beforeAnyTransaction = "(gateway calls before the AReq)"
+
     /// The observation of one replay session.
     public static func read(_ exchanges: [StoredExchange]) -> CheckObservation {
         var o = CheckObservation()
@@ -61,8 +64,12 @@ public struct CheckObservation: Sendable {
         for x in sorted {
             if x.replay?.miss != nil { o.misses += 1 }
             let browserCRes = CheckObservation.browserCRes(in: x.responseBody)
+            let faulted = !(x.replay?.faults ?? "").isEmpty
+            // A faulted gateway call before any 3DS transaction (card tokenisation, a Trust Payments request) stands for the
+            // payment's transaction until one is named.
             guard let id = x.messages.lazy.compactMap({ $0.json?["threeDSServerTransID"]?.stringValue }).first
-                ?? browserCRes?["threeDSServerTransID"]?.stringValue ?? (x.connectionID == Replayer.rreqConnection ? nil : latest) else { continue }
+                ?? browserCRes?["threeDSServerTransID"]?.stringValue ?? (x.connectionID == Replayer.rreqConnection ? nil : latest)
+                ?? (faulted ? CheckObservation.beforeAnyTransaction : nil) else { continue }
             latest = id
             if byID[id] == nil { byID[id] = Transaction(serverTransID: id); order.append(id) }
             var t = byID[id]!

@@ -179,6 +179,32 @@ extension ReplayScenario {
             "slow-acs": [.challengeCompletes, .rreqAnswered],
         ]
         for s in dsErros { table[s.name] = dsFailure }
+        // Where the client reports what its SDK surfaced (a `3dstape-result` line), the code is part of the verdict.
+        func sdk(_ field: String, _ value: String) -> ExpectationClause { .result(field: "sdk." + field, equals: value) }
+        for st in ["U", "A", "R"] {
+            table["challenge-completed-\(st.lowercased())"] = [.challengeCompletes, .rreqAnswered, sdk("outcome", "completed"), sdk("transStatus", st)]
+        }
+        table["acs-erro-203"] = [.noCReqAfterErro(allowCancel: []), .reportsFailure, sdk("outcome", "protocolError"), sdk("code", "203")]
+        let beforeAuthentication = ["pxp-token-vault-exception": "TOKEN_VAULT_EXCEPTION", "pxp-validation-exception": "VALIDATION_EXCEPTION",
+                                    "pxp-unexpected-exception": "UNEXPECTED_SDK_EXCEPTION", "pxp-network-exception": "NETWORK_SDK_EXCEPTION",
+                                    "pxp-pre-initiate-failed": "PRE_INITIATE_AUTHENTICATION_FAILED",
+                                    "pxp-transaction-authentication-rejected": "TRANSACTION_AUTHENTICATION_REJECTED",
+                                    "pxp-transaction-authentication-invalid": "TRANSACTION_AUTHENTICATION_INVALID",
+                                    "pxp-requires-sca-exemption": "TRANSACTION_AUTHENTICATION_REQUIRES_SCA_EXEMPTION",
+                                    "pxp-authentication-failed": "AUTHENTICATION_FAILED"]
+        for (name, code) in beforeAuthentication { table[name] = [.noCReq, .reportsFailure, sdk("error", code)] }
+        table["pxp-challenge-timeout"] = [.givesUp(withinSeconds: cresTimeoutAllowance), .erroSent(code: "402"), .noCReqAfterErro(allowCancel: ["08"]),
+                                          sdk("error", "CHALLENGE_TIMEOUT")]
+        table["pxp-authentication-rejected"] = [.challengeCompletes, .rreqAnswered, .reportsFailure, sdk("error", "AUTHENTICATION_REJECTED")]
+        table["pxp-authorised"] = [.result(field: "outcome", equals: "success"), sdk("result", "AuthorisedSubmitResult")]
+        table["pxp-captured"] = [.result(field: "outcome", equals: "success"), sdk("result", "CapturedSubmitResult")]
+        table["pxp-refused"] = [.reportsFailure, sdk("result", "RefusedSubmitResult")]
+        table["pxp-failed"] = [.reportsFailure, sdk("result", "FailedSubmitResult")]
+        table["tp-auth-declined"] = [.reportsFailure, sdk("responses.AUTH", "70000"), sdk("payment", "declined")]
+        table["tp-invalid-field"] = [.noCReq, .reportsFailure, sdk("error", "invalidField"), sdk("field", "pan")]
+        table["tp-subscription-failed"] = [.result(field: "outcome", equals: "success"), sdk("payment", "authorised"), sdk("responses.SUBSCRIPTION", "30000")]
+        table["tp-jwt-unverified"] = [.noCReq, .reportsFailure, sdk("verified", "false")]
+        table["tp-gateway-error"] = [.reportsFailure, sdk("error", "gatewayError"), sdk("responses.AUTH", "60010")]
         return table
     }()
 }
