@@ -167,9 +167,11 @@ struct ClientCommand: Command {
             // the DS's and ACS's answers
             io.out(TerminalText.escaped(Masking.maskText(ClientCommand.describe(result)), keepingLineBreaks: true))
         }
-        // The last line: what the SDK would surface, for `3dstape check`'s result clauses (built from fixed names and codes
-        // the gateway sent, so escaped as JSON like the rest).
-        io.out("3dstape-result: " + TerminalText.escapedJSON(result.surfaced(gateway: o.gateway, cancelled: o.cancel).compact))
+        // The last line: what the SDK would surface, for `3dstape check`'s result clauses (fixed names and the codes the
+        // gateway sent, escaped as JSON like the rest). With --json, stdout stays one JSON document (the object is its
+        // `result` member) and the line goes to stderr, which a check run's log holds too.
+        let line = "3dstape-result: " + TerminalText.escapedJSON(result.surfaced(gateway: o.gateway, cancelled: o.cancel).compact)
+        if args.has("json") { io.err(line) } else { io.out(line) }
         if let e = result.error {
             io.err("3dstape: client: \(ThreeDSContent.printable(ClientCommand.errorText(e)))")
             return 1

@@ -11,6 +11,8 @@ public enum GatewayFaults {
     /// PXP-style states: of the pre-initiation (the guide's five) and of the authorisation.
     public static let pxpStates = ["AuthenticationSuccessful", "AuthenticationFailed", "AuthenticationRejected", "PendingCustomerChallenge",
                                    "PendingClientData", "Authorised", "Captured", "Refused", "Failed"]
+    /// The states of a PXP-style authorisation answer (the others are the pre-initiation's).
+    static let authorisationStates: Set<String> = ["Authorised", "Captured", "Refused", "Failed"]
     /// The request types of a Trust Payments-style request.
     public static let tpRequestTypes = ["RISKDEC", "ACCOUNTCHECK", "THREEDQUERY", "AUTH", "SUBSCRIPTION"]
     /// Trust Payments errorcodes and the errormessage each carries (codes outside the table get "Error").
@@ -46,7 +48,7 @@ extension FaultAction {
     var gatewayPaths: [String]? {
         switch self {
         case .pxpError: return GatewayFaults.pxpPaths
-        case let .pxpState(s): return GatewayFaults.pxpStates.firstIndex(of: s)! < 5 ? ["/pxp/authentication/pre-initiate"] : ["/pxp/transactions"]
+        case let .pxpState(s): return GatewayFaults.authorisationStates.contains(s) ? ["/pxp/transactions"] : ["/pxp/authentication/pre-initiate"]
         case .scaExemption: return ["/pxp/authentication/pre-initiate"]
         case .authRefused, .authFailed: return ["/pxp/transactions", GatewayFaults.tpPath]
         case .tpErrorcode, .jwtBadSignature: return [GatewayFaults.tpPath]

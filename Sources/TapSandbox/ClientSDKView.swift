@@ -145,8 +145,12 @@ extension ClientResult {
         } else if failure != nil {
             m.append(("error", .string("apiClientError")))
         }
-        let auth = v.responses.last { $0.type == "AUTH" }
-        m.append(("payment", .string(auth == nil ? "not authorised" : auth!.errorcode == "0" && v.verified != false ? "authorised" : "declined")))
+        let payment: String
+        switch v.responses.last(where: { $0.type == "AUTH" }) {
+        case nil: payment = "not authorised"
+        case let auth?: payment = auth.errorcode == "0" && v.verified != false ? "authorised" : "declined"
+        }
+        m.append(("payment", .string(payment)))
         return .object(m)
     }
 }

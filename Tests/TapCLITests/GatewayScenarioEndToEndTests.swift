@@ -68,6 +68,13 @@ import TapCore
                                                              "--timing", "none", "--session", out], environment: env)
             let port = try replay.port(after: "on http://127.0.0.1:")
             let r = try CLIRunner.run(Self.client("http://127.0.0.1:\(port)", certs: certs, gateway: gateway), environment: env)
+            if scenario == "pxp-captured" {
+                // With --json stdout stays one JSON document, the object its `result` member; the line goes to stderr.
+                let j = try CLIRunner.run(Self.client("http://127.0.0.1:\(port)", certs: certs, gateway: gateway, ["--json"]), environment: env)
+                #expect(try JSON.parse(j.stdout)["result"]?["sdk"]?["result"]?.stringValue == "CapturedSubmitResult", "\(j.stdout)")
+                #expect(j.stderr.contains("3dstape-result: {\"outcome\":\"success\",\"sdk\":{\"name\":\"PXP Checkout\",\"result\":\"CapturedSubmitResult\"}}"),
+                        "\(j.stderr)")
+            }
             replay.interrupt()
             #expect(try replay.wait() == 0, "\(scenario): replayer exit; \(replay.stderr.suffix(300))")
             let last = r.stdout.split(separator: "\n").last.map(String.init) ?? ""
