@@ -42,10 +42,11 @@ import TapJOSE
     }
 
     /// The recorded request of the first exchange on `path`, replayed with `rule`.
-    func answer(_ session: String, path: String, rule: String?) throws -> ReplayAnswer {
+    func answer(_ session: String, path: String, rule: String?, jwtSecret: String? = nil) throws -> ReplayAnswer {
         let catalog = try ReplayEngineTests.catalog(session)
         var options = ReplayOptions()
         options.faults = try rule.map { [try FaultRule.parse($0)] } ?? []
+        if let jwtSecret { options.jwtSecret = jwtSecret }
         let engine = ReplayEngine(catalog: catalog, options: options, identity: try ReplayEngineTests.Trust().identity)
         let x = try #require(catalog.exchanges.first { ReplayURL.pathAndQuery($0.url).path == path })
         return engine.handle(LiveRequest(method: "POST", target: path, body: x.requestBody), selfURL: "http://127.0.0.1:1")
@@ -68,6 +69,11 @@ import TapJOSE
         // A request type the answer does not carry changes nothing and is not recorded as applied.
         let notHere = try answer("demo-trustpayments.3dstape", path: "/tp/jwt/", rule: "path:/tp/jwt/=tp-errorcode:AUTH=70000")
         #expect(notHere.faults.isEmpty)
+        // Signed again with --jwt-secret: a client with that secret verifies it, one with the sandbox's does not.
+        let other = try answer("demo-trustpayments.3dstape", path: "/tp/jwt/", rule: "path:/tp/jwt/=tp-errorcode:RISKDEC=60022", jwtSecret: "merchant-secret")
+        let otherJWS = try JWS(compact: try #require(try JSON.parse(other.body)["jwt"]?.stringValue))
+        #expect((try? otherJWS.verifyHS256(secret: Array("merchant-secret".utf8))) != nil)
+        #expect((try? otherJWS.verifyHS256(secret: Self.secret)) == nil)
         let bad = try answer("demo-trustpayments.3dstape", path: "/tp/jwt/", rule: "path:/tp/jwt/=jwt-bad-signature")
         #expect(throws: (any Error).self) { try self.responses(bad) }
         #expect(try responses(bad, verify: false).count == 3 && bad.faults == ["jwt-bad-signature"])
