@@ -87,13 +87,24 @@ struct ReplayCommand: Command {
         stack.finally { writer.close() }
         stack.runUntilSignal()
         let c = replayer.counts
-        io.err("\nstopped: \(c.answered) answered, \(c.missed) missed, \(c.aborted) clients gave up, \(c.rreqs) RReqs sent; session: \(out)")
+        io.err("\nstopped: \(ReplayCommand.summary(c)); session: \(out)")
         if replayer.forwardLoops > 0 {
             io.err("\(replayer.forwardLoops) forwarded request(s) came back to the replayer and were answered 508: --on-miss forward:URL "
                    + "(or a live endpoint) leads to the replayer itself")
         }
         if let line = replayer.writerWaitSummary { io.err(line) }
         return writer.writeError == nil ? 0 : 1
+    }
+
+    /// The closing count: answers, the clients' closing messages after a fault (apart from misses), misses, clients that
+    /// gave up, and what became of the RReqs (delivered, not delivered because the client had gone, dropped by a fault).
+    static func summary(_ c: (answered: Int, closing: Int, missed: Int, aborted: Int, rreqs: Int, rreqsUndelivered: Int, rreqsDropped: Int)) -> String {
+        var parts = ["\(c.answered) answered"]
+        if c.closing > 0 { parts.append("\(c.closing) closing message\(c.closing == 1 ? "" : "s") after a fault or the end answered as an ACS") }
+        parts += ["\(c.missed) missed", "\(c.aborted) clients gave up", "\(c.rreqs) RReqs sent"]
+        if c.rreqsUndelivered > 0 { parts.append("\(c.rreqsUndelivered) RReq\(c.rreqsUndelivered == 1 ? "" : "s") not delivered (client gone)") }
+        if c.rreqsDropped > 0 { parts.append("\(c.rreqsDropped) RReq\(c.rreqsDropped == 1 ? "" : "s") dropped by fault") }
+        return parts.joined(separator: ", ")
     }
 
     static func stamp() -> String {
