@@ -441,7 +441,9 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                     body = Array(s.compact.utf8)
                     sealedCRes = s.plaintext
                 }
-                lf.cipher = cipher
+                // A CRes that never leaves (hang, reset, close) does not move the ACS's counter: the final CRes N an ACS
+                // sends for the SDK's cancel then carries the counter the SDK expects.
+                if !faults.contains(where: { $0 == .hang || $0 == .reset || $0 == .close }) { lf.cipher = cipher }
             } catch {
                 return miss(req, detail: "cannot encrypt the CRes: \(error.message)", erroCode: "301", about: "CReq")
             }
