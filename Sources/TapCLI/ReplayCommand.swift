@@ -129,7 +129,7 @@ struct ReplayCommand: Command {
     static func summary(_ c: (answered: Int, closing: Int, missed: Int, aborted: Int, rreqs: Int, rreqsUndelivered: Int, rreqsDropped: Int)) -> String {
         var parts = ["\(c.answered) answered"]
         if c.closing > 0 { parts.append("\(c.closing) closing message\(c.closing == 1 ? "" : "s") after a fault or the end answered as an ACS") }
-        parts += ["\(c.missed) missed", "\(c.aborted) clients gave up", "\(c.rreqs) RReqs sent"]
+        parts += ["\(c.missed) missed", "\(c.aborted) clients gave up", "\(c.rreqs) RReqs delivered"]
         if c.rreqsUndelivered > 0 { parts.append("\(c.rreqsUndelivered) RReq\(c.rreqsUndelivered == 1 ? "" : "s") not delivered (client gone)") }
         if c.rreqsDropped > 0 { parts.append("\(c.rreqsDropped) RReq\(c.rreqsDropped == 1 ? "" : "s") dropped by fault") }
         return parts.joined(separator: ", ")

@@ -139,7 +139,11 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         // An app-channel CReq is parsed from the body's bytes; only other bodies are made text.
         if req.body.withUnsafeBufferPointer({ b in b.reduce(0) { $0 + ($1 == 0x2E ? 1 : 0) } }) == 4, let jwe = try? JWE(compact: req.body) {
             if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, jwe, req) }
-            if let kid = jwe.keyID, let lf = ended[kid], let a = cReqAfterEnd(lf, jwe) { return a }
+            if let kid = jwe.keyID, let lf = ended[kid] {
+                if let a = cReqAfterEnd(lf, jwe) { return a }
+                return miss(req, detail: "app-channel CReq for acsTransID \(kid), whose transaction ended with \(lf.endedBy ?? "its last answer"); "
+                            + "after the end an ACS expects at most a challengeCancel", erroCode: "301", about: "CReq")
+            }
             return miss(req, detail: "app-channel CReq for acsTransID \(jwe.keyID ?? "(no kid)"), which is no live transaction of this replay",
                         erroCode: "301", about: "CReq")
         }

@@ -115,6 +115,7 @@ import TapCore
         usleep(600_000) // the ACS's RReq follows at its recorded offset (86 ms)
         replay.interrupt()
         #expect(try replay.wait() == 0, "\(name): \(replay.stderr.suffix(300))")
+        for _ in 0..<250 where !replay.stderr.contains("stopped:") { usleep(20_000) } // the pipe's reader may lag the exit
         return Run(stderr: replay.stderr, session: out)
     }
 
@@ -152,7 +153,10 @@ import TapCore
     /// A replay that must be refused at start: its exit status and stderr (-1 when it started and ran instead, stopped after 10 s).
     func refusal(_ args: [String], _ env: [String: String]) throws -> (status: Int32, stderr: String) {
         let p = try Spawned(CLIRunner.binary.path, args, environment: env)
-        do { return (try p.wait(timeout: 10), p.stderr) } catch { return (-1, p.stderr) }
+        let status: Int32
+        do { status = try p.wait(timeout: 10) } catch { return (-1, p.stderr) }
+        for _ in 0..<250 where !p.stderr.hasSuffix("\n") { usleep(20_000) } // the pipe's reader may lag the exit
+        return (status, p.stderr)
     }
 
     /// Item 3 and 4 as a user types them: each refused before anything starts (exit 2, a line each), --partial offered and honoured.
@@ -187,6 +191,7 @@ import TapCore
         _ = try partial.port(after: "on http://127.0.0.1:")
         partial.interrupt()
         #expect(try partial.wait() == 0)
+        for _ in 0..<250 where !partial.stderr.contains("stopped:") { usleep(20_000) }
         #expect(partial.stderr.contains("--scenario challenge-rejected --partial leaves out CRes=trans-status:N: the session has no CRes"), "\(partial.stderr)")
         let meta = try sh(["sqlite3", out, "SELECT value FROM meta WHERE key = 'scenario_not_applied'"]).out
         #expect(meta.hasPrefix("CRes=trans-status:N: the session has no CRes"), "\(meta)")
