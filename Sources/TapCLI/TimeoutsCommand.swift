@@ -96,8 +96,9 @@ struct TimeoutsCommand: Command {
         do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
-        if let problem = ReplayFaults.problems([FaultRule(match: match, action: .delay(1))], catalog: catalog).first {
-            throw InvalidArguments(problem.replacingOccurrences(of: "--fault \(match)=delay:1s", with: "--message \(matchText)"))
+        // Checked as the sweep applies it, as a --delay rule (which an RReq takes too).
+        if let problem = ReplayFaults.problems([], delays: [DelayRule(match: match, seconds: 1)], catalog: catalog).first {
+            throw InvalidArguments(problem.replacingOccurrences(of: "--delay \(match)=1s", with: "--message \(matchText)"))
         }
         let report = args.value("report") ?? "sessions/timeouts-\(ReplayCommand.stamp())"
         try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)

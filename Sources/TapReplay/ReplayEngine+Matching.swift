@@ -40,6 +40,10 @@ extension ReplayEngine {
             if let i = pick {
                 plainCursor[key] = n + 1
                 let x = catalog.exchanges[i]
+                let type = x.messages.first { $0.direction == "response" }?.type
+                // path: and exchange: rules reach these answers too, at the transport and HTTP layers (the rule check
+                // refuses 3DS actions on them before the replay starts).
+                let faults = faultsFor(i, type: type, nil)
                 var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
                 // The live request's own IDs and URLs, where they differ from the recorded request's, are echoed in the answer.
                 var echo: [(String, String)] = []
@@ -51,9 +55,9 @@ extension ReplayEngine {
                 let body = json.map { rewrite($0, lf, &rng).bytes }
                     ?? (echo.isEmpty ? x.responseBody : Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng,
                                                                           contentType: x.responseHeaders.first { $0.0.caseInsensitiveEquals("Content-Type") }?.1).utf8))
-                return answer(i, body: body, type: x.messages.first { $0.direction == "response" }?.type, nil,
-                              matchedBy: "method, path, query, body (occurrence \(n + 1) of \(equal.count))",
-                              headers: ReplayEngine.replayableHeaders(x.responseHeaders), status: x.status ?? 502)
+                let a = answer(i, body: body, type: type, nil, matchedBy: "method, path, query, body (occurrence \(n + 1) of \(equal.count))",
+                               headers: ReplayEngine.replayableHeaders(x.responseHeaders), status: x.status ?? 502)
+                return applyTransport(faults, to: a)
             }
         }
         let closest = ranked.sorted { $0.1.count < $1.1.count }.prefix(3)

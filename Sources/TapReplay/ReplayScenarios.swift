@@ -12,6 +12,25 @@ public struct ReplayScenario: Sendable {
 
     /// The rules, parsed.
     public func faultRules() throws(ReplayError) -> [FaultRule] { try rules.map { (r) throws(ReplayError) in try FaultRule.parse(r) } }
+
+    /// Which of this scenario's rules can apply to a session, and why each other one cannot (`challenge-rejected` on a
+    /// browser session: its RReq rule applies, its CRes rule cannot, the session has no app-channel CRes). `replay
+    /// --scenario NAME --partial` applies the first list; a runner of scenarios skips one whose rules all fall in the second.
+    public func applicability(to catalog: ReplayCatalog) throws(ReplayError)
+        -> (applicable: [FaultRule], notApplicable: [(rule: FaultRule, reason: String)]) {
+        try applicability(to: RuleCoverage(catalog))
+    }
+
+    /// As `applicability(to:)`, on a catalog's answers indexed once (for a runner that asks for every scenario).
+    public func applicability(to coverage: RuleCoverage) throws(ReplayError)
+        -> (applicable: [FaultRule], notApplicable: [(rule: FaultRule, reason: String)]) {
+        var applicable: [FaultRule] = []
+        var notApplicable: [(rule: FaultRule, reason: String)] = []
+        for rule in try faultRules() {
+            if let why = coverage.whyNever(rule) { notApplicable.append((rule, why)) } else { applicable.append(rule) }
+        }
+        return (applicable, notApplicable)
+    }
 }
 
 extension ReplayScenario {
