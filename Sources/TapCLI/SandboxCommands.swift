@@ -124,7 +124,8 @@ struct ClientCommand: Command {
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let ds = args.value("ds"), let dsURL = HTTPURL(ds) else { throw InvalidArguments("--ds URL is required (http://host:port)") }
         guard let card = args.value("card") else { throw InvalidArguments("--card PAN is required") }
-        guard let certs = args.value("certs") else { throw InvalidArguments("--certs DIR is required ('3dstape sandbox certs --out DIR')") }
+        guard let certs = args.value("certs") else { throw InvalidArguments("--certs DIR is required: '3dstape sandbox certs --out DIR' against the sandbox, "
+                                                                                   + "'3dstape ca export --ds DIR' against a replay") }
         var o = ClientOptions(dsURL: dsURL, card: card, certsDirectory: certs)
         switch args.value("channel") ?? "app" {
         case "app": o.browser = false

@@ -100,8 +100,7 @@ struct TimeoutsCommand: Command {
         if let problem = ReplayFaults.problems([], delays: [DelayRule(match: match, seconds: 1)], catalog: catalog).first {
             throw InvalidArguments(problem.replacingOccurrences(of: "--delay \(match)=1s", with: "--message \(matchText)"))
         }
-        let report = args.value("report") ?? "sessions/timeouts-\(ReplayCommand.stamp())"
-        try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
+        let report = try ReportDirectory.create(args.value("report"), defaultStem: "sessions/timeouts-\(ReplayCommand.stamp())")
         let identity = try ReplayCommand.acsIdentity(nil)
         // Ctrl-C or SIGTERM stops the sweep: the command's group is ended, the report of the runs so far written, and
         // the exit status is 130 or 143.

@@ -77,12 +77,19 @@ import TapCore
         let browser = dir.appendingPathComponent("b.3dstape").path
         try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/demo-browser.3dstape").path, toPath: browser)
         let junit = dir.appendingPathComponent("j.xml").path
-        let r = try CLIRunner.run(["check", browser, "--scenario", "cres-counter-mismatch", "--scenario", "ds-erro-203", "--junit", junit,
-                                   "--report", dir.appendingPathComponent("r").path, "--", CLIRunner.binary.path, "client", "--ds", "{url}",
-                                   "--card", "4000000000001000", "--channel", "browser", "--certs", certs], environment: env)
-        #expect(r.status == 0 && r.stdout.contains("1 passed, 0 failed, 1 skipped"), "\(r.stdout) \(r.stderr)")
+        let report = dir.appendingPathComponent("r").path
+        let client = [CLIRunner.binary.path, "client", "--ds", "{url}", "--card", "4000000000001000", "--channel", "browser", "--certs", certs]
+        let r = try CLIRunner.run(["check", browser, "--junit", junit, "--report", report, "--"] + client, environment: env)
+        #expect(r.status == 0 && r.stdout.contains(" failed, 6 skipped"), "\(r.stdout) \(r.stderr)")
         #expect(r.stdout.contains("the session has no CRes"))
         #expect(try Self.junitCases(junit)["cres-counter-mismatch"]?.skipped == true)
+        // Asked for by name, a scenario that cannot apply is a usage error, not a skip that leaves CI green.
+        let named = try CLIRunner.run(["check", browser, "--scenario", "cres-counter-mismatch", "--scenario", "ds-erro-203", "--"] + client,
+                                      environment: env)
+        #expect(named.status == 2 && named.stderr.contains("--scenario cres-counter-mismatch does not apply to this session"), "\(named.stderr)")
+        // A report directory that holds a report already is not mixed with a second run's files.
+        let again = try CLIRunner.run(["check", browser, "--scenario", "ds-erro-203", "--report", report, "--"] + client, environment: env)
+        #expect(again.status == 2 && again.stderr.contains("already holds a report"), "\(again.stderr)")
 
         let expect = dir.appendingPathComponent("e.json").path
         try #"{"challenge-timeout": [{"clause": "gives-up"}], "nope": []}"#.write(toFile: expect, atomically: true, encoding: .utf8)
