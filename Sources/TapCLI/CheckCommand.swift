@@ -59,10 +59,11 @@ struct CheckCommand: Command {
             for p in undecrypted { io.err("3dstape: check: \(TerminalText.escaped(p))") }
             throw CommandFailure("\(undecrypted.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
         }
+        let coverage = RuleCoverage(catalog)
         if explicit { // a scenario asked for by name that cannot apply is a mistake, not a skip that leaves CI green
             var lines: [String] = []
             for s in scenarios {
-                if let p = ReplayFaults.problems(try s.faultRules(), catalog: catalog).first { lines.append("--scenario \(s.name) does not apply to this session: \(p)") }
+                if let why = try CheckCommand.whyNotWhole(s, coverage) { lines.append("--scenario \(s.name) does not apply to this session: \(why)") }
             }
             if !lines.isEmpty { throw InvalidArguments(lines.joined(separator: "\n")) }
         }
@@ -76,8 +77,8 @@ struct CheckCommand: Command {
         var verdicts: [ScenarioVerdict] = []
         for scenario in scenarios where stop.signal == nil {
             let rules = try scenario.faultRules()
-            if let problem = ReplayFaults.problems(rules, catalog: catalog).first {
-                verdicts.append(.skipped(scenario.name, reason: "does not apply to this session: \(problem)"))
+            if let why = try CheckCommand.whyNotWhole(scenario, coverage) {
+                verdicts.append(.skipped(scenario.name, reason: "does not apply to this session: \(why)"))
                 continue
             }
             let expectation = expectations.expectation(for: scenario.name, defaults: scenario.expectation)
@@ -142,5 +143,13 @@ struct CheckCommand: Command {
         }
         if let interrupted { return interrupted.exitStatus }
         return result.failed > 0 ? 1 : 0
+    }
+
+    /// Why a scenario cannot run whole on this session (its rules that can never apply, and why), or nil when all apply:
+    /// a scenario that applies only in part is not the scenario its expectation is about.
+    static func whyNotWhole(_ scenario: ReplayScenario, _ coverage: RuleCoverage) throws -> String? {
+        let (_, notApplicable) = try scenario.applicability(to: coverage)
+        guard !notApplicable.isEmpty else { return nil }
+        return notApplicable.map { "--fault \($0.rule) can never apply: \($0.reason)" }.joined(separator: "; ")
     }
 }
