@@ -114,7 +114,7 @@ struct ClientCommand: Command {
         .option("cres-timeout", "DURATION", help: "the SDK's wait for each CRes (default 10s, the spec's); on expiry as for --timeout"),
         .option("rreq-timeout", "DURATION", help: "the 3DS Server's wait for the ACS's RReq after a challenge or a decoupled ARes (default 10s)"),
         .option("rreq-listen", "HOST:PORT", help: "where the 3DS Server takes the RReq (default 127.0.0.1 on a free port)"),
-        .option("misbehave", "WHAT", repeatable: true, help: "play a non-conformant SDK to see '3dstape check' fail: no-erro (never sends an Erro), "
+        .option("misbehave", "WHAT[,WHAT]", repeatable: true, help: "play a non-conformant SDK to see '3dstape check' fail: no-erro (never sends an Erro), "
                 + "ignore-cres-errors (takes a CRes with a wrong counter, stops quietly on one that does not decrypt)"),
         .option("gateway", "NAME", help: "wrap the authentication in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway calls"),
         .option("gateway-secret", "S", help: "the Trust Payments-style gateway's HS256 secret (default: the sandbox's test secret)"),

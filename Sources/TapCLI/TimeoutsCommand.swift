@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapCheck
 import TapCore
 import TapCrypto
 import TapNet
@@ -155,9 +156,20 @@ struct TimeoutsCommand: Command {
             io.err("timeouts: \(interrupted) after \(results.count) run\(results.count == 1 ? "" : "s"); the command's process group was ended; "
                    + "report of the runs so far: \((report as NSString).appendingPathComponent("report.json"))")
         }
+        // No run reached the message: the sweep found nothing, most often because the command failed on its own (a usage
+        // error, a wrong --certs): that is a failure of the sweep, with the command's own words.
+        let neverReached = interrupted == nil && !results.isEmpty && results.allSatisfy { $0.outcome == "not reached" }
+        if neverReached, let last = results.last {
+            let log = (last.session as NSString).deletingPathExtension + ".log"
+            let line = FileManager.default.contents(atPath: log).flatMap { CheckObservation.lastLine(in: [UInt8]($0)) }
+            io.err("timeouts: the command never asked for \(TerminalText.escaped(matchText)) in \(results.count) run\(results.count == 1 ? "" : "s")"
+                   + (last.exitCode.map { " (exit status \($0))" } ?? "") + (line.map { "; its last line: \($0)" } ?? "")
+                   + "; its output: \(TerminalText.escaped(log))")
+        }
+        let status = interrupted?.exitStatus ?? (neverReached ? 1 : 0)
         if args.has("json") {
             io.json(json)
-            return interrupted?.exitStatus ?? 0
+            return status
         }
         var rows = [["DELAY", "OUTCOME", "AFTER MS", "EXIT", "ERRO SENT", "CANCEL", "RETRIED", "SESSION"]]
         for r in results.sorted(by: { $0.delay < $1.delay }) {
@@ -172,8 +184,9 @@ struct TimeoutsCommand: Command {
             io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
                    + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(TerminalText.escaped(matchText)))")
         }
-        io.out("report: \(TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))) (chart), report.json, and the replay sessions")
-        return interrupted?.exitStatus ?? 0
+        io.out("report: \(TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))) (chart), report.json, the replay sessions "
+               + "and the command's output of each run")
+        return status
     }
 
     /// One replay in process with `match` delayed by `delay`, the command run against it (in a process group of its own,
@@ -185,7 +198,7 @@ struct TimeoutsCommand: Command {
         options.schedule.rules = [DelayRule(match: match, seconds: delay)]
         let replay = InProcessReplay(catalog: catalog, identity: identity, listen: listen)
         let ran = try replay.run(options: options, session: session, label: "timeouts: \(match) delayed \(ReplayFaults.describe(delay))",
-                                 command: command, output: nil, timeout: timeout, stop: stop)
+                                 command: command, output: (session as NSString).deletingPathExtension + ".log", timeout: timeout, stop: stop)
         let ending = ran.ending, startFailure = ran.startFailure // the sweep stops on a start failure (didNotStart)
         var run = try TimeoutsCommand.outcome(session: session, delay: delay, exit: ending.exitStatus, started: startFailure == nil)
         run.startFailure = startFailure
