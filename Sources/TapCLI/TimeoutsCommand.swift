@@ -83,6 +83,7 @@ struct TimeoutsCommand: Command {
         // Delays from 0 to 24 hours; steps from 1 ms (the sweep rounds each delay to the millisecond), at most 1,000 delays.
         let from = try args.duration("from") ?? 0, to = try args.duration("to") ?? 10
         guard to > from else { throw InvalidArguments("--to must be after --from") }
+        if args.has("bisect"), args.value("step") != nil { throw InvalidArguments("--step and --bisect: give one or the other") }
         let step = try args.duration("step", within: 0.001...CheckedDuration.maximum) ?? max(0.001, (to - from) / 10)
         guard args.has("bisect") || (to - from) / step < Double(TimeoutsCommand.mostDelays) else {
             throw InvalidArguments("--step \(ReplayFaults.describe(step)) from \(ReplayFaults.describe(from)) to \(ReplayFaults.describe(to)) "

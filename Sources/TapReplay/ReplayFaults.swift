@@ -159,6 +159,9 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
             guard let m = item["match"]?.stringValue, let a = item["action"]?.stringValue else {
                 throw ReplayError("\(name): rule \(n + 1) needs \"match\" and \"action\"")
             }
+            if let unknown = item.objectMembers?.map(\.0).first(where: { !["match", "action", "probability", "description"].contains($0) }) {
+                throw ReplayError("\(name): rule \(n + 1): unknown member \"\(TerminalText.escaped(unknown))\" (a rule has match, action, probability, description)")
+            }
             var rule = try FaultRule.parse("\(m)=\(a)")
             if let p = item["probability"] {
                 guard case let .number(t) = p, let v = Double(t), v >= 0, v <= 1 else {

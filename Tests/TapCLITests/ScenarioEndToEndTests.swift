@@ -86,6 +86,11 @@ import TapCore
         _ = try ok.port(after: "on http://127.0.0.1:")
         ok.interrupt()
         #expect(try ok.wait() == 0, "a rules file with comments and descriptions is accepted: \(ok.stderr)")
+        try #"[{"match": "ARes", "action": "delay:10ms", "descripton": "a typo"}]"#.write(toFile: dir.appendingPathComponent("typo.json").path,
+                                                                                          atomically: true, encoding: .utf8)
+        let typo = try CLIRunner.run(["replay", session, "--listen", "127.0.0.1:0", "--faults", dir.appendingPathComponent("typo.json").path],
+                                     environment: env)
+        #expect(typo.status == 2 && typo.stderr.contains("rule 1: unknown member \"descripton\""), "\(typo.status) \(typo.stderr)")
     }
 }
 
