@@ -39,6 +39,7 @@ struct CheckCommand: Command {
             guard let s = ReplayScenario.named(n) else { throw InvalidArguments("--scenario \(n): no such scenario; '3dstape scenarios' lists them") }
             if !scenarios.contains(where: { $0.name == s.name }) { scenarios.append(s) }
         }
+        let explicit = !scenarios.isEmpty
         if scenarios.isEmpty { scenarios = ReplayScenario.all }
         var expectations = ExpectationFile()
         if let file = args.value("expect") {
@@ -58,8 +59,15 @@ struct CheckCommand: Command {
             for p in undecrypted { io.err("3dstape: check: \(TerminalText.escaped(p))") }
             throw CommandFailure("\(undecrypted.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
         }
-        let report = args.value("report") ?? "sessions/check-\(ReplayCommand.stamp())"
-        try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
+        let coverage = RuleCoverage(catalog)
+        if explicit { // a scenario asked for by name that cannot apply is a mistake, not a skip that leaves CI green
+            var lines: [String] = []
+            for s in scenarios {
+                if let why = try CheckCommand.whyNotWhole(s, coverage) { lines.append("--scenario \(s.name) does not apply to this session: \(why)") }
+            }
+            if !lines.isEmpty { throw InvalidArguments(lines.joined(separator: "\n")) }
+        }
+        let report = try ReportDirectory.create(args.value("report"), defaultStem: "sessions/check-\(ReplayCommand.stamp())")
         let replay = InProcessReplay(catalog: catalog, identity: try ReplayCommand.acsIdentity(nil), listen: listen)
         let stop = StopRequest()
         defer { stop.cancel() }
@@ -69,8 +77,8 @@ struct CheckCommand: Command {
         var verdicts: [ScenarioVerdict] = []
         for scenario in scenarios where stop.signal == nil {
             let rules = try scenario.faultRules()
-            if let problem = try scenario.problems(on: catalog).first {
-                verdicts.append(.skipped(scenario.name, reason: "does not apply to this session: \(problem)"))
+            if let why = try CheckCommand.whyNotWhole(scenario, coverage) {
+                verdicts.append(.skipped(scenario.name, reason: "does not apply to this session: \(why)"))
                 continue
             }
             let expectation = expectations.expectation(for: scenario.name, defaults: scenario.expectation)
@@ -97,7 +105,10 @@ struct CheckCommand: Command {
                 } else if outcome.ending.timedOut {
                     observation.commandProblem = "did not end within \(CheckedDuration.describe(commandTimeout)) (--command-timeout) and was ended"
                 }
-                if let output = FileManager.default.contents(atPath: stem + ".log") { observation.result = CheckObservation.resultLine(in: [UInt8](output)) }
+                if let output = FileManager.default.contents(atPath: stem + ".log") {
+                    observation.result = CheckObservation.resultLine(in: [UInt8](output))
+                    observation.lastOutputLine = CheckObservation.lastLine(in: [UInt8](output))
+                }
                 let verdict = ScenarioJudge.judge(scenario.name, expectation: expectation, observation)
                 if verdict.outcome == .pass { passedRuns += 1 }
                 if combined == nil || (combined!.outcome == .pass && verdict.outcome == .fail) { combined = verdict }
@@ -132,5 +143,13 @@ struct CheckCommand: Command {
         }
         if let interrupted { return interrupted.exitStatus }
         return result.failed > 0 ? 1 : 0
+    }
+
+    /// Why a scenario cannot run whole on this session (its rules that can never apply, and why), or nil when all apply:
+    /// a scenario that applies only in part is not the scenario its expectation is about.
+    static func whyNotWhole(_ scenario: ReplayScenario, _ coverage: RuleCoverage) throws -> String? {
+        let (_, notApplicable) = try scenario.applicability(to: coverage)
+        guard !notApplicable.isEmpty else { return nil }
+        return notApplicable.map { "--fault \($0.rule) can never apply: \($0.reason)" }.joined(separator: "; ")
     }
 }

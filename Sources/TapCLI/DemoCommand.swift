@@ -259,7 +259,7 @@ struct DemoCommand: Command {
         stack.stop()
         let c = replayer.counts
         if !quiet { io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "
-               + "\(c.rreqs) RReqs sent; replay session \(replayPath)") }
+               + "\(c.rreqs) RReqs delivered; replay session \(replayPath)") }
         return failures
     }
 

@@ -15,7 +15,7 @@ struct ReplayCommand: Command {
     let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
     let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
         + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--repeat last|cycle|miss] [--ignore-field NAME]... "
-        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
+        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME [--partial]] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
         .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients"),
@@ -35,6 +35,7 @@ struct ReplayCommand: Command {
                 + "pxp-error:CODE, pxp-state:STATE, sca-exemption:NAME, auth-refused, auth-failed, tp-errorcode:REQUESTTYPE=CODE[/FIELD], "
                 + "jwt-bad-signature; P a probability drawn from --seed"),
         .option("scenario", "NAME", help: "apply a named failure scenario ('3dstape scenarios' lists them)"),
+        .flag("partial", help: "with --scenario: apply the scenario's rules that can apply to this session and list the others"),
         .option("faults", "FILE", help: "fault rules as JSON: [{\"match\": \"CRes#1\", \"action\": \"bad-counter\", \"probability\": 1, \"description\": \"…\"}]"),
         .option("jwt-secret", "S", help: "the HS256 secret a faulted Trust Payments-style answer is signed again with (default: the sandbox's test secret)"),
         .option("session", "OUT", help: "the replay's own session file (default sessions/replay-<time>.3dstape)"),
@@ -46,16 +47,15 @@ struct ReplayCommand: Command {
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
-        let options = try ReplayCommand.options(args)
+        var options = try ReplayCommand.options(args)
         let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
         let maxConnections = try args.maxConnections(), maxBuffered = try args.maxBuffered()
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
-        var faultProblems = ReplayFaults.problems(options.faults, catalog: catalog)
-        if let name = args.value("scenario"), let scenario = ReplayScenario.named(name), scenario.gateway != nil,
-           let needs = try scenario.problems(on: catalog).first, needs.hasPrefix("needs") {
-            faultProblems.insert("--scenario \(name) \(needs)", at: 0)
-        }
+        let coverage = RuleCoverage(catalog)
+        let notApplied = try ReplayCommand.scenarioPart(args, &options, coverage)
+        for line in notApplied { io.err("3dstape: replay: --scenario \(args.value("scenario") ?? "") --partial leaves out \(TerminalText.escaped(line))") }
+        let faultProblems = ReplayFaults.problems(options.faults, delays: options.schedule.rules, coverage: coverage)
         if !faultProblems.isEmpty { throw InvalidArguments(faultProblems.joined(separator: "\n  ")) } // the first few, then a count
         let problems = catalog.undecryptedProblems()
         if !problems.isEmpty {
@@ -67,8 +67,11 @@ struct ReplayCommand: Command {
         let identity = try ReplayCommand.acsIdentity(args.value("sign"))
         let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
         let out = args.value("session") ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
+        let scenarioMeta = args.value("scenario").map { [("scenario", $0)] } ?? []
+        let partialMeta = notApplied.isEmpty ? [] : [("scenario_not_applied", notApplied.joined(separator: "\n"))]
         let writer = try SessionWriter(path: out, meta: SessionWriter.replayMeta(of: path)
-                                           + [("seed", String(options.schedule.seed)), ("tool_version", version)], keys: engine,
+                                           + [("seed", String(options.schedule.seed)), ("tool_version", version)] + scenarioMeta + partialMeta,
+                                       keys: engine,
                                        onProblem: { FileHandle.standardError.write(Data("3dstape: replay: \(TerminalText.escaped($0))\n".utf8)) })
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
@@ -94,13 +97,45 @@ struct ReplayCommand: Command {
         stack.finally { writer.close() }
         stack.runUntilSignal()
         let c = replayer.counts
-        io.err("\nstopped: \(c.answered) answered, \(c.missed) missed, \(c.aborted) clients gave up, \(c.rreqs) RReqs sent; session: \(out)")
+        io.err("\nstopped: \(ReplayCommand.summary(c)); session: \(out)")
         if replayer.forwardLoops > 0 {
             io.err("\(replayer.forwardLoops) forwarded request(s) came back to the replayer and were answered 508: --on-miss forward:URL "
                    + "(or a live endpoint) leads to the replayer itself")
         }
         if let line = replayer.writerWaitSummary { io.err(line) }
         return writer.writeError == nil ? 0 : 1
+    }
+
+    /// The scenario's rules that cannot apply to this session: refused (exit 2) with a line for each and the offer of
+    /// `--partial`, or with `--partial` taken out of `options` and returned (`RULE: reason`, one each) for the session meta.
+    static func scenarioPart(_ args: ParsedArguments, _ options: inout ReplayOptions, _ coverage: RuleCoverage) throws -> [String] {
+        guard let name = args.value("scenario"), let scenario = ReplayScenario.named(name) else {
+            if args.has("partial") { throw InvalidArguments("--partial goes with --scenario NAME") }
+            return []
+        }
+        let (applicable, notApplicable) = try scenario.applicability(to: coverage)
+        guard !notApplicable.isEmpty else { return [] }
+        let lines = notApplicable.map { "--scenario \(name): rule \($0.rule) cannot apply: \($0.reason)" }
+        guard !applicable.isEmpty else { throw InvalidArguments((lines + ["no rule of scenario \(name) applies to this session"]).joined(separator: "\n  ")) }
+        guard args.has("partial") else {
+            throw InvalidArguments((lines + ["'--scenario \(name) --partial' applies the rest (\(applicable.map(\.description).joined(separator: ", "))) "
+                                             + "and lists what it leaves out"]).joined(separator: "\n  "))
+        }
+        // The scenario's rules come last in options.faults (after --fault and --faults): replaced by those that apply.
+        options.faults.removeLast(scenario.rules.count)
+        options.faults += applicable
+        return notApplicable.map { "\($0.rule): \($0.reason)" }
+    }
+
+    /// The closing count: answers, the clients' closing messages after a fault (apart from misses), misses, clients that
+    /// gave up, and what became of the RReqs (delivered, not delivered because the client had gone, dropped by a fault).
+    static func summary(_ c: (answered: Int, closing: Int, missed: Int, aborted: Int, rreqs: Int, rreqsUndelivered: Int, rreqsDropped: Int)) -> String {
+        var parts = ["\(c.answered) answered"]
+        if c.closing > 0 { parts.append("\(c.closing) closing message\(c.closing == 1 ? "" : "s") after a fault or the end answered as an ACS") }
+        parts += ["\(c.missed) missed", "\(c.aborted) clients gave up", "\(c.rreqs) RReqs delivered"]
+        if c.rreqsUndelivered > 0 { parts.append("\(c.rreqsUndelivered) RReq\(c.rreqsUndelivered == 1 ? "" : "s") not delivered (client gone)") }
+        if c.rreqsDropped > 0 { parts.append("\(c.rreqsDropped) RReq\(c.rreqsDropped == 1 ? "" : "s") dropped by fault") }
+        return parts.joined(separator: ", ")
     }
 
     static func stamp() -> String {

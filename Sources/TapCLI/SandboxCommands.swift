@@ -114,7 +114,7 @@ struct ClientCommand: Command {
         .option("cres-timeout", "DURATION", help: "the SDK's wait for each CRes (default 10s, the spec's); on expiry as for --timeout"),
         .option("rreq-timeout", "DURATION", help: "the 3DS Server's wait for the ACS's RReq after a challenge or a decoupled ARes (default 10s)"),
         .option("rreq-listen", "HOST:PORT", help: "where the 3DS Server takes the RReq (default 127.0.0.1 on a free port)"),
-        .option("misbehave", "WHAT", repeatable: true, help: "play a non-conformant SDK to see '3dstape check' fail: no-erro (never sends an Erro), "
+        .option("misbehave", "WHAT[,WHAT]", repeatable: true, help: "play a non-conformant SDK to see '3dstape check' fail: no-erro (never sends an Erro), "
                 + "ignore-cres-errors (takes a CRes with a wrong counter, stops quietly on one that does not decrypt), "
                 + "trust-unverified-jwt (trusts a Trust Payments-style response JWT without verifying it)"),
         .option("gateway", "NAME", help: "wrap the authentication in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway calls"),
@@ -125,7 +125,8 @@ struct ClientCommand: Command {
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let ds = args.value("ds"), let dsURL = HTTPURL(ds) else { throw InvalidArguments("--ds URL is required (http://host:port)") }
         guard let card = args.value("card") else { throw InvalidArguments("--card PAN is required") }
-        guard let certs = args.value("certs") else { throw InvalidArguments("--certs DIR is required ('3dstape sandbox certs --out DIR')") }
+        guard let certs = args.value("certs") else { throw InvalidArguments("--certs DIR is required: '3dstape sandbox certs --out DIR' against the sandbox, "
+                                                                                   + "'3dstape ca export --ds DIR' against a replay") }
         var o = ClientOptions(dsURL: dsURL, card: card, certsDirectory: certs)
         switch args.value("channel") ?? "app" {
         case "app": o.browser = false

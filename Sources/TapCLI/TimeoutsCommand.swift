@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapCheck
 import TapCore
 import TapCrypto
 import TapNet
@@ -82,6 +83,7 @@ struct TimeoutsCommand: Command {
         // Delays from 0 to 24 hours; steps from 1 ms (the sweep rounds each delay to the millisecond), at most 1,000 delays.
         let from = try args.duration("from") ?? 0, to = try args.duration("to") ?? 10
         guard to > from else { throw InvalidArguments("--to must be after --from") }
+        if args.has("bisect"), args.value("step") != nil { throw InvalidArguments("--step and --bisect: give one or the other") }
         let step = try args.duration("step", within: 0.001...CheckedDuration.maximum) ?? max(0.001, (to - from) / 10)
         guard args.has("bisect") || (to - from) / step < Double(TimeoutsCommand.mostDelays) else {
             throw InvalidArguments("--step \(ReplayFaults.describe(step)) from \(ReplayFaults.describe(from)) to \(ReplayFaults.describe(to)) "
@@ -96,11 +98,11 @@ struct TimeoutsCommand: Command {
         do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
-        if let problem = ReplayFaults.problems([FaultRule(match: match, action: .delay(1))], catalog: catalog).first {
-            throw InvalidArguments(problem.replacingOccurrences(of: "--fault \(match)=delay:1s", with: "--message \(matchText)"))
+        // Checked as the sweep applies it, as a --delay rule (which an RReq takes too).
+        if let problem = ReplayFaults.problems([], delays: [DelayRule(match: match, seconds: 1)], catalog: catalog).first {
+            throw InvalidArguments(problem.replacingOccurrences(of: "--delay \(match)=1s", with: "--message \(matchText)"))
         }
-        let report = args.value("report") ?? "sessions/timeouts-\(ReplayCommand.stamp())"
-        try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
+        let report = try ReportDirectory.create(args.value("report"), defaultStem: "sessions/timeouts-\(ReplayCommand.stamp())")
         let identity = try ReplayCommand.acsIdentity(nil)
         // Ctrl-C or SIGTERM stops the sweep: the command's group is ended, the report of the runs so far written, and
         // the exit status is 130 or 143.
@@ -155,9 +157,20 @@ struct TimeoutsCommand: Command {
             io.err("timeouts: \(interrupted) after \(results.count) run\(results.count == 1 ? "" : "s"); the command's process group was ended; "
                    + "report of the runs so far: \((report as NSString).appendingPathComponent("report.json"))")
         }
+        // No run reached the message: the sweep found nothing, most often because the command failed on its own (a usage
+        // error, a wrong --certs): that is a failure of the sweep, with the command's own words.
+        let neverReached = interrupted == nil && !results.isEmpty && results.allSatisfy { $0.outcome == "not reached" }
+        if neverReached, let last = results.last {
+            let log = (last.session as NSString).deletingPathExtension + ".log"
+            let line = FileManager.default.contents(atPath: log).flatMap { CheckObservation.lastLine(in: [UInt8]($0)) }
+            io.err("timeouts: the command never asked for \(TerminalText.escaped(matchText)) in \(results.count) run\(results.count == 1 ? "" : "s")"
+                   + (last.exitCode.map { " (exit status \($0))" } ?? "") + (line.map { "; its last line: \($0)" } ?? "")
+                   + "; its output: \(TerminalText.escaped(log))")
+        }
+        let status = interrupted?.exitStatus ?? (neverReached ? 1 : 0)
         if args.has("json") {
             io.json(json)
-            return interrupted?.exitStatus ?? 0
+            return status
         }
         var rows = [["DELAY", "OUTCOME", "AFTER MS", "EXIT", "ERRO SENT", "CANCEL", "RETRIED", "SESSION"]]
         for r in results.sorted(by: { $0.delay < $1.delay }) {
@@ -172,8 +185,9 @@ struct TimeoutsCommand: Command {
             io.out("threshold: the client waited out \(waited.map(ReplayFaults.describe) ?? "no delay tried") and gave up at "
                    + "\(gaveUp.map(ReplayFaults.describe) ?? "no delay tried")" + " (\(TerminalText.escaped(matchText)))")
         }
-        io.out("report: \(TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))) (chart), report.json, and the replay sessions")
-        return interrupted?.exitStatus ?? 0
+        io.out("report: \(TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))) (chart), report.json, the replay sessions "
+               + "and the command's output of each run")
+        return status
     }
 
     /// One replay in process with `match` delayed by `delay`, the command run against it (in a process group of its own,
@@ -185,7 +199,7 @@ struct TimeoutsCommand: Command {
         options.schedule.rules = [DelayRule(match: match, seconds: delay)]
         let replay = InProcessReplay(catalog: catalog, identity: identity, listen: listen)
         let ran = try replay.run(options: options, session: session, label: "timeouts: \(match) delayed \(ReplayFaults.describe(delay))",
-                                 command: command, output: nil, timeout: timeout, stop: stop)
+                                 command: command, output: (session as NSString).deletingPathExtension + ".log", timeout: timeout, stop: stop)
         let ending = ran.ending, startFailure = ran.startFailure // the sweep stops on a start failure (didNotStart)
         var run = try TimeoutsCommand.outcome(session: session, delay: delay, exit: ending.exitStatus, started: startFailure == nil)
         run.startFailure = startFailure

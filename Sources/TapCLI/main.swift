@@ -45,7 +45,11 @@ func runMain() -> Int32 {
         let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
         return try command.run(parsed, io)
     } catch let e as UsageError {
-        io.err("3dstape \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))\nusage: \(command.usage)")
+        // One line: what is wrong, and where the options are (a command that runs another wants that one after --).
+        let runsACommand = ["check", "timeouts"].contains(command.name) && !argv.contains("--")
+            && e.message.hasPrefix("unknown option")
+        io.err("3dstape \(command.name): \(TerminalText.escaped(e.message))"
+               + (runsACommand ? "; the command to run goes after --, e.g. -- 3dstape client --ds {url} …" : "; '3dstape \(command.name) --help' lists the options"))
         return 2
     } catch let e as InvalidArguments {
         io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")

@@ -42,6 +42,8 @@ public struct CheckObservation: Sendable {
     public var commandProblem: String?
     /// The last `3dstape-result: {json}` line the command printed.
     public var result: JSON?
+    /// The command's last line of output, for a reason that needs it (the fault was never reached: why, in its words).
+    public var lastOutputLine: String?
     /// Requests nothing in the recording matched.
     public var misses = 0
     /// Seconds from the first request to the last answer.
@@ -109,6 +111,14 @@ public struct CheckObservation: Sendable {
             o.transactions.append(t)
         }
         return o
+    }
+
+    /// The last non-empty line of a command's output, at most 200 characters, escaped for a terminal.
+    public static func lastLine(in output: [UInt8]) -> String? {
+        guard let line = output.split(separator: UInt8(ascii: "\n")).last(where: { !$0.allSatisfy { $0 == 0x20 || $0 == 0x0D || $0 == 0x09 } })
+        else { return nil }
+        let text = String(decoding: line.prefix(800), as: UTF8.self)
+        return TerminalText.escaped(String(text.prefix(200)))
     }
 
     /// The final CRes of a browser challenge: the base64url JSON of the `cres` field in the ACS's auto-posting form.

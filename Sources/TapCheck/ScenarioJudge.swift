@@ -59,6 +59,7 @@ public enum ScenarioJudge {
             verdict.reason = "the scenario's fault was never applied: the command did not ask for the faulted answer "
                 + "(\(o.transactions.isEmpty ? "no 3DS transaction reached the replayer" : "\(o.transactions.count) transaction(s), none faulted"))"
                 + (o.exitStatus.map { "; the command exited \($0)" } ?? "")
+                + (o.lastOutputLine.map { ", its last line: \($0)" } ?? "")
             return verdict
         }
         for clause in expectation {

@@ -17,7 +17,7 @@ public enum ExchangeJSON {
                  ("matched_by", r.matchedBy.map(JSON.string) ?? .null), ("miss", r.miss.map(JSON.string) ?? .null),
                  ("scheduled_delay_ms", r.scheduledDelayMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
                  ("actual_delay_ms", r.actualDelayMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
-                 ("faults", r.faults.map(JSON.string) ?? .null)])
+                 ("faults", r.faults.map(JSON.string) ?? .null), ("outcome", r.outcome.map(JSON.string) ?? .null)])
     }
 
     public static func full(_ x: StoredExchange) -> JSON {

@@ -82,12 +82,14 @@ extension ReplayEngine {
     /// Plans the transaction's RReq on the answer that triggers it, with its faults (`drop-rreq`, `rreq-delay`,
     /// `trans-status`, `challenge-cancel`) and any fields an earlier fault decided (`acs-timeout`).
     func plan(_ answer: inout ReplayAnswer, rreqOf lf: LiveFlow, after trigger: Int, override: JSON? = nil) {
-        guard let r = catalog.flows[lf.flow].rreq else { return }
+        guard let r = catalog.flows[lf.flow].rreq, !lf.rreqPlanned else { return } // one RReq per transaction, whatever ends it
         let faults = faultsFor(r, type: "RReq", nil)
         answer.faults += faults.map(\.description)
         guard let (rreq, after) = planRReq(lf, after: trigger) else { return }
+        lf.rreqPlanned = true
         if faults.contains(.dropRReq) {
-            finish(lf)
+            answer.rreqDropped = rreq["threeDSServerTransID"]?.stringValue ?? ""
+            finish(lf, endedBy: "the RReq dropped by fault")
             return
         }
         var json = rreq
@@ -129,10 +131,14 @@ extension ReplayEngine {
 
     /// Called by the driver once the RReq of a transaction has been answered (or failed): the transaction is over.
     public func rreqDone(for liveServerTransID: String) {
-        if let lf = live[liveServerTransID] { finish(lf) }
+        if let lf = live[liveServerTransID] { finish(lf, endedBy: "the RReq") }
     }
 
-    func finish(_ lf: LiveFlow) {
+    /// Ends a live transaction: its IDs and origins are no longer live. Its IDs are kept among the ended ones (the most
+    /// recent `endedLimit` transactions) so that a conformant client's closing messages are still recognised.
+    func finish(_ lf: LiveFlow, endedBy reason: String) {
+        if lf.endedBy == nil { lf.endedBy = reason }
+        var ids: [String] = []
         for k in lf.keys {
             if k.hasPrefix("origin:") {
                 let o = String(k.dropFirst(7))
@@ -140,8 +146,24 @@ extension ReplayEngine {
                 if liveOrigins[o] == 0 { liveOrigins[o] = nil }
             } else {
                 live[k] = nil
+                ended[k] = lf
+                ids.append(k)
             }
         }
         lf.keys = []
+        guard !ids.isEmpty else { return }
+        endedOrder.append((ids, lf))
+        if endedOrder.count - endedOrderStart > ReplayEngine.endedLimit {
+            let oldest = endedOrder[endedOrderStart]
+            for k in oldest.ids where ended[k] === oldest.flow { ended[k] = nil }
+            endedOrderStart += 1
+            if endedOrderStart >= ReplayEngine.endedLimit { // compacted now and then: amortised O(1) per transaction
+                endedOrder.removeFirst(endedOrderStart)
+                endedOrderStart = 0
+            }
+        }
     }
+
+    /// Transactions remembered as ended (for tests: bounded by `endedLimit`).
+    var endedTransactions: Int { endedOrder.count - endedOrderStart }
 }

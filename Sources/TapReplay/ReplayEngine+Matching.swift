@@ -40,6 +40,10 @@ extension ReplayEngine {
             if let i = pick {
                 plainCursor[key] = n + 1
                 let x = catalog.exchanges[i]
+                let type = x.messages.first { $0.direction == "response" }?.type
+                // path: and exchange: rules reach these answers too, at the transport and HTTP layers and, on a gateway's
+                // calls, the gateway actions (the rule check refuses 3DS actions on them before the replay starts).
+                let faults = faultsFor(i, type: type, nil)
                 var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
                 // The live request's own IDs and URLs, where they differ from the recorded request's, are echoed in the answer.
                 var echo: [(String, String)] = []
@@ -51,17 +55,11 @@ extension ReplayEngine {
                 let body = json.map { rewrite($0, lf, &rng).bytes }
                     ?? (echo.isEmpty ? x.responseBody : Array(rewriteText(String(decoding: x.responseBody, as: UTF8.self), lf, &rng,
                                                                           contentType: x.responseHeaders.first { $0.0.caseInsensitiveEquals("Content-Type") }?.1).utf8))
-                let type = x.messages.first { $0.direction == "response" }?.type
                 var a = answer(i, body: body, type: type, nil, matchedBy: "method, path, query, body (occurrence \(n + 1) of \(equal.count))",
                                headers: ReplayEngine.replayableHeaders(x.responseHeaders), status: x.status ?? 502)
-                // Faults on a gateway call or any other exchange matched by path: the gateway's own answers first, then transport.
-                var faults = faultsFor(i, type: type, nil)
-                if !faults.isEmpty {
-                    let unapplied = applyGateway(faults, to: &a, path: path)
-                    faults.removeAll { unapplied.contains($0) }
-                    a = applyTransport(faults, to: a)
-                }
-                return a
+                // A gateway call's own answer first (recorded as applied only where it changed something), then transport.
+                let unapplied = applyGateway(faults, to: &a, path: path)
+                return applyTransport(faults.filter { !unapplied.contains($0) }, to: a)
             }
         }
         let closest = ranked.sorted { $0.1.count < $1.1.count }.prefix(3)

@@ -24,6 +24,13 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     var served: [Int]
     var plainCursor: [String: Int] = [:]
     private let channelKeys = Locked<[String: [UInt8]]>([:])
+    /// Transactions that have ended, by the IDs they were live under, so that what a conformant client still sends after
+    /// the end (an Erro, a challengeCancel CReq after its Erro) is answered as an ACS would and not taken for a miss.
+    /// The most recent `endedLimit` are kept (oldest forgotten first): memory stays bounded however long the replay runs.
+    var ended: [String: LiveFlow] = [:]
+    var endedOrder: [(ids: [String], flow: LiveFlow)] = []
+    var endedOrderStart = 0
+    static let endedLimit = 4096
 
     public var method: String { "replay (fresh keys)" }
 
@@ -38,6 +45,10 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         var typeCounts: [String: Int] = [:]
         let threeDSServerURL: String?
         var keys: [String] = []
+        /// The transaction's RReq is planned (or dropped by a fault): one per transaction, whatever ends it.
+        var rreqPlanned = false
+        /// Why the transaction ended (`the SDK's Erro 402`, `the RReq`), once it has.
+        var endedBy: String?
         init(flow: Int, map: [(String, String)], threeDSServerURL: String?) {
             self.flow = flow
             self.map = map
@@ -89,16 +100,28 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             if messageType == "Erro", let lf = ["acsTransID", "threeDSServerTransID"].lazy
                 .compactMap({ json[$0]?.stringValue }).compactMap({ self.live[$0] }).first {
                 // The SDK's own Erro, posted in clear to the acsURL: acknowledged as an ACS does, and the challenge is over.
-                // The ACS's RReq then says why: challengeCancel 08 when the SDK timed out (Erro 402), 06 otherwise.
+                // The ACS's RReq then says why: challengeCancel 08 when the SDK timed out (Erro 402), 06 otherwise; unless
+                // it is already on its way (an Erro about the final CRes, as after bad-counter on it): one RReq per transaction.
                 let code = json["errorCode"]?.stringValue ?? "?"
                 var a = ReplayAnswer(status: 200, headers: [], body: [], matchedBy: "SDK Erro \(code) acknowledged; the transaction ends", delay: 0)
+                a.closing = true
                 let flow = catalog.flows[lf.flow]
-                if flow.rreq != nil, lf.next < flow.followUps.count || !flow.followUps.isEmpty {
+                if flow.rreq != nil, !flow.followUps.isEmpty {
                     lf.next = flow.followUps.count
                     plan(&a, rreqOf: lf, after: flow.followUps.last ?? flow.areq,
                          override: .object([("transStatus", .string("N")), ("challengeCancel", .string(code == "402" ? "08" : "06"))]))
                 }
-                finish(lf)
+                finish(lf, endedBy: "the SDK's Erro \(code)")
+                return a
+            }
+            if messageType == "Erro", let lf = ["acsTransID", "threeDSServerTransID"].lazy
+                .compactMap({ json[$0]?.stringValue }).compactMap({ self.ended[$0] }).first {
+                // An Erro for a transaction already over (the SDK rejected the final CRes after the RReq went out):
+                // acknowledged as an ACS does; nothing more happens.
+                let code = json["errorCode"]?.stringValue ?? "?"
+                var a = ReplayAnswer(status: 200, headers: [], body: [],
+                                     matchedBy: "SDK Erro \(code) after \(lf.endedBy ?? "the end of the transaction"): acknowledged as an ACS", delay: 0)
+                a.closing = true
                 return a
             }
             for key in ["acsTransID", "threeDSServerTransID"] {
@@ -116,6 +139,11 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         // An app-channel CReq is parsed from the body's bytes; only other bodies are made text.
         if req.body.withUnsafeBufferPointer({ b in b.reduce(0) { $0 + ($1 == 0x2E ? 1 : 0) } }) == 4, let jwe = try? JWE(compact: req.body) {
             if let kid = jwe.keyID, let lf = live[kid] { return appCReq(lf, jwe, req) }
+            if let kid = jwe.keyID, let lf = ended[kid] {
+                if let a = cReqAfterEnd(lf, jwe) { return a }
+                return miss(req, detail: "app-channel CReq for acsTransID \(kid), whose transaction ended with \(lf.endedBy ?? "its last answer"); "
+                            + "after the end an ACS expects at most a challengeCancel", erroCode: "301", about: "CReq")
+            }
             return miss(req, detail: "app-channel CReq for acsTransID \(jwe.keyID ?? "(no kid)"), which is no live transaction of this replay",
                         erroCode: "301", about: "CReq")
         }
@@ -302,21 +330,13 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// final CRes N and an RReq N carrying the SDK's challengeCancel (01 cardholder, 08 SDK timeout …).
     func cancelled(_ lf: LiveFlow, creq: JSON, cancel: String, req: LiveRequest) -> ReplayAnswer {
         let flow = catalog.flows[lf.flow]
-        guard var cipher = lf.cipher, let last = flow.followUps.last else {
+        guard let last = flow.followUps.last else {
             return miss(req, detail: "a cancelling CReq for a transaction without an app channel", erroCode: "301", about: "CReq")
         }
-        let final = JSON.object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in creq[k].map { (k, $0) } }
-                                + [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")),
-                                   ("messageVersion", .string(flow.messageVersion)), ("transStatus", .string("N"))])
-        let body: [UInt8]
-        let sealed: JSON
-        do {
-            let s = try cipher.sealed(final)
-            (body, sealed) = (Array(s.compact.utf8), s.plaintext)
-        } catch {
-            return miss(req, detail: "cannot encrypt the CRes: \(error.message)", erroCode: "301", about: "CReq")
+        let (body, sealed): ([UInt8], JSON)
+        do { (body, sealed) = try finalCResN(lf, answering: creq) } catch {
+            return miss(req, detail: error.description, erroCode: "301", about: "CReq")
         }
-        lf.cipher = cipher
         lf.next = flow.followUps.count
         var a = answer(last, body: body, type: "CRes", lf, matchedBy: "transaction: challengeCancel \(cancel) from the SDK; final CRes N",
                        headers: [("Content-Type", "application/jose; charset=UTF-8")])
@@ -324,7 +344,39 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         // transStatusReason 01 (card authentication failed) when the cardholder cancelled; none claimed for other causes.
         plan(&a, rreqOf: lf, after: last, override: .object([("transStatus", .string("N")), ("challengeCancel", .string(cancel))]
                                                              + (cancel == "01" ? [("transStatusReason", .string("01"))] : [])))
-        if flow.rreq == nil { finish(lf) }
+        if flow.rreq == nil { finish(lf, endedBy: "challengeCancel \(cancel)") }
+        return a
+    }
+
+    /// The final CRes with transStatus N an ACS sends to end a challenge the SDK cancelled, sealed on the transaction's channel.
+    func finalCResN(_ lf: LiveFlow, answering creq: JSON) throws(ReplayError) -> (body: [UInt8], plaintext: JSON) {
+        guard var cipher = lf.cipher else { throw ReplayError("a cancelling CReq for a transaction without an app channel") }
+        let final = JSON.object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in creq[k].map { (k, $0) } }
+                                + [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")),
+                                   ("messageVersion", .string(catalog.flows[lf.flow].messageVersion)), ("transStatus", .string("N"))])
+        do {
+            let s = try cipher.sealed(final)
+            lf.cipher = cipher
+            return (Array(s.compact.utf8), s.plaintext)
+        } catch {
+            throw ReplayError("cannot encrypt the CRes: \(error.message)")
+        }
+    }
+
+    /// An app-channel CReq for a transaction that has ended. A challengeCancel CReq (an SDK that timed out sends Erro 402
+    /// and then challengeCancel 08, best effort) is answered as an ACS would, with a final CRes N, and no second RReq: the
+    /// one the end planned stands. Any other CReq, or one that does not open, is left to the caller as a miss (nil).
+    func cReqAfterEnd(_ lf: LiveFlow, _ compact: JWE) -> ReplayAnswer? {
+        guard var cipher = lf.cipher, let creq = try? cipher.openRequest(compact), let cancel = creq["challengeCancel"]?.stringValue,
+              let last = catalog.flows[lf.flow].followUps.last else { return nil }
+        lf.cipher = cipher
+        guard let (body, sealed) = try? finalCResN(lf, answering: creq) else { return nil }
+        var a = answer(last, body: body, type: "CRes", lf,
+                       matchedBy: "challengeCancel \(cancel) after \(lf.endedBy ?? "the end of the transaction"): answered as an ACS (final CRes N)",
+                       headers: [("Content-Type", "application/jose; charset=UTF-8")])
+        a.requestPlaintext = creq
+        a.responsePlaintext = sealed
+        a.closing = true
         return a
     }
 
@@ -363,7 +415,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                                  detail: "fault injected by 3dstape replay (erro:\(code))", about: about, messageType: creq == nil ? nil : "CReq",
                                  version: flow.messageVersion)
             lf.next = flow.followUps.count
-            finish(lf)
+            finish(lf, endedBy: "the ACS's Erro \(code) (fault)")
             let a = answer(i, body: erro.bytes, type: type ?? path, lf, matchedBy: "transaction: fault erro:\(code)")
             return applyTransport(faults, to: a)
         }
@@ -393,7 +445,9 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                     body = Array(s.compact.utf8)
                     sealedCRes = s.plaintext
                 }
-                lf.cipher = cipher
+                // A CRes that never leaves (hang, reset, close) does not move the ACS's counter: the final CRes N an ACS
+                // sends for the SDK's cancel then carries the counter the SDK expects.
+                if !faults.contains(where: { $0 == .hang || $0 == .reset || $0 == .close }) { lf.cipher = cipher }
             } catch {
                 return miss(req, detail: "cannot encrypt the CRes: \(error.message)", erroCode: "301", about: "CReq")
             }
@@ -411,7 +465,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         a.matchedBy = "transaction: \(type ?? x.method + " " + path) #\(lf.typeCounts[type ?? path] ?? 1)"
         if lf.next >= flow.followUps.count {
             plan(&a, rreqOf: lf, after: i, override: rreqOverride)
-            if flow.rreq == nil { finish(lf) }
+            if flow.rreq == nil { finish(lf, endedBy: "the final \(type ?? "answer")") }
         }
         return applyTransport(faults, to: a)
     }

@@ -197,6 +197,9 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
             guard let m = item["match"]?.stringValue, let a = item["action"]?.stringValue else {
                 throw ReplayError("\(name): rule \(n + 1) needs \"match\" and \"action\"")
             }
+            if let unknown = item.objectMembers?.map(\.0).first(where: { !["match", "action", "probability", "description"].contains($0) }) {
+                throw ReplayError("\(name): rule \(n + 1): unknown member \"\(TerminalText.escaped(unknown))\" (a rule has match, action, probability, description)")
+            }
             var rule = try FaultRule.parse("\(m)=\(a)")
             if let p = item["probability"] {
                 guard case let .number(t) = p, let v = Double(t), v >= 0, v <= 1 else {
@@ -218,57 +221,95 @@ public enum ReplayFaults {
 
     static func text(_ seconds: Double) -> String { CheckedDuration.describe(seconds) }
 
-    /// Problems that make a set of rules unusable on this session: two rules for the same messages and layer, or a
-    /// rule that can never apply (a CRes rule on a session without challenges). One line each for the first `limit`,
-    /// then one line counting the rest: time and memory stay linear in the number of rules (a file of 3,000 identical
-    /// rules has 4.5 million overlapping pairs, which were each written out before).
-    public static func problems(_ rules: [FaultRule], catalog: ReplayCatalog, limit: Int = 5) -> [String] {
+    /// Problems that make a set of rules unusable on this session, fault rules and `--delay` rules alike: a rule that
+    /// can never apply (a CRes rule on a session without challenges, `CRes#9` where transactions have at most 2 CRes, an
+    /// action on answers it does not change, an exchange the replay forwards live), and two rules that change the same layer
+    /// of one answer (by the answers their matches cover: `CRes` and `CRes#1` overlap on CRes #1; two delays on one answer
+    /// too). One line each for the first `limit`, then one line counting the rest: time and memory stay linear in the
+    /// number of rules (a file of 3,000 identical rules has 4.5 million overlapping pairs, which were each written out before).
+    public static func problems(_ rules: [FaultRule], delays: [DelayRule] = [], catalog: ReplayCatalog, limit: Int = 5) -> [String] {
+        problems(rules, delays: delays, coverage: RuleCoverage(catalog), limit: limit)
+    }
+
+    /// As `problems(_:delays:catalog:limit:)`, on a catalog's answers indexed once.
+    public static func problems(_ rules: [FaultRule], delays: [DelayRule] = [], coverage: RuleCoverage, limit: Int = 5) -> [String] {
         var out: [String] = []
         var unshown = 0
         func add(_ line: @autoclosure () -> String) {
             if out.count < limit { out.append(line()) } else { unshown += 1 }
         }
-        // Rules on the same answers and layer conflict pairwise: each with the later rules of its group.
-        struct Group: Hashable { let match: DelayRule.Match, layer: String }
+        // Fault rules and delays in one list: a delay is a rule of its own layer that changes every answer it matches.
+        struct Entry { let match: DelayRule.Match; let layer: String; let action: FaultAction?; let text: String; let ordinal: Int }
+        let entries = rules.enumerated().map { Entry(match: $0.1.match, layer: $0.1.action.layer, action: $0.1.action, text: "\($0.1)", ordinal: $0.0 + 1) }
+            + delays.enumerated().map { Entry(match: $0.1.match, layer: "delay", action: nil,
+                                              text: "\($0.1.match)=\(ReplayFaults.text($0.1.seconds))", ordinal: $0.0 + 1) }
+        func option(_ e: Entry) -> String { e.action == nil ? "--delay" : "--fault" }
+        func pair(_ a: Entry, _ b: Entry, _ what: String) -> String {
+            let which = a.action == nil ? "--delay options \(a.ordinal) and \(b.ordinal)" : "rules \(a.ordinal) and \(b.ordinal)"
+            let does = a.action == nil ? "both set the delay of" : "both change the \(a.layer) of"
+            return "\(option(a)) \(a.text) and \(b.text) overlap (\(which)): \(does) \(what); keep one"
+        }
+        // Rules with the same match and layer form a group; a group covers the answers its match covers that its action
+        // changes (the first rule's: actions of one layer change the same kinds of answer).
+        struct Group: Hashable { let match: DelayRule.Match; let layer: String }
         var groups: [Group: [Int]] = [:]
+        var order: [Group] = []
         var place: [Int] = []
-        place.reserveCapacity(rules.count)
-        for (i, r) in rules.enumerated() {
-            let g = Group(match: r.match, layer: r.action.layer)
+        place.reserveCapacity(entries.count)
+        for (i, e) in entries.enumerated() {
+            let g = Group(match: e.match, layer: e.layer)
+            if groups[g] == nil { order.append(g) }
             place.append(groups[g]?.count ?? 0)
             groups[g, default: []].append(i)
         }
-        let types = catalog.answerTypes
-        let exchangeIDs = Set(catalog.exchanges.map(\.id))
-        let paths = Set(catalog.exchanges.map { ReplayURL.pathAndQuery($0.url).path })
-        for (i, a) in rules.enumerated() {
-            let group = groups[Group(match: a.match, layer: a.action.layer)]!
+        var groupCovers: [Group: [Int]] = [:]
+        for g in order {
+            let first = entries[groups[g]![0]]
+            groupCovers[g] = coverage.covered(by: g.match).filter { first.action?.canChange(coverage.slots[$0]) ?? true }
+        }
+        for (i, e) in entries.enumerated() {
+            let g = Group(match: e.match, layer: e.layer)
+            if let action = e.action {
+                if let why = coverage.whyNever(FaultRule(match: e.match, action: action)) { add("--fault \(e.text) can never apply: \(why)"); continue }
+            } else if let why = coverage.whyNone(e.match) {
+                add("--delay \(e.text) can never apply: \(why)")
+                continue
+            }
+            let group = groups[g]!
             let later = group[(place[i] + 1)...]
             let shown = later.prefix(max(0, limit - out.count))
-            for j in shown {
-                add("--fault \(a) and \(rules[j]) overlap (rules \(i + 1) and \(j + 1)): both change the \(a.action.layer) of the same answers; keep one")
-            }
+            for j in shown { add(pair(e, entries[j], "the same answers")) }
             unshown += later.count - shown.count
-            switch a.match {
-            case let .messageType(t), let .occurrence(t, _):
-                if !types.contains(t) {
-                    add("--fault \(a) can never apply: the session has no \(t) (it has \(types.sorted().joined(separator: ", ")))")
-                } else if let paths = a.action.gatewayPaths {
-                    add("--fault \(a): \(a.action) changes a gateway answer; match it by path (\(paths.map { "path:\($0)" }.joined(separator: " or ")))")
-                } else if let allowed = a.action.appliesTo, !allowed.contains(t) {
-                    add("--fault \(a): \(a.action) changes only \(allowed.sorted().joined(separator: " or ")), not \(t)")
-                }
-            case let .exchange(id):
-                if !exchangeIDs.contains(id) { add("--fault \(a) can never apply: the session has no exchange \(id)") }
-            case let .path(p):
-                if !paths.contains(p) {
-                    add("--fault \(a) can never apply: no recorded request has the path \(p)")
-                } else if let allowed = a.action.gatewayPaths, !allowed.contains(p) {
-                    add("--fault \(a): \(a.action) changes only the answers of \(allowed.joined(separator: " or ")), not \(p)")
+        }
+        // Different matches of one layer that cover a common answer (CRes and CRes#1, exchange:8 and path:/acs/challenge):
+        // each answer is covered by at most one match of each kind, so the pairs of groups found stay few.
+        var byLayer: [String: [Int: [Group]]] = [:]
+        for g in order { for s in groupCovers[g]! { byLayer[g.layer, default: [:]][s, default: []].append(g) } }
+        struct GroupPair: Hashable { let a: Int; let b: Int }
+        var seen = Set<GroupPair>()
+        let rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
+        var crossing: [(Group, Group, Int)] = []
+        for g in order {
+            for s in groupCovers[g]! {
+                for h in byLayer[g.layer]![s]! where rank[h]! > rank[g]! && seen.insert(GroupPair(a: rank[g]!, b: rank[h]!)).inserted {
+                    crossing.append((g, h, s))
                 }
             }
         }
-        if unshown > 0 { out.append("… and \(unshown) more problem\(unshown == 1 ? "" : "s") with these \(rules.count) rules") }
+        for (g, h, s) in crossing {
+            let a = groups[g]!, b = groups[h]!
+            var shown = 0
+            outer: for i in a { for j in b {
+                guard out.count < limit else { break outer }
+                let (x, y) = i < j ? (entries[i], entries[j]) : (entries[j], entries[i])
+                add(pair(x, y, coverage.slots[s].label))
+                shown += 1
+            } }
+            unshown += a.count * b.count - shown
+        }
+        if unshown > 0 {
+            out.append("… and \(unshown) more problem\(unshown == 1 ? "" : "s") with these \(entries.count) rules")
+        }
         return out
     }
 }

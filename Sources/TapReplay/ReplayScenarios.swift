@@ -27,17 +27,35 @@ public struct ReplayScenario: Sendable {
     /// The gateway whose recorded calls the scenario needs (nil: any session with the messages its rules change).
     public var gateway: ScenarioGateway? = nil
 
-    /// Why the scenario cannot run on this session (it needs a gateway the session has no calls of, or a rule can never
-    /// apply), one line each; empty when it applies.
-    public func problems(on catalog: ReplayCatalog) throws(ReplayError) -> [String] {
-        if let g = gateway, !catalog.exchanges.contains(where: { ReplayURL.pathAndQuery($0.url).path.hasPrefix(g.pathPrefix) }) {
-            return ["needs a \(g.title) gateway session (no \(g.pathPrefix)… exchange recorded)"]
-        }
-        return ReplayFaults.problems(try faultRules(), catalog: catalog)
+    /// Why a session lacks the gateway this scenario needs (nil: it has its calls, or the scenario needs none).
+    public func missingGateway(in catalog: ReplayCatalog) -> String? {
+        guard let g = gateway, !catalog.exchanges.contains(where: { ReplayURL.pathAndQuery($0.url).path.hasPrefix(g.pathPrefix) }) else { return nil }
+        return "the scenario needs a \(g.title) gateway session (no \(g.pathPrefix)… exchange recorded)"
     }
 
     /// The rules, parsed.
     public func faultRules() throws(ReplayError) -> [FaultRule] { try rules.map { (r) throws(ReplayError) in try FaultRule.parse(r) } }
+
+    /// Which of this scenario's rules can apply to a session, and why each other one cannot (`challenge-rejected` on a
+    /// browser session: its RReq rule applies, its CRes rule cannot, the session has no app-channel CRes). `replay
+    /// --scenario NAME --partial` applies the first list; a runner of scenarios skips one whose rules all fall in the second.
+    public func applicability(to catalog: ReplayCatalog) throws(ReplayError)
+        -> (applicable: [FaultRule], notApplicable: [(rule: FaultRule, reason: String)]) {
+        try applicability(to: RuleCoverage(catalog))
+    }
+
+    /// As `applicability(to:)`, on a catalog's answers indexed once (for a runner that asks for every scenario).
+    public func applicability(to coverage: RuleCoverage) throws(ReplayError)
+        -> (applicable: [FaultRule], notApplicable: [(rule: FaultRule, reason: String)]) {
+        var applicable: [FaultRule] = []
+        var notApplicable: [(rule: FaultRule, reason: String)] = []
+        // A gateway scenario's 3DS rules (ARes=erro:305 for AUTHENTICATION_FAILED) would apply anywhere; its codes are the gateway SDK's.
+        if let missing = missingGateway(in: coverage.catalog) { return ([], try faultRules().map { ($0, missing) }) }
+        for rule in try faultRules() {
+            if let why = coverage.whyNever(rule) { notApplicable.append((rule, why)) } else { applicable.append(rule) }
+        }
+        return (applicable, notApplicable)
+    }
 }
 
 extension ReplayScenario {

@@ -110,6 +110,11 @@ public struct ReplayAnswer: Sendable {
     public var transport: HTTPReply.TransportFault? = nil
     /// Never answer (the connection stays open until the client gives up).
     public var hang = false
+    /// The client's own closing traffic after a fault or the end of its transaction (an SDK's Erro, a challengeCancel CReq
+    /// after it), answered as an ACS would: expected of a conformant client, counted apart from answers and misses.
+    public var closing = false
+    /// The live threeDSServerTransID whose RReq a `drop-rreq` fault dropped with this answer (the session notes it).
+    public var rreqDropped: String? = nil
 }
 
 /// A replay problem with a message for the user.

@@ -52,8 +52,11 @@ public final class Replayer: @unchecked Sendable {
     private var loopLog = LogThrottle()
     /// Marks the 508 of a forwarding loop (with `viaName`), so that the forward it answers is recorded as the loop.
     static let loopHeader = "X-3dstape-Forwarding-Loop"
-    /// Answers sent, misses, client aborts, RReqs sent.
-    public private(set) var counts = (answered: 0, missed: 0, aborted: 0, rreqs: 0)
+    /// Answers sent; the client's own closing messages after a fault or the end of its transaction, answered as an ACS
+    /// would (`ReplayAnswer.closing`: an SDK's Erro, a challengeCancel CReq after it), counted apart from misses; misses;
+    /// client aborts; RReqs delivered; RReqs nobody took (the 3DS Server's listener gone: refused, reset, closed);
+    /// RReqs dropped by a `drop-rreq` fault.
+    public private(set) var counts = (answered: 0, closing: 0, missed: 0, aborted: 0, rreqs: 0, rreqsUndelivered: 0, rreqsDropped: 0)
 
     struct Pending {
         var timer: TimerHandle?
@@ -83,6 +86,22 @@ public final class Replayer: @unchecked Sendable {
         guard writerWaits.answers > 0 else { return nil }
         return "the session writer fell behind: \(writerWaits.answers) answers waited for it past their scheduled delay (the longest "
             + "\(String(format: "%.1f", writerWaits.longestSeconds * 1000)) ms); each exchange's actual delay in the replay session includes its wait"
+    }
+
+    /// The outcome of an RReq the 3DS Server answered, and of one nobody took (`replay_matches.outcome`).
+    public static let rreqDelivered = "RReq delivered"
+    public static let rreqClientGone = "RReq not delivered (client gone)"
+    /// The outcome of a client's closing message after a fault or the end of its transaction (`ReplayAnswer.closing`).
+    public static let closingAnswered = "closing message answered as an ACS"
+
+    /// Whether an RReq's failure means nobody listens at the threeDSServerURL any more: the connection refused, reset or
+    /// closed without an answer (a client that has ended), rather than a slow or broken 3DS Server (a timeout, TLS, a bad answer).
+    static func clientGone(_ e: HTTPClientError) -> Bool {
+        switch e.kind {
+        case .connect: return !e.message.hasPrefix("cannot resolve")
+        case .protocolError: return e.message.hasSuffix("closed the connection without a response")
+        case .tls, .timeout: return false
+        }
     }
 
     /// The pseudo-connection RReqs are recorded on (the replayer as the ACS calling the 3DS Server).
@@ -206,7 +225,7 @@ public final class Replayer: @unchecked Sendable {
             respond(HTTPReply(status: answer.status, headers: answer.headers, body: answer.body, transport: answer.transport))
             let sent: (status: Int?, outcome: String) = {
                 switch answer.transport {
-                case nil: return (answer.status, "answered")
+                case nil: return (answer.status, answer.closing ? Replayer.closingAnswered : "answered")
                 case .close?: return (nil, "closed without answering (fault)")
                 case .reset?: return (nil, "connection reset (fault)")
                 case .raw?: return (answer.status, "truncated or malformed answer sent (fault)")
@@ -224,9 +243,21 @@ public final class Replayer: @unchecked Sendable {
             }
             self.finishRecord(record, annotation, status: sent.status, headers: answer.headers, body: answer.body, actualMs: actual,
                               outcome: outcome, plaintext: answer.responsePlaintext)
-            if answer.miss != nil { self.counts.missed += 1 } else { self.counts.answered += 1 }
+            if answer.miss != nil {
+                self.counts.missed += 1
+            } else if answer.closing {
+                self.counts.closing += 1
+            } else {
+                self.counts.answered += 1
+            }
             if let r = answer.rreq {
                 self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
+            }
+            if let dropped = answer.rreqDropped {
+                // No exchange is made for an RReq never sent: the session says so, for whoever judges the run.
+                self.counts.rreqsDropped += 1
+                self.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rreq",
+                                          detail: "dropped by fault (drop-rreq): transaction \(dropped)"))
             }
         }
         pending[peer] = Pending(timer: nil, record: record, annotation: annotation, startedNanos: startedNanos)
@@ -249,6 +280,7 @@ public final class Replayer: @unchecked Sendable {
         var record = r
         var annotation = a
         annotation.actualDelayMs = actualMs
+        annotation.outcome = outcome
         let now = Date().timeIntervalSince1970
         if let status {
             record.status = status
@@ -367,16 +399,26 @@ public final class Replayer: @unchecked Sendable {
                                           miss: nil, scheduledDelayMs: r.after * 1000, actualDelayMs: nil)
         LoopHTTPClient.send("POST", url, headers: headers, body: r.body, tls: outgoingTLS, timeout: 10, on: loop) { [weak self] result in
             guard let self else { return }
-            self.counts.rreqs += 1
             self.engine.rreqDone(for: serverTransID)
             switch result {
             case let .success(resp):
+                self.counts.rreqs += 1
                 self.finishRecord(record, annotation, status: resp.head.status, headers: resp.head.headers.fields.map { ($0.name, $0.value) },
-                                  body: resp.body, actualMs: r.after * 1000, outcome: "RReq sent")
+                                  body: resp.body, actualMs: r.after * 1000, outcome: Replayer.rreqDelivered)
+                self.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rreq", detail: "delivered: transaction \(serverTransID)"))
+            case let .failure(e) where Replayer.clientGone(e):
+                // The 3DS Server's listener is gone (a client that ended after a fault, as it may): not the replayer's failure.
+                self.counts.rreqsUndelivered += 1
+                var gone = record
+                gone.error = "RReq to \(r.url) not delivered (client gone): \(e.message)"
+                self.finishRecord(gone, annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: Replayer.rreqClientGone)
+                self.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rreq",
+                                          detail: "not delivered: client gone (\(e.message)): transaction \(serverTransID)"))
             case let .failure(e):
                 var failed = record
                 failed.error = "RReq to \(r.url) failed: \(e.message)"
                 self.finishRecord(failed, annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "RReq failed: \(e.message)")
+                self.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rreq", detail: "failed (\(e.message)): transaction \(serverTransID)"))
             }
         }
     }

@@ -183,11 +183,13 @@ public final class SessionReader {
     func replayAnnotations(_ condition: String, _ args: [SQLiteValue] = []) throws -> [Int64: ReplayAnnotation] {
         guard try hasTable("replay_matches") else { return [:] }
         let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
+        let outcome = try hasColumn("replay_matches", "outcome") ? "outcome" : "NULL"
         var replays: [Int64: ReplayAnnotation] = [:]
-        for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults) "
+        for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults), \(outcome) "
                               + "FROM replay_matches \(condition)", args) {
             replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
-                                                          scheduledDelayMs: m[4].delayMs, actualDelayMs: m[5].delayMs, faults: m[6].text)
+                                                          scheduledDelayMs: m[4].delayMs, actualDelayMs: m[5].delayMs, faults: m[6].text,
+                                                          outcome: m[7].text)
         }
         return replays
     }

@@ -198,14 +198,18 @@ public struct ReplayAnnotation: Sendable {
     public var actualDelayMs: Double?
     /// The faults injected into this answer, as the rules name them (`bad-counter`, `erro:402`, `hang` …).
     public var faults: String?
+    /// What became of it: `answered`, `client gave up after 2001.2 ms`, `forwarded`, `RReq delivered`,
+    /// `RReq not delivered (client gone)`, `RReq failed: …` (the replayer's live line; NULL in sessions before it was kept).
+    public var outcome: String?
 
     public init(recordedExchangeID: Int64?, matchedBy: String?, miss: String?, scheduledDelayMs: Double?, actualDelayMs: Double?,
-                faults: String? = nil) {
+                faults: String? = nil, outcome: String? = nil) {
         self.recordedExchangeID = recordedExchangeID
         self.matchedBy = matchedBy
         self.miss = miss
         self.scheduledDelayMs = scheduledDelayMs
         self.actualDelayMs = actualDelayMs
         self.faults = faults
+        self.outcome = outcome
     }
 }

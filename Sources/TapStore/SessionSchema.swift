@@ -17,7 +17,8 @@ public enum SessionSchema {
         miss TEXT,
         scheduled_delay_ms REAL,
         actual_delay_ms REAL,
-        faults TEXT
+        faults TEXT,
+        outcome TEXT
     );
     """
 

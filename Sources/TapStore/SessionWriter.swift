@@ -360,8 +360,8 @@ private final class Statements {
             """)
         note = try db.prepare("INSERT INTO events(at, kind, detail) VALUES (?,?,?)")
         replay = try db.prepare("""
-            INSERT INTO replay_matches(exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, faults)
-            VALUES (?,?,?,?,?,?,?)
+            INSERT INTO replay_matches(exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, faults, outcome)
+            VALUES (?,?,?,?,?,?,?,?)
             """)
     }
 
@@ -410,7 +410,7 @@ private final class Statements {
             if let r = x.replay {
                 try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
                                   opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 }),
-                                  optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults)])
+                                  optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults), opt(r.outcome)])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
                 let s = found.summary

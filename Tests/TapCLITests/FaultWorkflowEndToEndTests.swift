@@ -82,6 +82,22 @@ import TapCore
         }
     }
 
+    /// A command that starts but fails on its own (a usage error of the client): no run reaches the message, the sweep
+    /// fails (exit 1) and says the command's own last line and where its output is (it went to /dev/null).
+    @Test func aSweepWhoseCommandNeverAsksShowsWhatTheCommandSaid() throws {
+        try withFixture { f in
+            let session = try f.session("demo-app.3dstape")
+            let report = f.path("report-never")
+            let r = try CLIRunner.run(["timeouts", session, "--message", "CRes#1", "--from", "0s", "--to", "1s", "--step", "1s",
+                                       "--report", report, "--", "/bin/sh", "-c", "echo 'client: --card PAN is required' >&2; exit 2"],
+                                      environment: f.env)
+            #expect(r.status == 1, "exit \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("the command never asked for CRes#1 in 2 runs (exit status 2); its last line: client: --card PAN is required"),
+                    "\(r.stderr)")
+            #expect(FileManager.default.fileExists(atPath: (report as NSString).appendingPathComponent("delay-0ms-run1.log")))
+        }
+    }
+
     // Item 6: usage errors exit 2 with one line, in every command, and nothing starts (demo --channel foo left a session).
     @Test func badInvocationsExit2WithOneLineAndStartNothing() throws {
         try withFixture { f in

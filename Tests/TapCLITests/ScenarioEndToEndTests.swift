@@ -91,6 +91,123 @@ import TapCore
         _ = try ok.port(after: "on http://127.0.0.1:")
         ok.interrupt()
         #expect(try ok.wait() == 0, "a rules file with comments and descriptions is accepted: \(ok.stderr)")
+        try #"[{"match": "ARes", "action": "delay:10ms", "descripton": "a typo"}]"#.write(toFile: dir.appendingPathComponent("typo.json").path,
+                                                                                          atomically: true, encoding: .utf8)
+        let typo = try CLIRunner.run(["replay", session, "--listen", "127.0.0.1:0", "--faults", dir.appendingPathComponent("typo.json").path],
+                                     environment: env)
+        #expect(typo.status == 2 && typo.stderr.contains("rule 1: unknown member \"descripton\""), "\(typo.status) \(typo.stderr)")
+    }
+}
+
+/// The fault workflow made quiet and exact (issue 24 items 1-4), as a new user meets it: `replay` and `3dstape client`.
+@Suite(.serialized) struct ReplayFaultWorkflowEndToEndTests {
+    static let root = ScenarioEndToEndTests.root
+
+    struct Run {
+        let stderr: String
+        let session: String
+        func sql(_ q: String) throws -> String { try sh(["sqlite3", session, q]).out.trimmingCharacters(in: .whitespacesAndNewlines) }
+    }
+
+    /// Replays the demo app session with `faults` to one `3dstape client --timeout 2` and stops once its RReq has had time.
+    func replayToClient(_ dir: URL, _ name: String, _ faults: [String]) throws -> Run {
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let certs = dir.appendingPathComponent("certs").path
+        if !FileManager.default.fileExists(atPath: certs) {
+            #expect(try CLIRunner.run(["ca", "export", "--ds", certs], environment: env).status == 0)
+        }
+        let out = dir.appendingPathComponent("\(name).3dstape").path
+        let replay = try Spawned(CLIRunner.binary.path, ["replay", Self.root.appendingPathComponent("sessions/demo-app.3dstape").path,
+                                                         "--listen", "127.0.0.1:0", "--quiet", "--session", out] + faults, environment: env)
+        let port = try replay.port(after: "on http://127.0.0.1:")
+        let r = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001067", "--answer", "1234",
+                                   "--certs", certs, "--timeout", "2"], environment: env)
+        #expect(r.status == 1, "\(name): the client reports the fault: \(r.stderr)")
+        usleep(600_000) // the ACS's RReq follows at its recorded offset (86 ms)
+        replay.interrupt()
+        #expect(try replay.wait() == 0, "\(name): \(replay.stderr.suffix(300))")
+        for _ in 0..<250 where !replay.stderr.contains("stopped:") { usleep(20_000) } // the pipe's reader may lag the exit
+        return Run(stderr: replay.stderr, session: out)
+    }
+
+    /// challenge-timeout with `client --timeout 2`: its Erro 402 and its challengeCancel 08 CReq are expected traffic,
+    /// and the RReq to the client that has gone is 'not delivered (client gone)'. Before: '1 missed' (404 MISS 'no live
+    /// transaction') and 'RReq failed: connect to …: Connection refused'.
+    @Test func theClientsClosingMessagesAfterATimeoutAreNoMissAndTheRReqIsNotDelivered() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let run = try replayToClient(dir, "timeout", ["--scenario", "challenge-timeout"])
+        #expect(run.stderr.contains(" 0 missed, ") && !run.stderr.contains("RReq failed"), "\(run.stderr)")
+        #expect(run.stderr.contains("2 closing messages after a fault or the end answered as an ACS"), "\(run.stderr)")
+        #expect(run.stderr.contains("1 RReq not delivered (client gone)"), "\(run.stderr)")
+        #expect(try run.sql("SELECT count(*) FROM replay_matches WHERE miss IS NOT NULL") == "0")
+        #expect(try run.sql("SELECT outcome FROM replay_matches WHERE matched_by LIKE 'challengeCancel 08 after the SDK''s Erro 402: answered as an ACS%'")
+                == "closing message answered as an ACS")
+        #expect(try run.sql("SELECT outcome FROM replay_matches WHERE matched_by LIKE 'RReq sent%'") == "RReq not delivered (client gone)")
+        #expect(try run.sql("SELECT detail FROM events WHERE kind = 'rreq'").hasPrefix("not delivered: client gone"))
+    }
+
+    /// CRes#2=bad-counter: the RReq of the transaction goes out once (was twice: '2 RReqs sent'); the Erro 302 is expected.
+    @Test func aRejectedFinalCResSendsOneRReq() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (name, faults) in [("final", ["--fault", "CRes#2=bad-counter"]), ("first", ["--scenario", "cres-counter-mismatch"]),
+                               ("key", ["--scenario", "cres-undecryptable"])] {
+            let run = try replayToClient(dir, name, faults)
+            #expect(try run.sql("SELECT count(*) FROM messages WHERE message_type = 'RReq'") == "1", "\(name): \(run.stderr)")
+            #expect(try run.sql("SELECT count(*) FROM replay_matches WHERE miss IS NOT NULL") == "0", "\(name)")
+            #expect(run.stderr.contains("1 closing message after a fault or the end answered as an ACS") && !run.stderr.contains("RReq failed"),
+                    "\(name): \(run.stderr)")
+        }
+    }
+
+    /// A replay that must be refused at start: its exit status and stderr (-1 when it started and ran instead, stopped after 10 s).
+    func refusal(_ args: [String], _ env: [String: String]) throws -> (status: Int32, stderr: String) {
+        let p = try Spawned(CLIRunner.binary.path, args, environment: env)
+        let status: Int32
+        do { status = try p.wait(timeout: 10) } catch { return (-1, p.stderr) }
+        for _ in 0..<250 where !p.stderr.hasSuffix("\n") { usleep(20_000) } // the pipe's reader may lag the exit
+        return (status, p.stderr)
+    }
+
+    /// Item 3 and 4 as a user types them: each refused before anything starts (exit 2, a line each), --partial offered and honoured.
+    @Test func rulesAreCheckedByTheAnswersTheyCoverAndScenariosApplyPartially() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let app = Self.root.appendingPathComponent("sessions/demo-app.3dstape").path
+        let browser = Self.root.appendingPathComponent("sessions/demo-browser.3dstape").path
+        for (session, args, says) in [
+            (app, ["--fault", "CRes=hang", "--fault", "CRes#1=delay:1s"], "--fault CRes=hang and CRes#1=delay:1s overlap (rules 1 and 2)"),
+            (app, ["--fault", "CRes#9=hang"], "--fault CRes#9=hang can never apply: the session has at most 2 CRes per transaction"),
+            (app, ["--delay", "foo=1s"], "--delay foo=1s can never apply: the session has no foo"),
+            (app, ["--delay", "CRes#9=1s"], "--delay CRes#9=1s can never apply: the session has at most 2 CRes per transaction"),
+            (app, ["--delay", "CRes=1s", "--delay", "CRes#1=2s"], "--delay CRes=1s and CRes#1=2s overlap (--delay options 1 and 2)"),
+            (app, ["--fault", "RReq=hang"], "--fault RReq=hang can never apply: hang changes only answers the replayer sends"),
+            (browser, ["--fault", "path:/3ds/notify=hang"], "forwards live and never answers"),
+        ] {
+            let out = dir.appendingPathComponent("x.3dstape").path
+            let r = try refusal(["replay", session, "--listen", "127.0.0.1:0", "--session", out] + args, env)
+            #expect(r.status == 2 && r.stderr.contains(says) && r.stderr.split(separator: "\n").count == 1, "\(args): \(r.status) \(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: out), "nothing started")
+            try? FileManager.default.removeItem(atPath: out)
+        }
+        let out0 = dir.appendingPathComponent("refused.3dstape").path
+        let refused = try refusal(["replay", browser, "--listen", "127.0.0.1:0", "--scenario", "challenge-rejected", "--session", out0], env)
+        #expect(refused.status == 2 && refused.stderr.contains("rule CRes=trans-status:N cannot apply: the session has no CRes")
+                && refused.stderr.contains("'--scenario challenge-rejected --partial' applies the rest (RReq=trans-status:N)"), "\(refused.stderr)")
+        let out = dir.appendingPathComponent("partial.3dstape").path
+        let partial = try Spawned(CLIRunner.binary.path, ["replay", browser, "--listen", "127.0.0.1:0", "--scenario", "challenge-rejected",
+                                                          "--partial", "--session", out], environment: env)
+        _ = try partial.port(after: "on http://127.0.0.1:")
+        partial.interrupt()
+        #expect(try partial.wait() == 0)
+        for _ in 0..<250 where !partial.stderr.contains("stopped:") { usleep(20_000) }
+        #expect(partial.stderr.contains("--scenario challenge-rejected --partial leaves out CRes=trans-status:N: the session has no CRes"), "\(partial.stderr)")
+        let meta = try sh(["sqlite3", out, "SELECT value FROM meta WHERE key = 'scenario_not_applied'"]).out
+        #expect(meta.hasPrefix("CRes=trans-status:N: the session has no CRes"), "\(meta)")
+        let none = try refusal(["replay", browser, "--listen", "127.0.0.1:0", "--scenario", "cres-undecryptable", "--partial", "--session", out0], env)
+        #expect(none.status == 2 && none.stderr.contains("no rule of scenario cres-undecryptable applies to this session"), "\(none.stderr)")
     }
 }
 

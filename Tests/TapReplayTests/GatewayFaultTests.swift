@@ -30,13 +30,16 @@ import TapJOSE
         let pxp = try ReplayEngineTests.catalog("demo-pxp.3dstape"), app = try ReplayEngineTests.catalog("demo-app.3dstape")
         func problems(_ rule: String, _ c: ReplayCatalog) throws -> [String] { ReplayFaults.problems([try FaultRule.parse(rule)], catalog: c) }
         #expect(try problems("path:/pxp/tokens=pxp-error:InvalidCard", pxp).isEmpty)
-        #expect(try problems("path:/pxp/tokens=pxp-state:Captured", pxp) == [
-            "--fault path:/pxp/tokens=pxp-state:Captured: pxp-state:Captured changes only the answers of /pxp/transactions, not /pxp/tokens"])
-        #expect(try problems("ARes=auth-refused", pxp).first?.contains("changes a gateway answer; match it by path (path:/pxp/transactions or path:/tp/jwt/)") == true)
+        #expect(try problems("path:/pxp/tokens=pxp-state:Captured", pxp).first?
+            .hasPrefix("--fault path:/pxp/tokens=pxp-state:Captured can never apply: pxp-state:Captured changes only the answers of /pxp/transactions") == true)
+        #expect(try problems("ARes=auth-refused", pxp).first?.contains("auth-refused changes only the answers of /pxp/transactions or /tp/jwt/ (match them by path:)") == true)
         #expect(try problems("path:/tp/jwt/=jwt-bad-signature", app).first?.contains("no recorded request has the path /tp/jwt/") == true)
         let gatewayScenario = try #require(ReplayScenario.named("pxp-refused"))
-        #expect(try gatewayScenario.problems(on: app) == ["needs a PXP Checkout gateway session (no /pxp/… exchange recorded)"])
-        #expect(try gatewayScenario.problems(on: pxp).isEmpty)
+        let onApp = try gatewayScenario.applicability(to: app)
+        #expect(onApp.applicable.isEmpty && onApp.notApplicable.map(\.reason) == ["the scenario needs a PXP Checkout gateway session (no /pxp/… exchange recorded)"])
+        #expect(try gatewayScenario.applicability(to: pxp).notApplicable.isEmpty)
+        // Its 3DS rules would apply to any session; the gateway decides (pxp-authentication-failed is ARes=erro:305).
+        #expect(try ReplayScenario.named("pxp-authentication-failed")!.applicability(to: app).applicable.isEmpty)
         // Every scenario names what each of the three SDKs surfaces.
         #expect(ReplayScenario.all.allSatisfy { !$0.pxp.isEmpty && !$0.cake.isEmpty && !$0.trustPayments.isEmpty && !$0.expectation.isEmpty })
     }
