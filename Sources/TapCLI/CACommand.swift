@@ -52,7 +52,7 @@ struct CACommand: Command {
                 }
                 io.err("wrote \(out)")
             } else {
-                FileHandle.standardOutput.write(Data(bytes))
+                StandardStreams.out(Data(bytes))
             }
         default:
             throw InvalidArguments("unknown action '\(action)'; expected init, show or export")

@@ -43,13 +43,16 @@ struct CheckCommand: Command {
         if scenarios.isEmpty { scenarios = ReplayScenario.all }
         var expectations = ExpectationFile()
         if let file = args.value("expect") {
-            switch ExpectationFile.parse(try readInput(file), name: file, scenarios: ReplayScenario.all.map(\.name)) {
+            let bytes: [UInt8]
+            do { bytes = try readInput(file) } catch { throw InvalidArguments("--expect \(file): \(error)") }
+            switch ExpectationFile.parse(bytes, name: file, scenarios: ReplayScenario.all.map(\.name)) {
             case let .success(f): expectations = f
             case let .failure(e): throw InvalidArguments(e.lines.joined(separator: "\n"))
             }
         }
         let runs = try args.count("runs", default: 1, within: 1...100)
         let commandTimeout = try args.seconds("command-timeout") ?? 120
+        if let junit = args.value("junit") { try ReportDirectory.checkJUnitPath(junit) }
         let listen = try args.singleListenAddress("listen", default: "127.0.0.1:0",
                                                   remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there").bound
         let catalog: ReplayCatalog
@@ -93,21 +96,30 @@ struct CheckCommand: Command {
                 let t0 = Date()
                 let outcome = try replay.run(options: options, session: stem + ".3dstape", label: "check: \(scenario.name)", command: command,
                                              environment: ["THREEDSTAPE_SCENARIO": scenario.name], output: stem + ".log",
-                                             timeout: commandTimeout, stop: stop)
+                                             timeout: commandTimeout, leaderGrace: CheckCommand.leftoverGrace, stop: stop)
                 if outcome.ending.stopped { break }
                 seconds += Date().timeIntervalSince(t0)
                 sessions.append(stem + ".3dstape")
                 logs.append(stem + ".log")
-                var observation = CheckObservation.read(try SessionReader(path: stem + ".3dstape").exchanges())
-                observation.exitStatus = outcome.ending.timedOut ? nil : outcome.ending.exitStatus
+                var observation: CheckObservation
+                do {
+                    observation = CheckObservation.read(try SessionReader(path: stem + ".3dstape").exchanges(), commandEndedAt: outcome.ending.endedAt)
+                } catch {
+                    // The run's own session is gone or unreadable (the command removed it): this scenario fails, the others run.
+                    var v = ScenarioVerdict.failed(scenario.name, expected: expectation, reason: "the replay session of this run cannot be read: \(error)")
+                    v.runs = 1
+                    if combined == nil || combined!.outcome == .pass { combined = v }
+                    continue
+                }
+                observation.exitStatus = outcome.ending.exitStatus // the leader's own, also when members it left were ended
                 if let failure = outcome.startFailure {
                     observation.commandProblem = "did not start: \(failure)"
                 } else if outcome.ending.timedOut {
                     observation.commandProblem = "did not end within \(CheckedDuration.describe(commandTimeout)) (--command-timeout) and was ended"
                 }
-                if let output = FileManager.default.contents(atPath: stem + ".log") {
-                    observation.result = CheckObservation.resultLine(in: [UInt8](output))
-                    observation.lastOutputLine = CheckObservation.lastLine(in: [UInt8](output))
+                if let output = CheckCommand.tail(of: stem + ".log") {
+                    observation.result = CheckObservation.resultLine(in: output)
+                    observation.lastOutputLine = CheckObservation.lastLine(in: output)
                 }
                 let verdict = ScenarioJudge.judge(scenario.name, expectation: expectation, observation)
                 if verdict.outcome == .pass { passedRuns += 1 }
@@ -124,11 +136,9 @@ struct CheckCommand: Command {
         }
         let interrupted = stop.signal.map(Interrupted.init)
         let result = CheckReport(session: path, command: command, verdicts: verdicts, started: started, interruptedBy: interrupted?.signalName)
-        try Data(result.json.pretty.utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("report.json")))
-        try Data(result.html(linkingFrom: report).utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("index.html")))
-        if let junit = args.value("junit") {
-            try Data(result.junit.utf8).write(to: URL(fileURLWithPath: junit))
-        }
+        try ReportDirectory.write(result.json.pretty, to: (report as NSString).appendingPathComponent("report.json"))
+        try ReportDirectory.write(result.html(linkingFrom: report), to: (report as NSString).appendingPathComponent("index.html"))
+        if let junit = args.value("junit") { try ReportDirectory.writeJUnit(result.junit, to: junit) }
         if let interrupted {
             io.err("check: \(interrupted) after \(verdicts.count) scenario(s); the command's process group was ended; report so far: "
                    + TerminalText.escaped((report as NSString).appendingPathComponent("report.json")))
@@ -142,8 +152,31 @@ struct CheckCommand: Command {
                    + (args.value("junit").map { "; JUnit: \(TerminalText.escaped($0))" } ?? ""))
         }
         if let interrupted { return interrupted.exitStatus }
+        if result.passed + result.failed == 0 {
+            io.err("check: no scenario applies to this session whole, so nothing was checked (a session without 3DS, or one already faulted?)")
+            return 1
+        }
         return result.failed > 0 ? 1 : 0
     }
+
+    /// The most of a command's output read for its result line and last line: its end (a command that prints gigabytes
+    /// costs no more memory than this).
+    static let outputTail: UInt64 = 1 << 20
+
+    /// The last `outputTail` bytes of a command's log, from the start of a line.
+    static func tail(of path: String) -> [UInt8]? {
+        guard let h = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? h.close() }
+        guard let size = try? h.seekToEnd() else { return nil }
+        let start = size > outputTail ? size - outputTail : 0
+        guard (try? h.seek(toOffset: start)) != nil, let data = try? h.readToEnd() else { return nil }
+        var bytes = [UInt8](data)
+        if start > 0, let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) { bytes.removeSubrange(...newline) } // a cut first line is not a line
+        return bytes
+    }
+
+    /// How long members of the command's group may outlive it before they are ended with the group (its exit status stands).
+    static let leftoverGrace = 2.0
 
     /// Why a scenario cannot run whole on this session (its rules that can never apply, and why), or nil when all apply:
     /// a scenario that applies only in part is not the scenario its expectation is about.

@@ -43,11 +43,11 @@ struct Terminal: Sendable {
     }
 
     func out(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        StandardStreams.out(Data((text + "\n").utf8))
     }
 
     func err(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        StandardStreams.err(Data((text + "\n").utf8))
     }
 
     /// `value` as pretty JSON on standard output, with the characters a terminal would act on as `\u` escapes.

@@ -19,6 +19,11 @@ struct CommandGroup {
         var timedOut = false
         /// The wait was told to stop (SIGINT or SIGTERM to 3dstape), and what was left of the group was ended.
         var stopped = false
+        /// The leader had exited, and members it left behind were ended after the grace `wait` was given.
+        var leftoversEnded = false
+        /// When 3dstape began to end the group (Unix time), if it did: a connection the command closed after it was closed by
+        /// that, not by the command giving up.
+        var endedAt: Double?
     }
 
     /// A command that could not be started, with the system's reason.
@@ -119,19 +124,30 @@ struct CommandGroup {
 
     /// Waits until the leader and every other member of its group have ended, `seconds` have passed or `shouldStop` says
     /// so; in the last two cases ends what is left of the group. Returns with no member of the group left.
-    func wait(atMost seconds: Double, shouldStop: () -> Bool) -> Ending {
-        let deadline = ContinuousClock.now + .seconds(seconds.isFinite ? min(max(seconds, 0), CommandGroup.longestWait) : CommandGroup.longestWait)
+    /// With `leaderGrace`, members still running that long after the leader exited are ended too (a Gradle or adb daemon
+    /// the command started must not hold the run until its timeout), and the leader's own exit status stands.
+    func wait(atMost seconds: Double, leaderGrace: Double? = nil, shouldStop: () -> Bool) -> Ending {
+        var deadline = ContinuousClock.now + .seconds(seconds.isFinite ? min(max(seconds, 0), CommandGroup.longestWait) : CommandGroup.longestWait)
+        var graceStarted = false
         var ending = Ending()
         var leaderReaped = false
         while true {
             reap(&leaderReaped, status: &ending.exitStatus)
             if leaderReaped, !groupExists { return ending }
+            if leaderReaped, let grace = leaderGrace, !graceStarted {
+                graceStarted = true
+                deadline = min(deadline, ContinuousClock.now + .seconds(max(0, grace)))
+            }
             if shouldStop() { ending.stopped = true; break }
-            if ContinuousClock.now >= deadline { ending.timedOut = true; break }
+            if ContinuousClock.now >= deadline {
+                if graceStarted { ending.leftoversEnded = true } else { ending.timedOut = true }
+                break
+            }
             usleep(CommandGroup.pollMicroseconds)
         }
         if !leaderReaped, ending.exitStatus == nil { reap(&leaderReaped, status: &ending.exitStatus) } // it may just have ended
         var killed: Int32? // the leader's status after 3dstape's signals is not its own exit status
+        ending.endedAt = Date().timeIntervalSince1970
         send(SIGTERM, leaderReaped: leaderReaped)
         send(SIGCONT, leaderReaped: leaderReaped) // a stopped member acts on SIGTERM only once continued
         if !waitGone(within: CommandGroup.grace, &leaderReaped, &killed) {

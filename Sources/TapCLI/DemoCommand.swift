@@ -56,9 +56,12 @@ struct DemoCommand: Command {
         let sandbox = try args.singleListenAddress("sandbox-listen", default: "127.0.0.1:0", remedy: remedy)
         let recorder = try args.singleListenAddress("record-listen", default: "127.0.0.1:0", remedy: remedy)
         let replayer = try args.singleListenAddress("replay-listen", default: "127.0.0.1:0", remedy: remedy)
-        let pinned = [sandbox, recorder].map(\.bound).filter { $0.port != 0 }
-        if Set(pinned.map(\.description)).count < pinned.count {
-            throw InvalidArguments("--sandbox-listen and --record-listen are the same address \(pinned[0]): give each its own port")
+        // The three servers overlap in time (the sandbox still runs while the replay starts): each pinned port its own.
+        let named = [("--sandbox-listen", sandbox.bound), ("--record-listen", recorder.bound), ("--replay-listen", replayer.bound)]
+        for (i, a) in named.enumerated() where a.1.port != 0 {
+            if let b = named[(i + 1)...].first(where: { $0.1.port == a.1.port && $0.1.description == a.1.description }) {
+                throw InvalidArguments("\(a.0) and \(b.0) are the same address \(a.1): give each its own port")
+            }
         }
         let f = DateFormatter()
         f.dateFormat = "yyyyMMdd-HHmmss"

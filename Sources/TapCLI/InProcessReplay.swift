@@ -26,8 +26,7 @@ struct InProcessReplay {
     /// Runs `command` once against a replay with `options`, writing the replay's session to `session` and the command's
     /// output to `output` (nil: /dev/null).
     func run(options: ReplayOptions, session: String, label: String, command: [String], environment extra: [String: String] = [:],
-             output: String?, timeout: Double, stop: StopRequest) throws -> Outcome {
-        try? FileManager.default.removeItem(atPath: session)
+             output: String?, timeout: Double, leaderGrace: Double? = nil, stop: StopRequest) throws -> Outcome {
         let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
         let writer = try SessionWriter(path: session, meta: SessionWriter.replayMeta(of: catalog.path, label: label), keys: engine)
         let stack = try ServiceStack.background("3dstape-replay-run")
@@ -53,7 +52,7 @@ struct InProcessReplay {
         var outcome = Outcome()
         do {
             let group = try CommandGroup.start([command[0]] + args, environment: env, output: output)
-            outcome.ending = group.wait(atMost: timeout, shouldStop: { stop.signal != nil })
+            outcome.ending = group.wait(atMost: timeout, leaderGrace: leaderGrace, shouldStop: { stop.signal != nil })
         } catch {
             outcome.startFailure = error.description
         }

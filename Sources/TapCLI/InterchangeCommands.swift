@@ -114,7 +114,7 @@ struct ExportCommand: Command {
             }
             io.err("\(exchanges.count) exchanges written to \(TerminalText.escaped(out)) (\(format))")
         } else {
-            FileHandle.standardOutput.write(Data(text.utf8))
+            StandardStreams.out(Data(text.utf8))
         }
         return 0
     }

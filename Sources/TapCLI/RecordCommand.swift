@@ -106,14 +106,14 @@ struct RecordCommand: Command {
         case let other: throw InvalidArguments("--decrypt \(other): expected substitute or none")
         }
         let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys, maxBytes: maxSessionBytes, onProblem: { problem in
-            FileHandle.standardError.write(Data("3dstape: record: \(TerminalText.escaped(problem))\n".utf8))
+            StandardStreams.err(Data("3dstape: record: \(TerminalText.escaped(problem))\n".utf8))
         }, onExchange: { line in
             tally.add(line.requestTypes + line.responseTypes)
             live.print(line)
         })
         let stack = try ServiceStack.foreground()
         let server = ProxyServer(loop: stack.loop, config: config, writer: writer,
-                                 onLog: { line in FileHandle.standardError.write(Data("3dstape: \(TerminalText.escaped(line))\n".utf8)) })
+                                 onLog: { line in StandardStreams.err(Data("3dstape: \(TerminalText.escaped(line))\n".utf8)) })
         var bound: [HostPort] = []
         do {
             for l in listens { bound.append(try server.listen(on: l.bound)) }
@@ -182,6 +182,6 @@ struct LiveView: Sendable {
             line = "\(time)  \(TerminalText.escaped(x.method)) \(TerminalText.escaped(x.url))  \(statusText)\(types)  \(String(format: "%.1f", x.durationMs)) ms"
                 + (x.error.map { "  (\(TerminalText.escaped($0)))" } ?? "")
         }
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        StandardStreams.out(Data((line + "\n").utf8))
     }
 }

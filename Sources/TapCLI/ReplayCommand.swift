@@ -72,7 +72,7 @@ struct ReplayCommand: Command {
         let writer = try SessionWriter(path: out, meta: SessionWriter.replayMeta(of: path)
                                            + [("seed", String(options.schedule.seed)), ("tool_version", version)] + scenarioMeta + partialMeta,
                                        keys: engine,
-                                       onProblem: { FileHandle.standardError.write(Data("3dstape: replay: \(TerminalText.escaped($0))\n".utf8)) })
+                                       onProblem: { StandardStreams.err(Data("3dstape: replay: \(TerminalText.escaped($0))\n".utf8)) })
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
         let stack = try ServiceStack.foreground()
@@ -235,7 +235,7 @@ struct ReplayView: Sendable {
             line = "\(TerminalText.escaped(x.method)) \(ThreeDSContent.printable(x.target))  → \(x.status.map(String.init) ?? "---")  \(matched)  "
                 + "delay \(String(format: "%.1f", x.scheduledMs)) ms scheduled, \(actual) ms actual  \(TerminalText.escaped(x.outcome))"
         }
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        StandardStreams.out(Data((line + "\n").utf8))
     }
 }
 

@@ -80,7 +80,7 @@ struct SandboxCommand: Command {
         let stack = try ServiceStack.foreground()
         let quiet = args.has("quiet")
         let sandbox = Sandbox(keys: keys, options: o, loop: stack.loop) { line in
-            if !quiet { FileHandle.standardOutput.write(Data("sandbox: \(TerminalText.escaped(line))\n".utf8)) } // lines quote what clients sent
+            if !quiet { StandardStreams.out(Data("sandbox: \(TerminalText.escaped(line))\n".utf8)) } // lines quote what clients sent
         }
         let bound = try sandbox.start(on: listens[0].bound, tls: args.has("tls"))
         io.err("sandbox DS + ACS on \(sandbox.baseURL) (DS key \(dsKey.rawValue), acsSignedContent \(o.signing.rawValue)); bound \(bound)")
@@ -114,6 +114,7 @@ struct ClientCommand: Command {
         .option("cres-timeout", "DURATION", help: "the SDK's wait for each CRes (default 10s, the spec's); on expiry as for --timeout"),
         .option("rreq-timeout", "DURATION", help: "the 3DS Server's wait for the ACS's RReq after a challenge or a decoupled ARes (default 10s)"),
         .option("rreq-listen", "HOST:PORT", help: "where the 3DS Server takes the RReq (default 127.0.0.1 on a free port)"),
+        .flag("allow-remote", help: "let --rreq-listen be an address other machines can reach"),
         .option("misbehave", "WHAT[,WHAT]", repeatable: true, help: "play a non-conformant SDK to see '3dstape check' fail: no-erro (never sends an Erro), "
                 + "ignore-cres-errors (takes a CRes with a wrong counter, stops quietly on one that does not decrypt), "
                 + "trust-unverified-jwt (trusts a Trust Payments-style response JWT without verifying it)"),
@@ -148,10 +149,8 @@ struct ClientCommand: Command {
         if let t = try args.seconds("ares-timeout") { o.aresTimeout = t }
         if let t = try args.seconds("cres-timeout") { o.cresTimeout = t }
         if let t = try args.seconds("rreq-timeout") { o.rreqTimeout = t }
-        if let l = args.value("rreq-listen") {
-            guard let hp = HostPort(l) else { throw InvalidArguments("--rreq-listen \(l): expected HOST:PORT") }
-            do { o.rreqListen = try ListenAddress(hp).bound } catch { throw InvalidArguments("--rreq-listen \(l): \(error)") }
-        }
+        o.rreqListen = try args.singleListenAddress("rreq-listen", default: "127.0.0.1:0",
+                                                    remedy: "the 3DS Server's RReq listener would take RReqs from other machines; add --allow-remote").bound
         for m in args.all("misbehave").flatMap({ $0.split(separator: ",").map(String.init) }) {
             guard let b = Misbehaviour(rawValue: m) else {
                 throw InvalidArguments("--misbehave \(m): expected \(Misbehaviour.allCases.map(\.rawValue).joined(separator: " or "))")

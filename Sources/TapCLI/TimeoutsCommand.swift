@@ -117,7 +117,7 @@ struct TimeoutsCommand: Command {
             for n in 1...runs where stop.signal == nil {
                 io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", TerminalText.escaped(matchText), ReplayFaults.describe(delay), n, runs))
                 let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
-                                    session: (report as NSString).appendingPathComponent("delay-\(Checked.milliseconds(delay))ms-run\(n).3dstape"),
+                                    session: TimeoutsCommand.freshName(in: report, "delay-\(Checked.milliseconds(delay))ms-run\(n)"),
                                     timeout: commandTimeout ?? delay + 60, stop: stop, listen: listen.bound)
                 results.append(r)
                 if let why = TimeoutsCommand.didNotStart(r, command: command) { throw InvalidArguments(why) }
@@ -150,9 +150,9 @@ struct TimeoutsCommand: Command {
         let gaveUp = bracket?.gaveUp ?? results.filter { $0.outcome == "gave up" }.map(\.delay).min()
         let json = TimeoutsCommand.json(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp,
                                         interruptedBy: interrupted?.signalName)
-        try Data(json.pretty.utf8).write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("report.json")))
-        try Data(TimeoutsCommand.html(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp).utf8)
-            .write(to: URL(fileURLWithPath: (report as NSString).appendingPathComponent("index.html")))
+        try ReportDirectory.write(json.pretty, to: (report as NSString).appendingPathComponent("report.json"))
+        try ReportDirectory.write(TimeoutsCommand.html(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp),
+                                  to: (report as NSString).appendingPathComponent("index.html"))
         if let interrupted {
             io.err("timeouts: \(interrupted) after \(results.count) run\(results.count == 1 ? "" : "s"); the command's process group was ended; "
                    + "report of the runs so far: \((report as NSString).appendingPathComponent("report.json"))")
@@ -208,6 +208,16 @@ struct TimeoutsCommand: Command {
             run.timeToOutcomeMs = nil
         }
         return run
+    }
+
+    /// `DIR/STEM.3dstape`, or `DIR/STEM-2.3dstape` … when a run of the same delay (a bisection's second visit) took it.
+    static func freshName(in dir: String, _ stem: String) -> String {
+        var n = 1
+        while true {
+            let path = (dir as NSString).appendingPathComponent(stem + (n == 1 ? "" : "-\(n)") + ".3dstape")
+            if !FileManager.default.fileExists(atPath: path) { return path }
+            n += 1
+        }
     }
 
     /// What the client did, read from the replay's session.

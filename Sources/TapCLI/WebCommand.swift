@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapCore
 import TapHTTP
 import TapHTTPService
 import TapNet
@@ -26,7 +27,7 @@ struct WebCommand: Command {
         }
         let stack = try ServiceStack.foreground()
         let inspector = WebInspector(catalog: catalog, loop: stack.loop) { line in
-            FileHandle.standardError.write(Data("3dstape: web: \(line)\n".utf8))
+            StandardStreams.err(Data("3dstape: web: \(line)\n".utf8))
         }
         let bound: HostPort
         do { bound = try inspector.start(on: listen.bound) } catch { throw CommandFailure("cannot listen on \(listen): \(error)") }

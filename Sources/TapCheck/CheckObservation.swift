@@ -55,7 +55,9 @@ public struct CheckObservation: Sendable {
     public static let beforeAnyTransaction = "(gateway calls before the AReq)"
 
     /// The observation of one replay session.
-    public static func read(_ exchanges: [StoredExchange]) -> CheckObservation {
+    /// `commandEndedAt`: when 3dstape ended the command's group (at its timeout or a stop): a hung request closed then
+    /// was closed by that, not given up by the client.
+    public static func read(_ exchanges: [StoredExchange], commandEndedAt: Double? = nil) -> CheckObservation {
         var o = CheckObservation()
         var byID: [String: Transaction] = [:]
         var order: [String] = []
@@ -80,7 +82,11 @@ public struct CheckObservation: Sendable {
                 t.faults.append("\(x.messages.first { $0.direction == "response" }?.type ?? requestType.map { "answer to \($0)" } ?? "answer"): \(faults)")
                 if t.faultedAt == nil { t.faultedAt = x.requestStart }
                 if faults.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "hang" }) {
-                    if let abort = x.clientAbortAt { t.gaveUpAfter = max(0, abort - x.requestStart) } else { t.hungAnswerWaited = true }
+                    if let abort = x.clientAbortAt, abort < (commandEndedAt ?? .infinity) - 0.01 {
+                        t.gaveUpAfter = max(0, abort - x.requestStart)
+                    } else {
+                        t.hungAnswerWaited = true
+                    }
                 }
             }
             if let rec = x.replay?.recordedExchangeID, x.connectionID != Replayer.rreqConnection { matched[id, default: [:]][rec, default: 0] += 1 }

@@ -47,8 +47,11 @@ public struct ExpectationFile: Sendable {
     /// The expectation for `scenario`: its defaults with the file's `*` changes, then its own.
     public func expectation(for scenario: String, defaults: [ExpectationClause]) -> [ExpectationClause] {
         var clauses = defaults
-        for change in changes where change.scenario == "*" || change.scenario == scenario {
-            for kind in change.drop { clauses.removeAll { ExpectationFile.group($0.kind) == ExpectationFile.group(kind) || $0.kind == kind } }
+        // `*` first, then the scenario's own, whatever their order in the file.
+        for change in changes.filter({ $0.scenario == "*" }) + changes.filter({ $0.scenario == scenario }) {
+            for kind in change.drop {
+                clauses.removeAll { ExpectationFile.group($0.kind) == ExpectationFile.group(kind) || (kind == "result" && $0.kind.hasPrefix("result:")) }
+            }
             for c in change.set {
                 if let i = clauses.firstIndex(where: { ExpectationFile.group($0.kind) == ExpectationFile.group(c.kind) }) {
                     clauses[i] = c

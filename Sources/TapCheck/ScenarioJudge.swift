@@ -30,6 +30,11 @@ public struct ScenarioVerdict: Sendable {
     /// Runs that passed, of how many (with `--runs N`).
     public var runsPassed = 0, runs = 0
 
+    /// A run that failed before anything could be judged (its replay session could not be read).
+    public static func failed(_ scenario: String, expected: [ExpectationClause], reason: String) -> ScenarioVerdict {
+        ScenarioVerdict(scenario: scenario, outcome: .fail, expected: expected, clauses: [], reason: reason)
+    }
+
     public static func skipped(_ scenario: String, reason: String) -> ScenarioVerdict {
         ScenarioVerdict(scenario: scenario, outcome: .skip, clauses: [], reason: reason)
     }
@@ -120,11 +125,12 @@ public enum ScenarioJudge {
                 }
             }
         case .reportsFailure:
-            if let outcome = o.result?["outcome"]?.stringValue {
-                return (outcome != "success", "3dstape-result outcome \(outcome)")
-            }
+            // Either says it: a status other than 0, or a result line whose outcome is not success.
+            let outcome = o.result?["outcome"]?.stringValue
+            if let status = o.exitStatus, status != 0 { return (true, "exit status \(status)" + (outcome.map { ", 3dstape-result outcome \($0)" } ?? "")) }
+            if let outcome, outcome != "success" { return (true, "3dstape-result outcome \(outcome)") }
             guard let status = o.exitStatus else { return (false, "the command \(o.commandProblem ?? "has no exit status")") }
-            return (status != 0, "exit status \(status)")
+            return (false, "exit status \(status)" + (outcome.map { ", 3dstape-result outcome \($0)" } ?? ""))
         case let .exitStatus(want):
             guard let status = o.exitStatus else { return (false, "the command \(o.commandProblem ?? "has no exit status")") }
             return (status == want, "exit status \(status)")

@@ -24,6 +24,9 @@ public enum Masking {
     /// Whether a form field's value is masked whole.
     public static func isSecretFormField(_ name: String) -> Bool { secretFormFields.contains(name.lowercased()) }
 
+    /// Whether masking replaces this JSON element's whole value (`authenticationValue`, the OTP entries …).
+    public static func isSecretElement(_ name: String) -> Bool { secretFields.contains(name) }
+
     /// Header fields whose value is a credential: stored as `***` (an `Authorization` keeps its scheme).
     static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"]
 

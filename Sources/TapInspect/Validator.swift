@@ -93,7 +93,7 @@ public enum Validator {
                 add(rule.id + ".format", rule.element, .error, problem + " (judged when it was masked)")
                 continue
             }
-            if isMasked(value) { continue }
+            if isMasked(value, element: rule.element) { continue }
             if let problem = rule.format.problem(value, version: context.version) {
                 add(rule.id + ".format", rule.element, .error, problem)
             } else if let warning = rule.format.warning(value) {
@@ -120,9 +120,27 @@ public enum Validator {
 
     /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked (but for the verdict
     /// a mask may carry, `MaskVerdict`, read before this is asked).
-    static func isMasked(_ v: JSON) -> Bool {
+    /// Only where masking writes one: a secret element's `***` (with or without its verdict), or a card number's
+    /// `400000******1067` inside any value. Stars anywhere else (`Q***` as a transStatus) are the value itself, and judged.
+    static func isMasked(_ v: JSON, element: String) -> Bool {
         guard let s = v.stringValue, s.contains("***") else { return false }
-        return true
+        if Masking.isSecretElement(element), MaskVerdict.isSecretMask(s) { return true }
+        return containsMaskedPAN(s)
+    }
+
+    /// Whether `s` holds a masked card number: six digits, a run of stars, four digits.
+    static func containsMaskedPAN(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        var i = 0
+        while i < b.count {
+            guard b[i] == UInt8(ascii: "*") else { i += 1; continue }
+            var j = i
+            while j < b.count, b[j] == UInt8(ascii: "*") { j += 1 }
+            func digits(_ r: Range<Int>) -> Bool { r.lowerBound >= 0 && r.upperBound <= b.count && b[r].allSatisfy { (0x30...0x39).contains($0) } }
+            if j - i >= 3, digits((i - 6)..<i), digits(j..<(j + 4)) { return true }
+            i = j
+        }
+        return false
     }
 
     // MARK: rules across a transaction

@@ -133,7 +133,7 @@ public final class Replayer: @unchecked Sendable {
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
         s.onClientFinishedSending = { [weak self] peer in self?.clientFinishedSending(peer) }
-        s.onLog = { line in FileHandle.standardError.write(Data("3dstape: replay: \(TerminalText.escaped(line))\n".utf8)) }
+        s.onLog = { line in StandardStreams.err(Data("3dstape: replay: \(TerminalText.escaped(line))\n".utf8)) }
         let bound = try s.start(on: address)
         if servers.isEmpty {
             selfURL = "\(scheme)://\(bound)" // the first listener is the address written for direct clients
@@ -322,7 +322,7 @@ public final class Replayer: @unchecked Sendable {
         forwardLoops += 1
         let why = "forwarding loop: \(req.head.method) \(ThreeDSContent.printable(String(req.head.target.prefix(200)))) was forwarded by this "
             + "replayer and came back to it; --on-miss forward:URL (or the transaction's live endpoint) must not lead to the replayer"
-        if loopLog.allow(nowNanos: EventLoop.nowNanos()) { FileHandle.standardError.write(Data("3dstape: replay: \(why)\n".utf8)) }
+        if loopLog.allow(nowNanos: EventLoop.nowNanos()) { StandardStreams.err(Data("3dstape: replay: \(why)\n".utf8)) }
         respond(HTTPReply(status: 508, headers: [("Content-Type", "application/json"), (Replayer.loopHeader, viaName)],
                           body: JSON.object([("error", .string(why))]).bytes))
         return true

@@ -146,4 +146,40 @@ import TapCore
         let left = try sh(["pgrep", "-f", "cres-timeout 60"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(left.isEmpty, "the client was ended with its group: \(left)")
     }
+
+    /// What a hostile tester found: a client killed at the command timeout is not one that gave up; a background child
+    /// left behind does not cost the command its exit status or hold the run; files in the way are refused, not replaced;
+    /// standard output that cannot be written does not crash the run.
+    @Test func killedLeftoverAndBlockedRunsGetTheRightVerdict() throws {
+        let (dir, env, certs, session) = try Self.setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let client = Self.client(certs: certs).joined(separator: " ").replacingOccurrences(of: "{url}", with: "$THREEDSTAPE_REPLAY_URL")
+        // 1. ARes hangs, the client would wait 100 s, check ends it at 3 s: that is no giving up.
+        let expect = dir.appendingPathComponent("e.json").path
+        try #"{"ds-timeout": [{"clause": "reports-failure", "drop": true}]}"#.write(toFile: expect, atomically: true, encoding: .utf8)
+        let killed = try CLIRunner.run(["check", session, "--scenario", "ds-timeout", "--command-timeout", "3s", "--expect", expect, "--json",
+                                        "--report", dir.appendingPathComponent("r1").path, "--"]
+                                       + Self.client(certs: certs).filter { $0 != "2" && $0 != "--ares-timeout" } + ["--ares-timeout", "100"],
+                                       environment: env)
+        #expect(killed.status == 1 && killed.stdout.contains("still waiting when the command ended"), "\(killed.stdout) \(killed.stderr)")
+        // 2. The client exits 1 at once and leaves a sleep behind: the run ends 2 s later, with the client's status.
+        let started = Date()
+        let leftover = try CLIRunner.run(["check", session, "--scenario", "ds-unavailable", "--report", dir.appendingPathComponent("r2").path,
+                                          "--json", "--", "/bin/sh", "-c", "\(client); sleep 30 & exit 1"], environment: env)
+        #expect(leftover.status == 0 && leftover.stdout.contains("\"exit status 1\""), "\(leftover.stdout) \(leftover.stderr)")
+        #expect(Date().timeIntervalSince(started) < 20, "held by the leftover sleep")
+        // 3. A recorded session in the report directory, or as the JUnit file, is not replaced.
+        let rec = dir.appendingPathComponent("rec")
+        try FileManager.default.createDirectory(at: rec, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: session, toPath: rec.appendingPathComponent("ds-unavailable.3dstape").path)
+        let inTheWay = try CLIRunner.run(["check", session, "--scenario", "ds-unavailable", "--report", rec.path, "--", "true"], environment: env)
+        #expect(inTheWay.status == 2 && inTheWay.stderr.contains("is not empty"), "\(inTheWay.stderr)")
+        let overSession = try CLIRunner.run(["check", session, "--scenario", "ds-unavailable", "--junit", session, "--", "true"], environment: env)
+        #expect(overSession.status == 2 && overSession.stderr.contains("is a session file"), "\(overSession.stderr)")
+        #expect(try CLIRunner.run(["validate", session], environment: env).status == 0, "the session is still a session")
+        // 4. Standard output on a full disk: the verdict's exit status, not a trap.
+        let full = try sh(["/bin/sh", "-c", "THREEDSTAPE_HOME='\(env["THREEDSTAPE_HOME"]!)' '\(CLIRunner.binary.path)' check '\(session)' "
+                           + "--scenario ds-unavailable --report '\(dir.appendingPathComponent("r4").path)' -- /bin/sh -c 'exit 1' > /dev/full; echo $?"])
+        #expect(full.out.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the command never asked, so 1: \(full.out) \(full.err)")
+    }
 }

@@ -109,6 +109,22 @@ import TapReplay
         #expect(ScenarioJudge.hold(.exitStatus(0), [t], timedOut) == (false, "the command did not end within 2s (--command-timeout) and was ended"))
     }
 
+    @Test func eitherAStatusOrAResultLineReportsFailure() throws {
+        let t = Self.faulted("ARes: status:503")
+        var o = Self.observation(t, exit: 1)
+        o.result = try JSON.parse(#"{"outcome": "success"}"#)
+        #expect(ScenarioJudge.hold(.reportsFailure, [t], o) == (true, "exit status 1, 3dstape-result outcome success"))
+        o.exitStatus = 0
+        #expect(ScenarioJudge.hold(.reportsFailure, [t], o).0 == false)
+    }
+
+    @Test func theStarChangesComeFirstWhateverTheirPlaceInTheFile() throws {
+        let text = #"{"ds-unavailable": [{"clause": "exit-status", "value": 1}], "*": [{"clause": "exit-status", "value": 0}, {"clause": "result", "field": "sdk.error", "equals": "X"}], "slow-acs": [{"clause": "result", "drop": true}]}"#
+        let file = try ExpectationFile.parse(Array(text.utf8), name: "e", scenarios: ReplayScenario.all.map(\.name)).get()
+        #expect(file.expectation(for: "ds-unavailable", defaults: [.noCReq, .reportsFailure]) == [.noCReq, .exitStatus(1), .result(field: "sdk.error", equals: "X")])
+        #expect(file.expectation(for: "slow-acs", defaults: [.challengeCompletes]) == [.challengeCompletes, .exitStatus(0)])
+    }
+
     @Test func theResultLineIsTheLastJSONObjectAfterItsPrefix() {
         let out = "starting\n3dstape-result: {\"outcome\": \"success\"}\nnoise 3dstape-result: not json\n3dstape-result: {\"outcome\": \"failure\"}\n"
         #expect(CheckObservation.resultLine(in: Array(out.utf8))?["outcome"]?.stringValue == "failure")

@@ -24,6 +24,17 @@ import TapStore
         return Validator.validate(transactions: [tx]).filter { $0.message != "AReq" }
     }
 
+    /// Stars are a mask only where masking writes one: `Q***` as a transStatus or stars in an ID are judged, as a masked
+    /// card number inside any value and a secret's `***` are not (a hostile tester's finding).
+    @Test func starsOutsideAMaskAreJudged() throws {
+        let final = #"{\#(Self.ids),"messageType":"CRes","messageVersion":"2.2.0","challengeCompletionInd":"Y","transStatus":"Q***"}"#
+        #expect(try Self.findings([("form:cres", final)], channel: "02").map(\.rule).contains { $0.hasPrefix("CRes.transStatus") })
+        #expect(Validator.isMasked(.string("400000******1067"), element: "acctNumber"))
+        #expect(Validator.isMasked(.string("*** (malformed: expected 28 characters of base64)"), element: "authenticationValue"))
+        #expect(!Validator.isMasked(.string("not-a-uuid***"), element: "threeDSServerTransID"))
+        #expect(!Validator.isMasked(.string(String(repeating: "***", count: 200)), element: "acsReferenceNumber"))
+    }
+
     // MARK: item 1, challengeCompletionInd in every CRes
 
     /// The issue's browser final CRes, as the browser posts it (`cres=`), with and without an AReq that names the channel.
