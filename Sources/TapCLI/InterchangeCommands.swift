@@ -77,6 +77,11 @@ struct DiffCommand: Command {
         if p == .match, !SessionDiff.isReplaySession(b) {
             throw InvalidArguments("--pair-by match: \(b.path) is not a replay (no replay matches in it); pair by shape, or give the replay as B")
         }
+        // A replay of another recording, whose file is still there: its matches name that recording's exchanges, not A's.
+        if p == .match, let replayed = b.meta["replayed_session"], FileManager.default.fileExists(atPath: replayed),
+           !SessionDiff.isReplay(b, of: a) {
+            throw InvalidArguments("--pair-by match: \(b.path) is a replay of \(TerminalText.escaped(replayed)), not of \(a); pair by shape")
+        }
         return p
     }
 }

@@ -236,6 +236,10 @@ import TapCore
             #expect(try CLIRunner.run(["diff", replayPath, session]).stdout.contains("1 paired;"))
             let reversed = try CLIRunner.run(["diff", replayPath, session, "--pair-by", "match"])
             #expect(reversed.status == 2 && reversed.stderr.contains("is not a replay"), "\(reversed.stderr)")
+            // A replay of another recording (still there) is not paired by match with this one.
+            let other = try f.session("demo-browser.3dstape")
+            let wrong = try CLIRunner.run(["diff", other, replayPath, "--pair-by", "match"])
+            #expect(wrong.status == 2 && wrong.stderr.contains("is a replay of"), "\(wrong.stderr)")
         }
     }
 }
