@@ -103,6 +103,9 @@ import TapReplay
         #expect(ScenarioJudge.hold(.reportsFailure, [t], o) == (true, "3dstape-result outcome failure"))
         #expect(ScenarioJudge.hold(.result(field: "sdk.error", equals: "AUTHENTICATION_FAILED"), [t], o).0)
         #expect(ScenarioJudge.hold(.result(field: "sdk.error", equals: "CHALLENGE_TIMEOUT"), [t], o) == (false, "sdk.error = AUTHENTICATION_FAILED"))
+        #expect(ScenarioJudge.hold(.result(field: "sdk.code", equals: "x"), [t], o) == (true, "not judged: PXP Checkout reports no sdk.code"),
+                "a field of another SDK's view")
+        o.result = try? JSON.parse(#"{"outcome": "failure"}"#)
         #expect(ScenarioJudge.hold(.result(field: "sdk.code", equals: "x"), [t], o) == (false, "3dstape-result has no sdk.code"))
         var timedOut = Self.observation(t, exit: nil)
         timedOut.commandProblem = "did not end within 2s (--command-timeout) and was ended"
