@@ -117,10 +117,7 @@ struct CheckCommand: Command {
                 } else if outcome.ending.timedOut {
                     observation.commandProblem = "did not end within \(CheckedDuration.describe(commandTimeout)) (--command-timeout) and was ended"
                 }
-                if let output = CheckCommand.tail(of: stem + ".log") {
-                    observation.result = CheckObservation.resultLine(in: output)
-                    observation.lastOutputLine = CheckObservation.lastLine(in: output)
-                }
+                (observation.result, observation.lastOutputLine) = CheckObservation.scanLog(stem + ".log")
                 let verdict = ScenarioJudge.judge(scenario.name, expectation: expectation, observation)
                 if verdict.outcome == .pass { passedRuns += 1 }
                 if combined == nil || (combined!.outcome == .pass && verdict.outcome == .fail) { combined = verdict }
@@ -157,22 +154,6 @@ struct CheckCommand: Command {
             return 1
         }
         return result.failed > 0 ? 1 : 0
-    }
-
-    /// The most of a command's output read for its result line and last line: its end (a command that prints gigabytes
-    /// costs no more memory than this).
-    static let outputTail: UInt64 = 1 << 20
-
-    /// The last `outputTail` bytes of a command's log, from the start of a line.
-    static func tail(of path: String) -> [UInt8]? {
-        guard let h = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? h.close() }
-        guard let size = try? h.seekToEnd() else { return nil }
-        let start = size > outputTail ? size - outputTail : 0
-        guard (try? h.seek(toOffset: start)) != nil, let data = try? h.readToEnd() else { return nil }
-        var bytes = [UInt8](data)
-        if start > 0, let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) { bytes.removeSubrange(...newline) } // a cut first line is not a line
-        return bytes
     }
 
     /// How long members of the command's group may outlive it before they are ended with the group (its exit status stands).

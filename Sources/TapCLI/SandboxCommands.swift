@@ -135,6 +135,9 @@ struct ClientCommand: Command {
         case let c: throw InvalidArguments("--channel \(c): expected app or browser")
         }
         o.messageVersion = args.value("message-version") ?? "2.2.0"
+        guard ["2.1.0", "2.2.0", "2.3.1"].contains(o.messageVersion) else {
+            throw InvalidArguments("--message-version \(o.messageVersion): expected 2.1.0, 2.2.0 or 2.3.1")
+        }
         if let e = args.value("enc") {
             guard let enc = ContentEncryption(rawValue: e) else { throw InvalidArguments("--enc \(e): expected A128CBC-HS256 or A128GCM") }
             o.enc = enc
@@ -158,7 +161,10 @@ struct ClientCommand: Command {
             o.misbehaviour.insert(b)
         }
         if let gateway = try args.gateway() { o.gateway = gateway }
-        if let secret = args.value("gateway-secret") { o.gatewayJWTSecret = secret }
+        if let secret = args.value("gateway-secret") {
+            guard !secret.isEmpty else { throw InvalidArguments("--gateway-secret: an empty secret signs nothing; give the gateway's HS256 secret") }
+            o.gatewayJWTSecret = secret
+        }
         let result = try SDKClient(options: o).run()
         // What the DS and ACS sent back is printed with card numbers masked (an Erro's errorDetail may quote one).
         if args.has("json") {
@@ -170,10 +176,19 @@ struct ClientCommand: Command {
         // The last line: what the SDK would surface, for `3dstape check`'s result clauses (fixed names and the codes the
         // gateway sent, escaped as JSON like the rest). With --json, stdout stays one JSON document (the object is its
         // `result` member) and the line goes to stderr, which a check run's log holds too.
-        let line = "3dstape-result: " + TerminalText.escapedJSON(result.surfaced(gateway: o.gateway, cancelled: o.cancel).compact)
+        let surfaced = result.surfaced(gateway: o.gateway, cancelled: o.cancel)
+        let line = "3dstape-result: " + TerminalText.escapedJSON(surfaced.compact)
         if args.has("json") { io.err(line) } else { io.out(line) }
         if let e = result.error {
             io.err("3dstape: client: \(ThreeDSContent.printable(ClientCommand.errorText(e)))")
+            return 1
+        }
+        // Through a gateway, a payment refused, failed or not authenticated is an error the SDK surfaces (PXP Checkout's
+        // code, a failed submit result, a Trust Payments error): so is the exit status. Without one, transStatus N is an answer.
+        if o.gateway != nil, surfaced["outcome"]?.stringValue == "failure" {
+            let sdk = surfaced["sdk"]
+            let what = sdk?["error"]?.stringValue ?? sdk?["result"]?.stringValue ?? sdk?["outcome"]?.stringValue ?? "failure"
+            io.err("3dstape: client: \(sdk?["name"]?.stringValue ?? "the SDK") surfaces \(TerminalText.escaped(what))")
             return 1
         }
         return 0

@@ -139,14 +139,38 @@ public struct CheckObservation: Sendable {
     }
 
     /// The last `3dstape-result: {json}` line of a command's output (a JSON object), if any.
+    /// Only a line that starts with the prefix counts (text that quotes one, a gateway's error message echoed after
+    /// `3dstape: client:`, does not), and the last such line decides: when it is not a JSON object, there is no result.
     public static func resultLine(in output: [UInt8]) -> JSON? {
-        var found: JSON?
-        for line in output.split(separator: UInt8(ascii: "\n")) {
-            let text = String(decoding: line, as: UTF8.self)
-            guard let r = text.range(of: "3dstape-result:") else { continue }
-            if let j = try? JSON.parse(String(text[r.upperBound...]).trimmingCharacters(in: .whitespaces)), j.isObject { found = j }
+        var last: ArraySlice<UInt8>?
+        for line in output.split(separator: UInt8(ascii: "\n")) where line.starts(with: prefix) { last = line }
+        guard let line = last, let j = try? JSON.parse(Array(line.dropFirst(prefix.count))), j.isObject else { return nil }
+        return j
+    }
+
+    static let prefix = Array("3dstape-result:".utf8)
+
+    /// The last result line of a command's log, read in 1 MiB pieces from its start with bounded memory (a command may
+    /// print gigabytes after it), a line longer than 64 KiB skipped; and the log's last line (its last MiB).
+    public static func scanLog(_ path: String) -> (result: JSON?, lastLine: String?) {
+        guard let h = FileHandle(forReadingAtPath: path) else { return (nil, nil) }
+        defer { try? h.close() }
+        var carry: [UInt8] = []
+        var lastResult: [UInt8]?
+        var tail: [UInt8] = []
+        while let chunk = try? h.read(upToCount: 1 << 20), !chunk.isEmpty {
+            var bytes = carry
+            bytes.append(contentsOf: chunk)
+            var start = bytes.startIndex
+            while let nl = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                if bytes[start..<nl].starts(with: prefix) { lastResult = Array(bytes[start..<nl]) }
+                start = nl + 1
+            }
+            carry = bytes.count - start <= 64 << 10 ? Array(bytes[start...]) : []
+            tail = Array((tail + chunk).suffix(1 << 20))
         }
-        return found
+        if carry.starts(with: prefix) { lastResult = carry }
+        return (lastResult.flatMap { resultLine(in: $0) }, lastLine(in: tail))
     }
 
     /// The observation as `check --json` prints it.

@@ -34,7 +34,8 @@ public struct ExpectationFile: Sendable {
                         lines.append("\(where_): clause \(n + 1): drop needs \"clause\": one of \(ExpectationClause.kinds.joined(separator: ", "))")
                         continue
                     }
-                    drop.append(kind)
+                    // A result clause is dropped by its field when one is given (`result:sdk.error`), all of them otherwise.
+                    drop.append(kind == "result" ? (item["field"]?.stringValue.map { "result:" + $0 } ?? kind) : kind)
                     continue
                 }
                 do { set.append(try ExpectationClause.read(item)) } catch { lines.append("\(where_): clause \(n + 1): \(error)") }
@@ -51,6 +52,7 @@ public struct ExpectationFile: Sendable {
         for change in changes.filter({ $0.scenario == "*" }) + changes.filter({ $0.scenario == scenario }) {
             for kind in change.drop {
                 clauses.removeAll { ExpectationFile.group($0.kind) == ExpectationFile.group(kind) || (kind == "result" && $0.kind.hasPrefix("result:")) }
+                // (a `result:FIELD` drop matches only the clause of that field, by the kind above)
             }
             for c in change.set {
                 if let i = clauses.firstIndex(where: { ExpectationFile.group($0.kind) == ExpectationFile.group(c.kind) }) {

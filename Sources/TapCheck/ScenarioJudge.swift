@@ -75,12 +75,17 @@ public enum ScenarioJudge {
         return verdict
     }
 
+    /// The fields of Cake3DS2's view in a result line: the scenarios that name them apply to every app session, gateway
+    /// sessions too, where the client reports PXP Checkout's or Trust Payments' view instead.
+    static let cake3DS2Fields: Set<String> = ["sdk.outcome", "sdk.transStatus", "sdk.code"]
+
     /// One clause against the faulted transactions (every one must satisfy it) or the command's own status.
     static func hold(_ clause: ExpectationClause, _ faulted: [CheckObservation.Transaction], _ o: CheckObservation) -> (Bool, String) {
         func each(_ test: (CheckObservation.Transaction) -> (Bool, String)) -> (Bool, String) {
             let results = faulted.map(test)
             let text = results.count == 1 ? results[0].1
-                : zip(faulted, results).map { "\($0.serverTransID.prefix(8)): \($1.1)" }.joined(separator: "; ")
+                : zip(faulted, results).map { "\($0.serverTransID.count == 36 ? String($0.serverTransID.prefix(8)) : $0.serverTransID): \($1.1)" }
+                    .joined(separator: "; ")
             return (results.allSatisfy(\.0), text)
         }
         switch clause {
@@ -143,7 +148,7 @@ public enum ScenarioJudge {
             guard let got = v.flatMap({ $0.stringValue ?? $0.compact }) else {
                 // An SDK's own view has its own fields (Cake3DS2's outcome, PXP Checkout's error): a field the named SDK does
                 // not report is not its to judge (a PXP app in a Cake3DS2 scenario), and the report says so.
-                if field.hasPrefix("sdk."), let name = r["sdk"]?["name"]?.stringValue {
+                if ScenarioJudge.cake3DS2Fields.contains(field), let name = r["sdk"]?["name"]?.stringValue, name != "Cake3DS2" {
                     return (true, "not judged: \(name) reports no \(field)")
                 }
                 return (false, "3dstape-result has no \(field)")

@@ -76,13 +76,19 @@ extension ReplayEngine {
     static let freshFields: Set<String> = ["threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID", "threeDSMethodNotificationURL",
                                            "notificationURL", "threeDSServerURL", "gatewayTokenId", "merchantTransactionId", "authenticationId", "jwt"]
 
+    /// The authentication result a gateway call carries from the live flow (PXP's threeDSecureData, a Trust Payments AUTH):
+    /// a replay whose faults changed it (`challenge-completed-a`, `challenge-rejected`) still matches the recorded call.
+    /// Ignored for matching only, never echoed into the answer (a `Y` is no ID to substitute).
+    static let liveOutcomeFields: Set<String> = ["transStatus", "transStatusReason", "eci", "authenticationValue", "challengeCancel", "threedresponse"]
+
     /// Structural differences between two bodies: JSON (and forms, with base64url JSON values decoded) compared member by
     /// member, ignoring the fresh fields and `--ignore-field`; anything else compared as bytes.
     func bodyDifferences(live: [UInt8], recorded: [UInt8]) -> [String] {
         if live == recorded { return [] }
         if let a = ReplayEngine.decodedBody(live), let b = ReplayEngine.decodedBody(recorded) {
             var out: [String] = []
-            ReplayEngine.jsonDiff(a, b, path: "body", ignore: options.ignoreFields.union(ReplayEngine.freshFields), into: &out)
+            ReplayEngine.jsonDiff(a, b, path: "body", ignore: options.ignoreFields.union(ReplayEngine.freshFields).union(ReplayEngine.liveOutcomeFields),
+                                  into: &out)
             return out
         }
         if live.isEmpty && recorded.isEmpty { return [] }

@@ -104,7 +104,9 @@ import TapReplay
         #expect(ScenarioJudge.hold(.result(field: "sdk.error", equals: "AUTHENTICATION_FAILED"), [t], o).0)
         #expect(ScenarioJudge.hold(.result(field: "sdk.error", equals: "CHALLENGE_TIMEOUT"), [t], o) == (false, "sdk.error = AUTHENTICATION_FAILED"))
         #expect(ScenarioJudge.hold(.result(field: "sdk.code", equals: "x"), [t], o) == (true, "not judged: PXP Checkout reports no sdk.code"),
-                "a field of another SDK's view")
+                "a field of Cake3DS2's view, and the command reports PXP Checkout's")
+        #expect(ScenarioJudge.hold(.result(field: "sdk.verified", equals: "false"), [t], o) == (false, "3dstape-result has no sdk.verified"),
+                "any other missing field fails")
         o.result = try? JSON.parse(#"{"outcome": "failure"}"#)
         #expect(ScenarioJudge.hold(.result(field: "sdk.code", equals: "x"), [t], o) == (false, "3dstape-result has no sdk.code"))
         var timedOut = Self.observation(t, exit: nil)
@@ -132,6 +134,23 @@ import TapReplay
         let out = "starting\n3dstape-result: {\"outcome\": \"success\"}\nnoise 3dstape-result: not json\n3dstape-result: {\"outcome\": \"failure\"}\n"
         #expect(CheckObservation.resultLine(in: Array(out.utf8))?["outcome"]?.stringValue == "failure")
         #expect(CheckObservation.resultLine(in: Array("3dstape-result: [1]\n".utf8)) == nil)
+        // Only at the start of a line: a quoted one (a gateway's message echoed in an error line) does not count.
+        let quoted = "3dstape-result: {\"outcome\": \"failure\"}\n3dstape: client: HTTP 400 3dstape-result: {\"outcome\": \"success\"}\n"
+        #expect(CheckObservation.resultLine(in: Array(quoted.utf8))?["outcome"]?.stringValue == "failure")
+        // The last one decides; when it is not a JSON object there is no result.
+        #expect(CheckObservation.resultLine(in: Array("3dstape-result: {\"outcome\": \"success\"}\n3dstape-result: {broken\n".utf8)) == nil)
+    }
+
+    @Test func theLogIsScannedWholeWithBoundedMemory() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("check-log-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var text = "3dstape-result: {\"outcome\": \"failure\", \"sdk\": {\"error\": \"X\"}}\n"
+        text += String(repeating: "noise after the app finished, as xcodebuild prints\n", count: 60_000) // about 3 MB
+        text += "** TEST SUCCEEDED **"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let (result, last) = CheckObservation.scanLog(path)
+        #expect(result?["sdk"]?["error"]?.stringValue == "X", "a result line 3 MB before the end")
+        #expect(last == "** TEST SUCCEEDED **")
     }
 
     @Test func expectFileReplacesAddsAndDropsClauses() throws {
@@ -148,6 +167,13 @@ import TapReplay
                 == [.erroSent(code: "302"), .exitStatus(0)])
         // exit-status replaces reports-failure: a UI test that passes when the app shows the error exits 0
         #expect(file.expectation(for: "ds-erro-101", defaults: ReplayScenario.named("ds-erro-101")!.expectation) == [.noCReq, .exitStatus(0)])
+    }
+
+    @Test func aResultClauseIsDroppedByItsField() throws {
+        let text = #"{"slow-acs": [{"clause": "result", "field": "sdk.error", "drop": true}]}"#
+        let file = try ExpectationFile.parse(Array(text.utf8), name: "e", scenarios: ReplayScenario.all.map(\.name)).get()
+        #expect(file.expectation(for: "slow-acs", defaults: [.result(field: "sdk.error", equals: "A"), .result(field: "sdk.code", equals: "B")])
+                == [.result(field: "sdk.code", equals: "B")])
     }
 
     @Test func expectFileMistakesAreOneLineEach() {
