@@ -162,7 +162,8 @@ struct ShowCommand: Command {
     static func describe(_ r: ReplayAnnotation) -> String {
         var s = r.miss != nil ? "[miss]" : "[replayed #\(r.recordedExchangeID.map(String.init) ?? "-")"
         if r.miss == nil {
-            s += String(format: ", delay %.1f/%.1f ms", r.scheduledDelayMs ?? 0, r.actualDelayMs ?? -1)
+            // The actual delay is unset when no answer went out (the client gave up first, a hang): shown as "-".
+            s += String(format: ", delay %.1f/", r.scheduledDelayMs ?? 0) + (r.actualDelayMs.map { String(format: "%.1f", $0) } ?? "-") + " ms"
             s += (r.faults.map { ", fault \($0)" } ?? "") + "]"
         }
         return s

@@ -170,8 +170,8 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
         var rhs = String(text[text.index(after: eq)...])
         var p = 1.0
         if let at = rhs.lastIndex(of: "@") {
-            guard let v = Double(rhs[rhs.index(after: at)...]), v >= 0, v <= 1 else {
-                throw ReplayError("--fault \(text): the probability after @ must be a number from 0 to 1")
+            guard let v = Double(rhs[rhs.index(after: at)...]), v > 0, v <= 1 else {
+                throw ReplayError("--fault \(text): the probability after @ must be a number above 0, up to 1 (at 0 the rule never applies)")
             }
             p = v
             rhs = String(rhs[..<at])
@@ -202,8 +202,8 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
             }
             var rule = try FaultRule.parse("\(m)=\(a)")
             if let p = item["probability"] {
-                guard case let .number(t) = p, let v = Double(t), v >= 0, v <= 1 else {
-                    throw ReplayError("\(name): rule \(n + 1): probability must be a number from 0 to 1")
+                guard case let .number(t) = p, let v = Double(t), v > 0, v <= 1 else {
+                    throw ReplayError("\(name): rule \(n + 1): probability must be a number above 0, up to 1 (at 0 the rule never applies)")
                 }
                 rule.probability = v
             }

@@ -52,6 +52,9 @@ import TapCore
         // Which of the allowed behaviours was seen is in the report, and each run left its session and log.
         let timeout = scenarios.first { $0["name"]?.stringValue == "challenge-timeout" }
         #expect(timeout?.compact.contains("a challengeCancel 08 CReq after the Erro (allowed)") == true)
+        // The hung CRes was never answered: `show` gives its actual delay as "-", not -1.0.
+        let shown = try CLIRunner.run(["show", (report as NSString).appendingPathComponent("challenge-timeout.3dstape")], environment: env).stdout
+        #expect(shown.contains("/- ms, fault hang") && !shown.contains("/-1.0"), "\(shown)")
         for name in ["challenge-timeout.3dstape", "challenge-timeout.log", "report.json", "index.html"] {
             #expect(FileManager.default.fileExists(atPath: (report as NSString).appendingPathComponent(name)), "\(name)")
         }

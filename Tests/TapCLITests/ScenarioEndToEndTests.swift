@@ -74,7 +74,8 @@ import TapCore
         try FileManager.default.copyItem(atPath: Self.root.appendingPathComponent("sessions/demo-browser.3dstape").path, toPath: session)
         let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
         for (args, says) in [(["--fault", "CRes=explode"], "unknown action 'explode'"),
-                             (["--fault", "ARes=hang@1.5"], "probability after @ must be a number from 0 to 1"),
+                             (["--fault", "ARes=hang@1.5"], "probability after @ must be a number above 0, up to 1"),
+                             (["--fault", "ARes=hang@0"], "at 0 the rule never applies"),
                              (["--fault", "CRes#1=bad-counter"], "can never apply: the session has no CRes"),
                              (["--fault", "ARes=hang", "--fault", "ARes=reset"], "overlap"),
                              (["--scenario", "nope"], "no such scenario")] {
