@@ -32,7 +32,7 @@ struct CLIRunner {
         p.standardOutput = out
         p.standardError = err
         p.standardInput = inp
-        try p.run()
+        try ProcessLaunch.run(p)
         if let stdin { inp.fileHandleForWriting.write(Data(stdin.utf8)) }
         try inp.fileHandleForWriting.close()
         // Read both pipes fully before waiting, so a large output cannot block the child.

@@ -49,7 +49,7 @@ import TapJOSE
         p.standardOutput = out
         p.standardInput = inp
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try ProcessLaunch.run(p)
         if let stdin { inp.fileHandleForWriting.write(Data(stdin.utf8)) }
         try inp.fileHandleForWriting.close()
         let data = out.fileHandleForReading.readDataToEndOfFile()

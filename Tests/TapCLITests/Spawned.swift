@@ -30,7 +30,7 @@ final class Spawned: Sendable {
             let d = h.availableData
             if !d.isEmpty { errBox.bytes.withLock { $0 += d } }
         }
-        try p.run()
+        try ProcessLaunch.run(p)
     }
 
     var stdout: String { String(decoding: out.bytes.withLock { $0 }, as: UTF8.self) }
@@ -83,6 +83,18 @@ final class Spawned: Sendable {
         if process.isRunning { process.terminate() }
         for _ in 0..<100 where process.isRunning { usleep(20_000) }
         if process.isRunning { kill9() }
+    }
+}
+
+/// Starts test processes one at a time: Foundation's Process.run() crashed (SIGSEGV in a memcpy inside it) twice when
+/// the suite's parallel tests launched processes at the same moment; the launch is short, the processes still run at once.
+enum ProcessLaunch {
+    static let lock = NSLock()
+
+    static func run(_ p: Process) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try p.run()
     }
 }
 
