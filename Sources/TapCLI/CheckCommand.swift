@@ -94,9 +94,20 @@ struct CheckCommand: Command {
                 var options = ReplayOptions()
                 options.faults = rules
                 let t0 = Date()
-                let outcome = try replay.run(options: options, session: stem + ".3dstape", label: "check: \(scenario.name)", command: command,
+                let outcome: InProcessReplay.Outcome
+                do {
+                    outcome = try replay.run(options: options, session: stem + ".3dstape", label: "check: \(scenario.name)", command: command,
                                              environment: ["THREEDSTAPE_SCENARIO": scenario.name], output: stem + ".log",
                                              timeout: commandTimeout, leaderGrace: CheckCommand.leftoverGrace, stop: stop)
+                } catch {
+                    // The replay itself could not run (its session file, its listener, the CA): this scenario fails with the
+                    // reason, and the others still run, so the report and the JUnit file say what happened.
+                    io.err("check: \(scenario.name): the replay could not run: \(TerminalText.escaped("\(error)"))")
+                    var v = ScenarioVerdict.failed(scenario.name, expected: expectation, reason: "the replay could not run: \(error)")
+                    v.runs = 1
+                    if combined == nil || combined!.outcome == .pass { combined = v }
+                    continue
+                }
                 if outcome.ending.stopped { break }
                 seconds += Date().timeIntervalSince(t0)
                 sessions.append(stem + ".3dstape")

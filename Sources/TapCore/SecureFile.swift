@@ -37,6 +37,20 @@ public enum SecureFile {
         try write(fd, bytes, path)
     }
 
+    /// Runs `body` while holding an exclusive advisory lock (flock) on `path`, created 0600 if absent: processes that
+    /// check-then-create the same files (two `3dstape` commands creating the interception CA at once) take turns.
+    /// Blocks until the lock is free; the lock goes with the descriptor, also when the process dies.
+    public static func withExclusiveLock<T>(_ path: String, _ body: () throws -> T) throws -> T {
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure("cannot open the lock file \(path): \(reason())") }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw Failure("cannot lock \(path): \(reason())") }
+        }
+        defer { _ = flock(fd, LOCK_UN) }
+        return try body()
+    }
+
     static func write(_ fd: Int32, _ bytes: [UInt8], _ path: String) throws(Failure) {
         var offset = 0
         while offset < bytes.count {

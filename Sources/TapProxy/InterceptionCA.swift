@@ -50,7 +50,25 @@ public struct UserHome: Sendable {
 
     /// Loads the interception CA, creating it on first use (key file mode 0600, directory 0700).
     /// Returns whether it was just created.
+    /// Creation is serialised with other processes by a lock file beside the CA, so commands started at the same moment
+    /// on a fresh home (two `check` runs in CI) share one CA instead of one of them failing on a half-written one.
     public func interceptionCA(create: Bool = true) throws -> (CertificateAuthority, created: Bool) {
+        let fm = FileManager.default
+        if !create || (fm.fileExists(atPath: caCertificatePath) && fm.fileExists(atPath: caKeyPath)) { return try loadOrCreateCA(create: create) }
+        let dir = (caKeyPath as NSString).deletingLastPathComponent
+        do {
+            try fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw CAError("cannot create \(dir): \(error.localizedDescription)")
+        }
+        do {
+            return try SecureFile.withExclusiveLock((dir as NSString).appendingPathComponent(".lock")) { try loadOrCreateCA(create: true) }
+        } catch let e as SecureFile.Failure {
+            throw CAError(e.description)
+        }
+    }
+
+    private func loadOrCreateCA(create: Bool) throws -> (CertificateAuthority, created: Bool) {
         let fm = FileManager.default
         if fm.fileExists(atPath: caCertificatePath), fm.fileExists(atPath: caKeyPath) {
             guard let certData = fm.contents(atPath: caCertificatePath), let keyData = fm.contents(atPath: caKeyPath) else {

@@ -75,6 +75,26 @@ import TapCore
         #expect(xml.contains("expected Erro 302 sent to the ACS; observed no Erro sent"))
     }
 
+    /// A replay that cannot run (here: the home's interception CA is unreadable) fails its scenario with the reason, and the
+    /// JUnit file and report are still written (in CI on 9d7e7d1 such a run ended with exit 1 and no JUnit file at all).
+    @Test func aReplayThatCannotRunFailsItsScenarioWithTheReasonAndTheReportIsWritten() throws {
+        let (dir, env, certs, session) = try Self.setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ca = dir.appendingPathComponent("home/ca")
+        try FileManager.default.createDirectory(at: ca, withIntermediateDirectories: true)
+        try Data("not a certificate".utf8).write(to: ca.appendingPathComponent("ca-cert.pem"))
+        try Data("not a key".utf8).write(to: ca.appendingPathComponent("ca-key.pem"))
+        let junit = dir.appendingPathComponent("junit.xml").path, report = dir.appendingPathComponent("report").path
+        let r = try CLIRunner.run(["check", session, "--scenario", "slow-acs", "--scenario", "ds-timeout", "--junit", junit, "--report", report, "--"]
+                                  + Self.client(certs: certs), environment: env)
+        #expect(r.status == 1, "exit \(r.status): \(r.stderr.suffix(500))")
+        let cases = try Self.junitCases(junit)
+        #expect(cases.count == 2 && cases.values.allSatisfy(\.failed), "\(cases)")
+        let xml = try String(contentsOfFile: junit, encoding: .utf8)
+        #expect(xml.contains("the replay could not run") && xml.contains("unreadable"), "\(xml.prefix(1500))")
+        #expect(FileManager.default.fileExists(atPath: (report as NSString).appendingPathComponent("report.json")))
+    }
+
     @Test func theBrowserDemoPassesWhatAppliesSkipsTheRestAndUsageErrorsExit2() throws {
         let (dir, env, certs, _) = try Self.setUp()
         defer { try? FileManager.default.removeItem(at: dir) }

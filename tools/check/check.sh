@@ -29,6 +29,9 @@ status=0; wait "$conformant" || status=$?
 [ "$status" -eq 0 ] || { tail -30 "$work/conformant.out"; echo "check: the conformant client did not pass (exit $status)"; exit 1; }
 status=0; wait "$misbehaving" || status=$?
 [ "$status" -eq 1 ] || { tail -30 "$work/misbehaving.out"; echo "check: the misbehaving client: exit $status, expected 1"; exit 1; }
+for run in conformant misbehaving; do # exit 1 from an error before any verdict leaves no JUnit file: show why
+  [ -s "$work/$run.xml" ] || { tail -30 "$work/$run.out"; echo "check: the $run run wrote no JUnit file"; exit 1; }
+done
 
 "$here/.venv/bin/python" - "$work/conformant.xml" "$work/misbehaving.xml" <<'PY'
 import sys
