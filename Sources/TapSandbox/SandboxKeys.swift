@@ -25,7 +25,19 @@ public struct SandboxKeys: Sendable {
 
     /// Loads the keys from `directory`, creating any that are missing. `name` goes into the certificates'
     /// common names ("3dstape Sandbox", or "3dstape Test" for the key-substitution identity).
+    /// Creation is serialised with other processes by a lock file in `directory` (a sandbox and a client started at once
+    /// on a fresh home would otherwise both make keys and one would fail, or read a half-written file); a directory
+    /// that already holds every file is only read, so a read-only one works.
     public static func loadOrCreate(in directory: String, name: String = "3dstape Sandbox") throws -> SandboxKeys {
+        let names = ["ds-root-key.pem", "ds-root.pem"] + ["ds-rsa", "ds-ec", "acs-rsa", "acs-ec", "tls"].flatMap { ["\($0)-key.pem", "\($0).pem"] }
+        if names.allSatisfy({ FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent($0)) }) {
+            return try load(in: directory, name: name)
+        }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return try SecureFile.withExclusiveLock((directory as NSString).appendingPathComponent(".lock")) { try load(in: directory, name: name) }
+    }
+
+    private static func load(in directory: String, name: String) throws -> SandboxKeys {
         let store = PEMStore(directory: directory)
         let rootKey = try store.key("ds-root-key.pem") { try PrivateKey.generateP256() }
         let rootCert = try store.certificate("ds-root.pem") {
