@@ -33,6 +33,16 @@ import TapCrypto
         return (s, try s.port(after: "recording on http://127.0.0.1:"))
     }
 
+    /// Polls `condition` every 20 ms until it holds or `seconds` pass; whether it held.
+    func waitUntil(_ seconds: Double, _ condition: () throws -> Bool) throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(20_000)
+        }
+        return try condition()
+    }
+
     func sqlite(_ file: String, _ sql: String) throws -> String {
         try sh(["sqlite3", file, sql]).out.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -316,7 +326,8 @@ import TapCrypto
             #expect(order.allSatisfy { $0 != nil } && order[0]! < order[1]! && order[1]! < order[2]!, "\(pipelined.out.prefix(300))")
             // A client that gives up before the answer.
             _ = try? sh(["curl", "-sS", "--max-time", "0.3", "http://127.0.0.1:\(port)/slow?ms=1500"])
-            usleep(1_500_000)
+            // Wait for the recorder to log that exchange (the upstream answers after 1.5 s), not a fixed time.
+            #expect(try waitUntil(8) { (try? sqlite(f.session, "SELECT count(*) FROM exchanges WHERE path LIKE '/slow%'")) == "1" })
             rec.process.terminate() // SIGTERM: flush and close like SIGINT
             #expect(try rec.wait() == 0)
             #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges WHERE path LIKE '/p%'") == "3")
@@ -331,7 +342,8 @@ import TapCrypto
             defer { up.stop() }
             let (rec, port) = try recorder(f, ["--reverse", "http://127.0.0.1:\(upPort)"])
             for i in 1...5 { try sh(["curl", "-sS", "-o", "/dev/null", "http://127.0.0.1:\(port)/before-kill/\(i)"]) }
-            usleep(400_000) // the writer commits in batches at least every 100 ms
+            // The writer commits in batches at least every 100 ms: kill once all five are committed.
+            #expect(try waitUntil(5) { (try? sqlite(f.session, "SELECT count(*) FROM exchanges WHERE path LIKE '/before-kill/%'")) == "5" })
             rec.kill9()
             _ = try? rec.wait()
             #expect(try sqlite(f.session, "PRAGMA integrity_check") == "ok")
