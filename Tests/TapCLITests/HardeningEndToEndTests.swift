@@ -137,17 +137,7 @@ import Testing
             let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--reverse", "http://127.0.0.1:\(upPort)", "--quiet",
                                                           "--max-session-size", "128KiB", "--session", session], environment: env)
             let port = try rec.port(after: "recording on http://127.0.0.1:")
-            let script = """
-            import http.client, sys
-            ok = 0
-            c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
-            for i in range(150):
-                c.request("POST", "/echo/%d" % i, body=bytes((i * 7 + j) % 251 for j in range(3000)))
-                r = c.getresponse(); r.read()
-                ok += r.status == 200
-            print(ok)
-            """
-            let r = try sh(["python3", "-c", script, String(port)])
+            let r = try sh(["python3", Self.root.appendingPathComponent("tools/testing/keepalive_posts.py").path, String(port)])
             #expect(r.out.trimmingCharacters(in: .whitespacesAndNewlines) == "150", "every request is answered: \(r.out) \(r.err)")
             try rec.waitFor("the stop message", timeout: 10) { _, err in err.contains("recording stopped") }
             rec.interrupt()
@@ -178,31 +168,6 @@ import Testing
         }
     }
 
-    /// Uploads held open on three connections, 700 KB each, against a 1 MiB cap on what all connections may hold:
-    /// prints how many connections were answered 503.
-    static let partialUploads = """
-    import socket, sys, time
-    port = int(sys.argv[1])
-    conns = []
-    for i in range(3):
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(b"POST /ds/areq HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nContent-Type: application/json\\r\\nContent-Length: 800000\\r\\n\\r\\n")
-        try:
-            for k in range(0, 700000, 65536):
-                s.sendall(b"x" * min(65536, 700000 - k)); time.sleep(0.005)
-        except OSError:
-            pass
-        conns.append(s)
-    time.sleep(0.5)
-    refused = 0
-    for s in conns:
-        s.settimeout(1)
-        try:
-            refused += s.recv(100).startswith(b"HTTP/1.1 503")
-        except OSError:
-            pass
-    print(refused)
-    """
 
     @Test func requestBytesHeldAcrossConnectionsAreCapped() throws {
         try withHome { dir, env in
@@ -210,13 +175,13 @@ import Testing
                                                           "--max-buffered", "1MiB", "--session", dir.appendingPathComponent("s.3dstape").path], environment: env)
             defer { rec.stop() }
             let port = try rec.port(after: "recording on http://127.0.0.1:")
-            let r = try sh(["python3", "-c", Self.partialUploads, String(port)])
+            let r = try sh(["python3", Self.root.appendingPathComponent("tools/testing/partial_uploads.py").path, String(port)])
             #expect(r.out.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "two of three uploads are refused: \(r.out) \(r.err)")
             try rec.waitFor("the log line", timeout: 5) { _, err in err.contains("reached --max-buffered (1048576 bytes)") }
             let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--max-buffered", "1MiB"], environment: env)
             defer { sandbox.stop() }
             let sport = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
-            let s = try sh(["python3", "-c", Self.partialUploads, String(sport)])
+            let s = try sh(["python3", Self.root.appendingPathComponent("tools/testing/partial_uploads.py").path, String(sport)])
             #expect(s.out.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "\(s.out) \(s.err)")
             // Small requests still pass while the cap is spent by others.
             #expect(try sh(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(sport)/"]).out == "200")
