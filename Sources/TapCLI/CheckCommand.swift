@@ -80,7 +80,7 @@ struct CheckCommand: Command {
         var verdicts: [ScenarioVerdict] = []
         for scenario in scenarios where stop.signal == nil {
             let rules = try scenario.faultRules()
-            if let why = try CheckCommand.whyNotWhole(scenario, coverage) {
+            if !explicit, let why = try CheckCommand.whyNotWhole(scenario, coverage) { // named ones were checked above
                 verdicts.append(.skipped(scenario.name, reason: "does not apply to this session: \(why)"))
                 continue
             }

@@ -2,9 +2,7 @@ import Foundation
 import TapArguments
 import TapCheck
 import TapCore
-import TapCrypto
 import TapNet
-import TapProxy
 import TapReplay
 import TapStore
 

@@ -7,33 +7,28 @@ public enum TerminalText {
     /// `text` with every such character escaped; with `keepingLineBreaks`, line feeds and tabs stay (a body printed
     /// over several lines), carriage returns never do (they would let a line overwrite itself).
     public static func escaped(_ text: String, keepingLineBreaks: Bool = false) -> String {
-        guard text.unicodeScalars.contains(where: { needsEscape($0, keepingLineBreaks) }) else { return text }
-        var out = String.UnicodeScalarView()
-        for s in text.unicodeScalars {
-            guard needsEscape(s, keepingLineBreaks) else {
-                out.append(s)
-                continue
-            }
+        replacingControls(text, keepingLineBreaks: keepingLineBreaks) { s in
             let hex = String(s.value, radix: 16, uppercase: true)
-            let shown = s.value <= 0xFF ? "\\x" + (hex.count < 2 ? "0" : "") + hex : "\\u{" + hex + "}"
-            out.append(contentsOf: shown.unicodeScalars)
+            return s.value <= 0xFF ? "\\x" + (hex.count < 2 ? "0" : "") + hex : "\\u{" + hex + "}"
         }
-        return String(out)
     }
 
     /// JSON text (as `JSON.pretty` or `compact` writes it) safe for a terminal and still the same JSON: the characters
     /// `escaped` shows, which the writer leaves as they are (it escapes only C0), become `\uXXXX` escapes. They can
     /// only stand inside strings, where such an escape means the same character.
     public static func escapedJSON(_ json: String) -> String {
-        guard json.unicodeScalars.contains(where: { needsEscape($0, true) }) else { return json }
-        var out = String.UnicodeScalarView()
-        for s in json.unicodeScalars {
-            guard needsEscape(s, true) else {
-                out.append(s)
-                continue
-            }
+        replacingControls(json, keepingLineBreaks: true) { s in
             let hex = String(s.value, radix: 16)
-            out.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
+            return "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        }
+    }
+
+    /// `text` with each character a terminal acts on replaced by what `shown` makes of it (the text itself when none).
+    static func replacingControls(_ text: String, keepingLineBreaks: Bool, _ shown: (Unicode.Scalar) -> String) -> String {
+        guard text.unicodeScalars.contains(where: { needsEscape($0, keepingLineBreaks) }) else { return text }
+        var out = String.UnicodeScalarView()
+        for s in text.unicodeScalars {
+            if needsEscape(s, keepingLineBreaks) { out.append(contentsOf: shown(s).unicodeScalars) } else { out.append(s) }
         }
         return String(out)
     }
