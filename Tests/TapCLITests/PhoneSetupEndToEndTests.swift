@@ -89,7 +89,9 @@ import TapCore
             let s = try sh(["openssl", "s_client", "-proxy", "127.0.0.1:\(port)", "-connect", "ds.example.test:443",
                             "-servername", "ds.example.test", "-verify_return_error"], stdin: "")
             #expect(s.status != 0)
-            try rec.waitFor("three refused handshakes") { _, e in e.components(separatedBy: "alert unknown ca").count - 1 >= 3 }
+            try rec.waitFor("three refused handshakes and the two hints") { _, e in
+                e.components(separatedBy: "alert unknown ca").count - 1 >= 3 && e.contains("ds.example.test refused")
+            }
             rec.interrupt()
             #expect(try rec.wait() == 0)
             let hint = "acs.example.test refused 3dstape's certificate: the client does not trust the CA, or pins its certificate (see --pass-through)"
