@@ -9,10 +9,11 @@ import TapSandbox
 struct CACommand: Command {
     let name = "ca"
     let abstract = "Create, show or export the interception CA (init | show | export)"
-    let usage = "3dstape ca init|show|export [--format pem|der|base64] [--out FILE]\n       3dstape ca export --ds DIR [--ds-key rsa|ec]"
+    let usage = "3dstape ca init|show|export [--format pem|der|base64|mobileconfig] [--out FILE]\n       3dstape ca export --ds DIR [--ds-key rsa|ec]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
-        .option("format", "pem|der|base64", help: "export format (default pem); base64 is DER in one line, as SDKs take root certificates"),
+        .option("format", "pem|der|base64|mobileconfig", help: "export format (default pem); base64 is DER in one line, as SDKs take root certificates; "
+                + "mobileconfig is an iOS/macOS configuration profile that installs the CA"),
         .option("out", "FILE", help: "write the export to FILE instead of standard output"),
         .option("ds", "DIR", help: "export 3dstape's test DS identity for key substitution (ds-root.pem/.der, ds-cert.pem, ds.json)"),
         .option("ds-key", "rsa|ec", help: "with --ds: the DS key type the client encrypts deviceData to (default rsa)"),
@@ -44,7 +45,8 @@ struct CACommand: Command {
             case "pem": bytes = Array(ca.certificate.pem.utf8)
             case "der": bytes = ca.certificate.der
             case "base64": bytes = Array((Data(ca.certificate.der).base64EncodedString() + "\n").utf8)
-            case let other: throw InvalidArguments("--format \(other): expected pem, der or base64")
+            case "mobileconfig": bytes = Array(ConfigurationProfile(rootCertificate: ca.certificate).xml.utf8)
+            case let other: throw InvalidArguments("--format \(other): expected pem, der, base64 or mobileconfig")
             }
             if let out = args.value("out") {
                 do { try SecureFile.create(out, contents: bytes, mode: 0o644, replace: args.has("force")) } catch {

@@ -64,8 +64,10 @@ struct RecordCommand: Command {
         let upstreamTLS = try TLSContext(clientRoots: roots, verify: !args.has("insecure-upstream"),
                                          clientCertificate: clientCert, clientKey: clientKey)
         var intercept: TLSContext?
+        var caFingerprint: String?
         if case .forward = mode {
             let (ca, created) = try UserHome.resolve().interceptionCA()
+            caFingerprint = ca.certificate.sha256Fingerprint
             if created { io.err("created the interception CA in \(UserHome.resolve().path)/ca; clients must trust it ('3dstape ca export')") }
             intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
         }
@@ -123,6 +125,10 @@ struct RecordCommand: Command {
         }
         let upstreamText: String = { if case let .reverse(u) = mode { return " → \(u)" }; return " (forward proxy; CONNECT intercepted)" }()
         io.err("recording on \(bound.map { "http://\($0)" }.joined(separator: ", "))\(upstreamText)")
+        if let caFingerprint {
+            // What a phone's or simulator's proxy settings and its certificate check need, on one line.
+            io.err("proxy \(bound.map(\.description).joined(separator: ", "))   CA SHA-256 \(caFingerprint)")
+        }
         io.err("session: \(sessionPath)   Ctrl-C to stop")
 
         stack.onStop { server.shutdown() }

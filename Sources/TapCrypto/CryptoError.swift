@@ -30,16 +30,36 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
 
     /// Builds an error from OpenSSL's error queue (which it drains), prefixed by what we were doing.
     static func openSSL(_ what: String, kind: Kind = .library) -> CryptoError {
-        var reasons: [String] = []
+        openSSL(what, kind: kind, from: drainQueue())
+    }
+
+    /// Builds an error from entries already taken from OpenSSL's queue (`drainQueue`).
+    static func openSSL(_ what: String, kind: Kind = .library, from entries: [QueuedError]) -> CryptoError {
+        let detail = entries.isEmpty ? "" : ": " + entries.map(\.text).joined(separator: "; ")
+        return CryptoError(kind, what + detail)
+    }
+
+    /// One entry of OpenSSL's error queue: its packed code and its text.
+    struct QueuedError {
+        let code: UInt
+        let text: String
+        /// The library that raised it (`ERR_LIB_SSL`, ...).
+        var library: Int32 { ERR_GET_LIB(code) }
+        /// Its reason code within that library.
+        var reason: Int32 { ERR_GET_REASON(code) }
+    }
+
+    /// Takes every entry from OpenSSL's error queue, oldest first.
+    static func drainQueue() -> [QueuedError] {
+        var entries: [QueuedError] = []
         while true {
             let code = ERR_get_error()
             if code == 0 { break }
             var buf = [CChar](repeating: 0, count: 256)
             ERR_error_string_n(code, &buf, buf.count)
-            reasons.append(buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+            entries.append(QueuedError(code: code, text: buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }))
         }
-        let detail = reasons.isEmpty ? "" : ": " + reasons.joined(separator: "; ")
-        return CryptoError(kind, what + detail)
+        return entries
     }
 
     /// Empties OpenSSL's error queue so stale entries do not leak into a later message.

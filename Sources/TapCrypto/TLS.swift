@@ -154,8 +154,66 @@ private func SSL_CTX_add1_chain_cert_shim(_ ctx: OpaquePointer, _ cert: OpaquePo
 /// A TLS failure: handshake, verification or record errors, with OpenSSL's reason.
 public struct TLSError: Error, Equatable, CustomStringConvertible {
     public let message: String
-    public init(_ message: String) { self.message = message }
+    /// The fatal alert the peer sent, when the failure is the peer's refusal.
+    public let peerAlert: TLSAlert?
+    public init(_ message: String, peerAlert: TLSAlert? = nil) {
+        self.message = message
+        self.peerAlert = peerAlert
+    }
     public var description: String { message }
+}
+
+/// A TLS alert the peer sent (RFC 8446 §6.2, RFC 5246 §7.2): its code, its name, and whether it says that the peer
+/// refused the certificate it was shown (a client that does not trust the CA, or pins another certificate).
+public struct TLSAlert: Sendable, Equatable, CustomStringConvertible {
+    public let code: UInt8
+    public init(code: UInt8) { self.code = code }
+
+    /// The alert a received-alert error from OpenSSL's queue stands for: OpenSSL reports alert N from the peer as
+    /// reason `SSL_AD_REASON_OFFSET + N` of the SSL library; any other error is none.
+    init?(_ entry: CryptoError.QueuedError) {
+        let offset = Int32(SSL_AD_REASON_OFFSET)
+        guard entry.library == ERR_LIB_SSL, entry.reason >= offset, entry.reason - offset <= 255 else { return nil }
+        code = UInt8(entry.reason - offset)
+    }
+
+    /// The RFC's name (`unknown_ca`), or `alert N` for a code without one here.
+    public var name: String {
+        switch code {
+        case 0: return "close_notify"
+        case 10: return "unexpected_message"
+        case 20: return "bad_record_mac"
+        case 22: return "record_overflow"
+        case 40: return "handshake_failure"
+        case 42: return "bad_certificate"
+        case 43: return "unsupported_certificate"
+        case 44: return "certificate_revoked"
+        case 45: return "certificate_expired"
+        case 46: return "certificate_unknown"
+        case 47: return "illegal_parameter"
+        case 48: return "unknown_ca"
+        case 49: return "access_denied"
+        case 50: return "decode_error"
+        case 51: return "decrypt_error"
+        case 70: return "protocol_version"
+        case 71: return "insufficient_security"
+        case 80: return "internal_error"
+        case 86: return "inappropriate_fallback"
+        case 90: return "user_canceled"
+        case 109: return "missing_extension"
+        case 110: return "unsupported_extension"
+        case 112: return "unrecognized_name"
+        case 116: return "certificate_required"
+        case 120: return "no_application_protocol"
+        default: return "alert \(code)"
+        }
+    }
+
+    /// True for the alerts a client sends when it will not accept the server's certificate: bad_certificate,
+    /// unsupported_certificate, certificate_revoked, certificate_expired, certificate_unknown and unknown_ca.
+    public var refusesCertificate: Bool { [42, 43, 44, 45, 46, 48].contains(code) }
+
+    public var description: String { "\(name) (\(code))" }
 }
 
 /// One TLS connection over memory buffers (sans-IO): feed it ciphertext from the socket, take the
@@ -169,6 +227,8 @@ public final class TLSSession {
     public private(set) var isEstablished = false
     /// True once the peer sent close_notify.
     public private(set) var receivedClose = false
+    /// The fatal alert the peer sent, once one ended the connection.
+    public private(set) var receivedAlert: TLSAlert?
 
     /// `serverName`: for a client, the SNI and the name verified; for an intercepting server, the leaf to
     /// use when the client sends no SNI. `fallbackNames`: for an intercepting server without `serverName`, the names of
@@ -290,10 +350,12 @@ public final class TLSSession {
 
     private func failure(_ what: String) -> TLSError {
         let verify = SSL_get_verify_result(ssl)
-        var message = CryptoError.openSSL(what).message
+        let queued = CryptoError.drainQueue()
+        if let alert = queued.lazy.compactMap(TLSAlert.init).first { receivedAlert = alert }
+        var message = CryptoError.openSSL(what, from: queued).message
         if verify != Int(tap_X509_V_OK()) {
             message += " (certificate: \(String(cString: X509_verify_cert_error_string(verify))))"
         }
-        return TLSError(message)
+        return TLSError(message, peerAlert: receivedAlert)
     }
 }

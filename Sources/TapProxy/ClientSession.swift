@@ -59,6 +59,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
             upstream = nil
         case let .record(record): server.record(record)
         case let .note(kind, detail): server.note(kind, detail)
+        case let .certificateRefused(host, alert): server.clientRefusedCertificate(host: host, peer: peer, alert: alert)
         case let .log(line): server.log(line)
         case .budgetRefused: server.refusedForBudget(peer)
         case let .pace(seconds):
@@ -118,7 +119,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         var tlsFailure = false
         if let error, case .tls = error { tlsFailure = true }
-        feed(.clientClosed(error: error.map { "\($0)" }, tlsFailure: tlsFailure))
+        feed(.clientClosed(error: error.map { "\($0)" }, tlsFailure: tlsFailure, peerAlert: connection.tlsSession?.receivedAlert))
     }
 
     // MARK: ProxySessionEnvironment

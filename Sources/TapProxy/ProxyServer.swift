@@ -55,6 +55,10 @@ public final class ProxyServer: @unchecked Sendable {
     /// Writer backlog (events) above which new requests wait.
     public var writerBacklogLimit = 2048
     private let statsBox = Locked(ProxyStats())
+    /// Hosts whose clients refused 3dstape's certificate: the hint is given once per host (and for at most
+    /// `maxHintedHosts` hosts, so that a client cycling names cannot grow it without bound).
+    private var certificateRefusals: Set<String> = []
+    static let maxHintedHosts = 1024
 
     /// `writer` stores the exchanges (and drives the live view through its callback).
     public init(loop: EventLoop, config: ProxyConfiguration, writer: SessionWriter?, onLog: (@Sendable (String) -> Void)? = nil) {
@@ -203,6 +207,20 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// A log line; what it quotes from the network is masked and stripped of control characters first.
     func log(_ line: String) { onLog?(ThreeDSContent.printable(line)) }
+
+    /// What a client that refused the certificate minted for `host` most likely means.
+    public static func certificateRefusedHint(host: String) -> String {
+        "\(host) refused 3dstape's certificate: the client does not trust the CA, or pins its certificate (see --pass-through)"
+    }
+
+    /// A client ended the intercepted handshake for `host` with a certificate alert: the hint goes to the log and the
+    /// session's events once per host; each connection's failure is noted apart (`client-tls-failed`).
+    func clientRefusedCertificate(host: String, peer: String, alert: TLSAlert) {
+        guard certificateRefusals.count < Self.maxHintedHosts, certificateRefusals.insert(host).inserted else { return }
+        let hint = Self.certificateRefusedHint(host: host)
+        log("\(hint); the client sent TLS alert \(alert) (\(peer))")
+        note("certificate-refused", "\(hint); TLS alert \(alert) from \(peer)")
+    }
 
     /// Records an event in the session (and the log).
     func note(_ kind: String, _ detail: String) {

@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapCrypto
 import TapEMV
 import TapHTTP
 import TapHTTPService
@@ -65,8 +66,9 @@ struct ProxySessionMachine {
         /// The client finished sending (`shutdown(SHUT_WR)` after its request): what it sent is answered, then the
         /// connection closes.
         case clientFinishedSending
-        /// The client closed (or the connection failed); `tlsFailure` when its TLS handshake failed.
-        case clientClosed(error: String?, tlsFailure: Bool)
+        /// The client closed (or the connection failed); `tlsFailure` when its TLS handshake failed, `peerAlert` the
+        /// alert the client ended it with.
+        case clientClosed(error: String?, tlsFailure: Bool, peerAlert: TLSAlert? = nil)
         /// The upstream connection is ready (TCP and, for https, TLS), with those moments in wall-clock seconds.
         case upstreamConnected(connectedAt: Double?, tlsDoneAt: Double?)
         case upstreamBytes([UInt8])
@@ -101,6 +103,8 @@ struct ProxySessionMachine {
         case record(ExchangeRecord)
         /// An event for the session file's `events` table.
         case note(kind: String, detail: String)
+        /// The client refused the certificate minted for the intercepted `host` (the server hints why, once per host).
+        case certificateRefused(host: String, alert: TLSAlert)
         case log(String)
         /// The budget refused this connection (the server logs it, once a second at most).
         case budgetRefused
@@ -203,7 +207,7 @@ struct ProxySessionMachine {
         switch event {
         case let .clientBytes(bytes): clientBytes(bytes, env)
         case .clientFinishedSending: clientFinishedSending(env)
-        case let .clientClosed(error, tlsFailure): clientClosed(error: error, tlsFailure: tlsFailure, env)
+        case let .clientClosed(error, tlsFailure, alert): clientClosed(error: error, tlsFailure: tlsFailure, peerAlert: alert, env)
         case let .upstreamConnected(connectedAt, tlsDoneAt): upstreamConnected(connectedAt, tlsDoneAt, env)
         case let .upstreamBytes(bytes): upstreamBytes(bytes, env)
         case let .upstreamClosed(failure): upstreamClosed(failure, env)
@@ -242,7 +246,7 @@ struct ProxySessionMachine {
         if inFlight == nil, !isDeferred { processNext(env) }
     }
 
-    private mutating func clientClosed(error: String?, tlsFailure: Bool, _ env: some ProxySessionEnvironment) {
+    private mutating func clientClosed(error: String?, tlsFailure: Bool, peerAlert: TLSAlert?, _ env: some ProxySessionEnvironment) {
         guard !closed else { return }
         closed = true
         if var f = inFlight.take() {
@@ -253,6 +257,9 @@ struct ProxySessionMachine {
         } else if let error, tlsFailure {
             actions.append(.log("client \(peer): \(error)"))
             actions.append(.note(kind: "client-tls-failed", detail: "\(peer): \(error)"))
+            if let peerAlert, peerAlert.refusesCertificate, let host = tunnel?.host {
+                actions.append(.certificateRefused(host: host, alert: peerAlert))
+            }
         }
         if upstream != nil {
             actions.append(.closeUpstream)

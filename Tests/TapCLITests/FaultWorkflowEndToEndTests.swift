@@ -128,7 +128,7 @@ import TapCore
                 (["decrypt", session], "--keylog FILE is required"),
                 (["import"], "give a HAR file"),
                 (["ca", "frob"], "unknown action 'frob'"),
-                (["ca", "export", "--format", "xml"], "--format xml: expected pem, der or base64"),
+                (["ca", "export", "--format", "xml"], "--format xml: expected pem, der, base64 or mobileconfig"),
                 (["sandbox", "frob"], "unknown action 'frob'"),
                 (["sandbox", "certs"], "sandbox certs needs --out DIR"),
                 (["client", "--card", "4000000000001000", "--certs", f.dir.path], "--ds URL is required"),

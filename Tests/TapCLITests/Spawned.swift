@@ -8,6 +8,8 @@ final class Spawned: Sendable {
     private let out = ByteBox()
     private let err = ByteBox()
     private let stdinPipe = Pipe()
+    /// How many of the two output pipes have reached end of file (all the process wrote has been collected).
+    private let pipesEnded = Locked(0)
 
     init(_ executable: String, _ args: [String], environment: [String: String] = [:]) throws {
         let p = Process()
@@ -21,14 +23,14 @@ final class Spawned: Sendable {
         p.standardError = e
         p.standardInput = stdinPipe
         process = p
-        let outBox = out, errBox = err
+        let outBox = out, errBox = err, ended = pipesEnded
         o.fileHandleForReading.readabilityHandler = { h in
             let d = h.availableData
-            if !d.isEmpty { outBox.bytes.withLock { $0 += d } }
+            if !d.isEmpty { outBox.bytes.withLock { $0 += d } } else { h.readabilityHandler = nil; ended.withLock { $0 += 1 } }
         }
         e.fileHandleForReading.readabilityHandler = { h in
             let d = h.availableData
-            if !d.isEmpty { errBox.bytes.withLock { $0 += d } }
+            if !d.isEmpty { errBox.bytes.withLock { $0 += d } } else { h.readabilityHandler = nil; ended.withLock { $0 += 1 } }
         }
         try ProcessLaunch.run(p)
     }
@@ -74,6 +76,10 @@ final class Spawned: Sendable {
             kill9()
             throw SpawnError("process did not exit within \(timeout) s")
         }
+        // What it wrote last (a summary line) may still be in the pipes: collect it before the caller reads stdout/stderr
+        // (under a loaded suite the handlers lagged and a test saw stderr without the recorder's summary).
+        let drained = Date().addingTimeInterval(2)
+        while pipesEnded.withLock({ $0 }) < 2, Date() < drained { usleep(2_000) }
         return process.terminationStatus
     }
 

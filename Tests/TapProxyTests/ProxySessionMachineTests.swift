@@ -74,6 +74,7 @@ extension Array where Element == ProxySessionMachine.Action {
             case .closeUpstream: "closeUpstream"
             case .record: "record"
             case .note: "note"
+            case .certificateRefused: "certificateRefused"
             case .log: "log"
             case .budgetRefused: "budgetRefused"
             case .pace: "pace"
@@ -445,5 +446,30 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         var nan = try Harness.reverse { $0.idleTimeout = .nan }
         #expect(nan.machine.deadline == nan.env.mono, "NaN: due at once")
         #expect(nan.feed(.deadlinePassed).names == ["closeClient"])
+    }
+}
+
+/// Issue 27 §2: a client that ends the intercepted handshake with a certificate alert gets the server's hint, for the
+/// CONNECT's host; any other TLS failure, or a closed connection without one, does not.
+@Suite struct CertificateRefusalTests {
+    func refusedHosts(_ a: [ProxySessionMachine.Action]) -> [String] {
+        a.compactMap { if case let .certificateRefused(host, _) = $0 { return host }; return nil }
+    }
+
+    @Test func aCertificateAlertAfterCONNECTNamesTheHost() throws {
+        var h = try Harness(.forward)
+        _ = h.client("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n")
+        let a = h.feed(.clientClosed(error: "TLS: TLS handshake failed: tlsv1 alert unknown ca", tlsFailure: true, peerAlert: TLSAlert(code: 48)))
+        #expect(refusedHosts(a) == ["acs.example"])
+        #expect(a.notes == ["client-tls-failed"], "each connection's failure is still noted")
+    }
+
+    @Test func otherAlertsAndPlainClosesGiveNoHint() throws {
+        for (alert, tls) in [(TLSAlert(code: 40), true), (TLSAlert(code: 120), true), (nil, true), (nil, false)] as [(TLSAlert?, Bool)] {
+            var h = try Harness(.forward)
+            _ = h.client("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n")
+            let a = h.feed(.clientClosed(error: tls ? "TLS: failed" : nil, tlsFailure: tls, peerAlert: alert))
+            #expect(refusedHosts(a).isEmpty, "\(String(describing: alert))")
+        }
     }
 }
