@@ -172,7 +172,10 @@ class RReqListener:
             raise SystemExit(f"THREEDSTAPE_RREQ_LISTEN {listen!r}: expected HOST:PORT")
         self.waiting = {}
         self.server = WSGIServer((host.strip("[]"), int(port)), self._app, log=None, error_log=None)
-        self.server.start()
+        try:
+            self.server.start()
+        except OSError as e:
+            raise SystemExit(f"THREEDSTAPE_RREQ_LISTEN {listen}: cannot listen there ({e.strerror})")
         bound = self.server.server_port
         self.url = (advertised.rstrip("/") if advertised else f"http://{host}:{bound}") + "/3ds/rreq"
 
@@ -202,15 +205,12 @@ class RReqListener:
         return [json.dumps(rres).encode()]
 
 
-class AppChallengeUser(FastHttpUser):
-    """App flows as an SDK and its 3DS Server: fresh keys and deviceData, acsSignedContent verified, the encrypted
-    challenge answered as recorded, the RReq awaited (module docstring)."""
-    abstract = not APP_FLOWS
-    wait_time = constant(0)
-    listener = None  # the process's RReqListener, made by the first user that starts
+class AppSettings:
+    """What every app user of this process shares, read once from the environment when Locust starts (so that a
+    missing or bad value stops the process with its reason before any user runs): the DS certificates, the encs,
+    the answers, the RReq timeout and listener."""
 
-    def on_start(self):
-        self.sdk = emv_sdk
+    def __init__(self):
         certs_dir = os.environ.get("THREEDSTAPE_CERTS")
         if not certs_dir:
             raise SystemExit("AppChallengeUser needs THREEDSTAPE_CERTS=DIR ('3dstape sandbox certs --out DIR', or "
@@ -218,7 +218,7 @@ class AppChallengeUser(FastHttpUser):
         try:
             self.certs = emv_sdk.DSCertificates(certs_dir)
         except emv_sdk.SDKError as e:
-            raise SystemExit(str(e))
+            raise SystemExit(f"THREEDSTAPE_CERTS: {e}")
         encs = os.environ.get("THREEDSTAPE_ENC", "both")
         if encs not in ("both",) + emv_sdk.ENCS:
             raise SystemExit(f"THREEDSTAPE_ENC {encs!r}: expected A128CBC-HS256, A128GCM or both")
@@ -226,20 +226,43 @@ class AppChallengeUser(FastHttpUser):
         self.answers = {"otp": os.environ.get("THREEDSTAPE_ANSWER", "1234"), "select": "2", "multi": "1,3"}
         self.rreq_timeout = _seconds("THREEDSTAPE_RREQ_TIMEOUT", 30)
         self.expect_challenge = os.environ.get("THREEDSTAPE_EXPECT_CHALLENGE")
-        if AppChallengeUser.listener is None:
-            AppChallengeUser.listener = RReqListener(os.environ.get("THREEDSTAPE_RREQ_LISTEN", "127.0.0.1:0"),
-                                                     os.environ.get("THREEDSTAPE_RREQ_URL"))
-        self.flow_count = 0
+        self.listener = RReqListener(os.environ.get("THREEDSTAPE_RREQ_LISTEN", "127.0.0.1:0"), os.environ.get("THREEDSTAPE_RREQ_URL"))
+
+
+@events.init.add_listener
+def _app_settings(environment, runner=None, **_kwargs):
+    """Reads the app users' settings in each process that runs users (not on a master), when they are to run."""
+    from locust.runners import MasterRunner
+    if APP_FLOWS and not isinstance(runner, MasterRunner) and AppChallengeUser in (environment.user_classes or []):
+        AppChallengeUser.settings = AppSettings()
+
+
+class AppChallengeUser(FastHttpUser):
+    """App flows as an SDK and its 3DS Server: fresh keys and deviceData, acsSignedContent verified, the encrypted
+    challenge answered as recorded, the RReq awaited (module docstring)."""
+    abstract = not APP_FLOWS
+    wait_time = constant(0)
+    settings = None  # the process's AppSettings, read at Locust's init
+
+    def on_start(self):
+        if AppChallengeUser.settings is None:  # a runner that fired no init (a library use of this file)
+            AppChallengeUser.settings = AppSettings()
+        s = AppChallengeUser.settings
+        self.sdk, self.certs, self.encs, self.answers = emv_sdk, s.certs, s.encs, s.answers
+        self.rreq_timeout, self.expect_challenge, self.listener = s.rreq_timeout, s.expect_challenge, s.listener
+        self.passes = 0
 
     @task
     def flows(self):
-        for flow in APP_FLOWS:
-            enc = self.encs[self.flow_count % len(self.encs)]
-            self.flow_count += 1
+        # Each flow takes the encs in turn from one pass over the session to the next, so that every challenge
+        # screen is driven under both.
+        for n, flow in enumerate(APP_FLOWS):
+            enc = self.encs[(n + self.passes) % len(self.encs)]
             started = time.perf_counter()
             kind = self._flow(flow, enc, started)
             if kind:
                 self._record("flow", kind, started)
+        self.passes += 1
 
     def _record(self, request_type, name, started, error=None):
         """A statistics entry of our own (a whole flow, or the RReq's wait), failed with `error` when given."""
@@ -248,7 +271,7 @@ class AppChallengeUser(FastHttpUser):
 
     def _flow(self, flow, enc, started):
         """One recorded app flow; returns the flow's kind when it completed, None after a failure (reported)."""
-        sdk, listener = self.sdk, AppChallengeUser.listener
+        sdk, listener = self.sdk, self.listener
         try:
             areq, key = sdk.fresh_areq(flow["areq"], self.certs, listener.url, _pan(flow["areq"]),
                                        datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S"))
@@ -363,7 +386,7 @@ class AppChallengeUser(FastHttpUser):
             self._record("RReq", "RReq", started, self.sdk.SDKError(f"no RReq within {self.rreq_timeout:g} s (THREEDSTAPE_RREQ_TIMEOUT)"))
             return
         finally:
-            AppChallengeUser.listener.forget(tid)
+            self.listener.forget(tid)
         if final_status is not None and rreq.get("transStatus") != final_status:
             self._record("RReq", "RReq", started, self.sdk.SDKError(f"RReq transStatus {rreq.get('transStatus')!r}, final CRes said {final_status}"))
             return
