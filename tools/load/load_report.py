@@ -21,6 +21,14 @@ def read(work, name):
     return rows, failures
 
 
+def ms(text):
+    """A Locust time column as whole milliseconds (a single sample's median is written unrounded)."""
+    try:
+        return f"{float(text):.0f}"
+    except ValueError:
+        return text
+
+
 def count(rows, name, column="Request Count"):
     r = rows.get(name)
     return int(r[column]) if r else 0
@@ -43,7 +51,7 @@ def main(work, seconds):
         for row in ("AReq", "CReq", "RReq", "app challenge", "app frictionless", "app decoupled", "app erro"):
             r = rows.get(row)
             if r:
-                print(f"    {row:22}{r['Request Count']:>8}{r['Failure Count']:>8}{r['Median Response Time']:>11}{r['99%']:>9}")
+                print(f"    {row:22}{r['Request Count']:>8}{r['Failure Count']:>8}{ms(r['Median Response Time']):>11}{ms(r['99%']):>9}")
         for f in failures[:5]:
             print(f"    failure: {f['Name']}: {f['Error'][:160]} ({f['Occurrences']}x)")
         if name != "bad" and count(rows, "Aggregated", "Failure Count"):
