@@ -40,7 +40,10 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     private func perform(_ action: ProxySessionMachine.Action) {
         switch action {
-        case let .writeClient(head, body): client.write(head, body)
+        case let .writeClient(head, body):
+            client.write(head, body)
+            // A tunnel's upstream is read no faster than the client takes its bytes.
+            if machine.passThrough != nil, client.unsentByteCount > Self.tunnelHighWater { upstream?.connection?.pauseReading() }
         case let .closeClient(afterFlush): client.close(afterFlush: afterFlush)
         case let .startClientTLS(serverName):
             do {
@@ -53,7 +56,9 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case .pauseClientReading: client.pauseReading()
         case .resumeClientReading: client.resumeReading()
         case let .connectUpstream(target): connectUpstream(target)
-        case let .writeUpstream(head, body): upstream?.connection?.write(head, body)
+        case let .writeUpstream(head, body):
+            upstream?.connection?.write(head, body)
+            if machine.passThrough != nil, let c = upstream?.connection, c.unsentByteCount > Self.tunnelHighWater { client.pauseReading() }
         case .closeUpstream:
             upstream?.close()
             upstream = nil
@@ -92,6 +97,16 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         }
     }
 
+    /// In a tunnel (`--pass-through`), bytes queued toward one side past which the other side is not read.
+    static let tunnelHighWater = 1 << 20
+
+    /// The upstream took queued tunnel bytes: read the client again once little is left.
+    fileprivate func upstreamDrained(_ driver: UpstreamDriver) {
+        guard driver === upstream, machine.passThrough != nil, !machine.readingPaused,
+              let c = driver.connection, c.unsentByteCount <= Self.tunnelHighWater / 4 else { return }
+        client.resumeReading()
+    }
+
     fileprivate func upstreamEvent(from driver: UpstreamDriver, _ event: ProxySessionMachine.Event) {
         guard driver === upstream else { return } // a replaced connection's late event
         feed(event)
@@ -107,6 +122,12 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     }
 
     func connection(_ connection: Connection, received bytes: [UInt8]) { feed(.clientBytes(bytes)) }
+
+    /// The client took queued tunnel bytes: read the upstream again once little is left.
+    func connectionWroteQueued(_ connection: Connection) {
+        guard machine.passThrough != nil, connection.unsentByteCount <= Self.tunnelHighWater / 4 else { return }
+        upstream?.connection?.resumeReading()
+    }
 
     /// A half-closed client is answered: the machine writes what is in flight, then closes (the connection stays open
     /// for writing until then).
@@ -149,6 +170,8 @@ final class UpstreamDriver: ConnectionDelegate {
     }
 
     func connection(_ c: Connection, received bytes: [UInt8]) { session.upstreamEvent(from: self, .upstreamBytes(bytes)) }
+
+    func connectionWroteQueued(_ c: Connection) { session.upstreamDrained(self) }
 
     func connectionClosed(_ c: Connection, error: ConnectionError?) {
         let failure: ProxySessionMachine.UpstreamFailure?

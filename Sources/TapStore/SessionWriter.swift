@@ -334,7 +334,7 @@ private final class DatabaseBox: @unchecked Sendable {
 
 /// Prepared statements for the writer.
 private final class Statements {
-    let connection, connectionTLS, connectionClosed, exchange, message, note, replay: Statement
+    let connection, connectionTLS, connectionClosed, exchange, message, note, replay, tunnel: Statement
     let db: Database
     let keys: (any ChannelKeySource)?
     /// Whether anyone reads the live-view lines (without a reader, none is made).
@@ -362,6 +362,9 @@ private final class Statements {
         replay = try db.prepare("""
             INSERT INTO replay_matches(exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, faults, outcome)
             VALUES (?,?,?,?,?,?,?,?)
+            """)
+        tunnel = try db.prepare("""
+            INSERT INTO tunnels(exchange_id, host, port, sni, alpn_offered, bytes_up, bytes_down, ended, decided_by) VALUES (?,?,?,?,?,?,?,?,?)
             """)
     }
 
@@ -411,6 +414,12 @@ private final class Statements {
                 try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
                                   opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 }),
                                   optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults), opt(r.outcome)])
+            }
+            if let t = x.tunnel {
+                // The SNI and ALPN names are the client's bytes: stored printable, as notes are.
+                try exec(tunnel, [.integer(exchangeID), .text(t.host), .integer(Int64(t.port)), opt(t.sni.map(ThreeDSContent.printable)),
+                                  opt(t.alpnOffered.map(ThreeDSContent.printable)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
+                                  opt(t.ended), opt(t.decidedBy)])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
                 let s = found.summary
