@@ -117,7 +117,8 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     func connectionReady(_ connection: Connection) {
         // The intercepted TLS handshake with the client is done.
         if let tls = connection.tlsSession {
-            server.writer?.submit(.connectionTLS(id: id, version: tls.protocolVersion, cipher: tls.cipher, sni: tls.serverName, alpn: tls.alpn))
+            server.writer?.submit(.connectionTLS(id: id, version: tls.protocolVersion, cipher: tls.cipher, sni: tls.serverName, alpn: tls.alpn,
+                                                 alpnOffered: connection.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn.joined(separator: ",") }))
         }
     }
 
@@ -139,6 +140,14 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         var tlsFailure = false
         if let error, case .tls = error { tlsFailure = true }
+        if tlsFailure, let offered = connection.clientHello?.alpn, !offered.isEmpty, !offered.contains(TLSContext.applicationProtocol) {
+            // Refused in the handshake (no_application_protocol): say why, with what the client offered.
+            let detail = "\(peer) (SNI \(connection.clientHello?.serverName ?? "none")) offered ALPN \(offered.joined(separator: ",")) only: 3dstape "
+                + "intercepts \(TLSContext.applicationProtocol) and answered no_application_protocol; let the client fall back to HTTP/1.1, "
+                + "or tunnel the host untouched with --pass-through"
+            server.note("client-alpn-refused", detail)
+            server.log(detail)
+        }
         feed(.clientClosed(error: error.map { "\($0)" }, tlsFailure: tlsFailure))
     }
 

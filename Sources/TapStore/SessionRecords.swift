@@ -5,7 +5,8 @@ import TapEMV
 /// What the proxy reports to the session writer. Times are Unix seconds (wall clock, microsecond precision).
 public enum SessionEvent: Sendable {
     case connectionOpened(ConnectionRecord)
-    case connectionTLS(id: Int64, version: String, cipher: String?, sni: String?, alpn: String?)
+    /// `alpnOffered`: the client's ALPN offer, comma-separated (nil: none; `alpn` is what was chosen from it).
+    case connectionTLS(id: Int64, version: String, cipher: String?, sni: String?, alpn: String?, alpnOffered: String? = nil)
     case connectionClosed(id: Int64, at: Double)
     case exchange(ExchangeRecord)
     case note(at: Double, kind: String, detail: String)

@@ -49,7 +49,8 @@ public enum SessionSchema {
         tls_cipher TEXT,
         sni TEXT,
         alpn TEXT,
-        closed_at REAL
+        closed_at REAL,
+        alpn_offered TEXT
     );
     CREATE TABLE exchanges (
         id INTEGER PRIMARY KEY,
@@ -133,7 +134,7 @@ public enum SessionSchema {
     static let closingIndexes = "CREATE INDEX IF NOT EXISTS messages_by_transaction ON messages(three_ds_server_trans_id);"
 
     /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`; v2 → v3: `replay_matches`;
-    /// v3 → v4: `tunnels`).
+    /// v3 → v4: `tunnels`, `connections.alpn_offered`).
     static func migrate(_ db: Database, from version: Int) throws(SQLiteError) {
         if version < 2 {
             try db.execute("ALTER TABLE messages ADD COLUMN decryption TEXT")
@@ -143,6 +144,7 @@ public enum SessionSchema {
         }
         if version < 4 {
             try db.execute(tunnelTable)
+            try db.execute("ALTER TABLE connections ADD COLUMN alpn_offered TEXT")
         }
         try db.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", [.text(String(SessionSchema.version))])
     }

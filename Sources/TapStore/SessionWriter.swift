@@ -345,7 +345,7 @@ private final class Statements {
         self.keys = keys
         self.wantsLines = wantsLines
         connection = try db.prepare("INSERT INTO connections(id, client_addr, accepted_at, mode, upstream) VALUES (?,?,?,?,?)")
-        connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=? WHERE id=?")
+        connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=?, alpn_offered=? WHERE id=?")
         connectionClosed = try db.prepare("UPDATE connections SET closed_at=? WHERE id=?")
         exchange = try db.prepare("""
             INSERT INTO exchanges(connection_id, seq, method, url, host, path, request_headers, request_body, request_body_compressed,
@@ -377,8 +377,8 @@ private final class Statements {
         switch event {
         case let .connectionOpened(c):
             try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
-        case let .connectionTLS(id, version, cipher, sni, alpn):
-            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), .integer(id)])
+        case let .connectionTLS(id, version, cipher, sni, alpn, alpnOffered):
+            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ThreeDSContent.printable)), .integer(id)])
         case let .connectionClosed(id, at):
             try exec(connectionClosed, [.real(at), .integer(id)])
         case let .note(at, kind, detail):

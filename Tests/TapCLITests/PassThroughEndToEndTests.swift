@@ -92,3 +92,34 @@ import TapCore
         }
     }
 }
+
+/// ALPN at the intercepting end: the client's offer is recorded, http/1.1 is chosen, and an h2-only client gets a clear
+/// handshake failure (no_application_protocol) and a session event, instead of HTTP/1.1 bytes it would not read.
+@Suite(.serialized) struct ALPNEndToEndTests {
+    let record = RecordEndToEndTests()
+
+    @Test func h2OnlyClientIsRefusedAndOffersAreRecorded() throws {
+        try record.withFixture { f in
+            try record.makeCertificates(f)
+            let (up, upPort) = try record.upstream(["--tls", f.path("server.pem"), f.path("server-key.pem")])
+            defer { up.stop() }
+            #expect(try CLIRunner.run(["ca", "export", "--out", f.path("3dstape-ca.pem")], environment: ["THREEDSTAPE_HOME": f.home]).status == 0)
+            let (rec, port) = try record.recorder(f, ["--upstream-ca", f.path("root.pem")])
+            defer { rec.stop() }
+            // An h2-only client (openssl s_client -alpn h2, through the proxy's CONNECT).
+            let h2 = try sh(["openssl", "s_client", "-proxy", "127.0.0.1:\(port)", "-connect", "localhost:\(upPort)", "-servername", "localhost",
+                             "-alpn", "h2", "-CAfile", f.path("3dstape-ca.pem")], stdin: "")
+            #expect(h2.status != 0, "\(h2.out)")
+            #expect((h2.out + h2.err).contains("no application protocol"), "\(h2.err)")
+            // curl offers h2 and http/1.1 (or http/1.1 alone without HTTP/2 support): http/1.1 is chosen.
+            let ok = try sh(["curl", "-sS", "-x", "http://127.0.0.1:\(port)", "--cacert", f.path("3dstape-ca.pem"), "https://localhost:\(upPort)/alpn"])
+            #expect(ok.status == 0, "\(ok.err)")
+            try record.stopRecorder(rec)
+            let offered = try record.sqlite(f.session, "SELECT alpn, alpn_offered FROM connections WHERE tls_version IS NOT NULL")
+            #expect(offered == "http/1.1|h2,http/1.1" || offered == "http/1.1|http/1.1", "\(offered)")
+            let event = try record.sqlite(f.session, "SELECT detail FROM events WHERE kind = 'client-alpn-refused'")
+            #expect(event.contains("offered ALPN h2 only") && event.contains("SNI localhost"), "\(event)")
+            #expect(rec.stderr.contains("no_application_protocol"), "\(rec.stderr)")
+        }
+    }
+}
