@@ -123,3 +123,46 @@ import TapCore
         }
     }
 }
+
+/// `replay --pass-through`: hosts the session never recorded are reached live through the replayer, a CONNECT tunnelled
+/// untouched (the upstream's own certificate reaches the client) and a plain-HTTP request forwarded; both recorded.
+@Suite(.serialized) struct ReplayPassThroughEndToEndTests {
+    let record = RecordEndToEndTests()
+
+    @Test func passedThroughHostsAreReachedLive() throws {
+        try record.withFixture { f in
+            try record.makeCertificates(f)
+            let (plain, plainPort) = try record.upstream()
+            defer { plain.stop() }
+            let (secure, securePort) = try record.upstream(["--tls", f.path("server.pem"), f.path("server-key.pem")])
+            defer { secure.stop() }
+            // A one-exchange recording to replay.
+            let (rec, recPort) = try record.recorder(f, ["--reverse", "http://127.0.0.1:\(plainPort)"])
+            #expect(try sh(["curl", "-sS", "http://127.0.0.1:\(recPort)/recorded"]).status == 0)
+            try record.stopRecorder(rec)
+
+            let out = f.path("replay.3dstape")
+            let rep = try Spawned(CLIRunner.binary.path, ["replay", f.session, "--listen", "127.0.0.1:0", "--session", out, "--timing", "none",
+                                                          "--pass-through", "localhost:\(securePort)", "127.0.0.1:\(plainPort)"],
+                                  environment: ["THREEDSTAPE_HOME": f.home])
+            defer { rep.stop() }
+            let port = try rep.port(after: "on http://127.0.0.1:")
+            let proxy = "http://127.0.0.1:\(port)"
+            let tunnelled = try sh(["curl", "-sS", "-x", proxy, "--cacert", f.path("root.pem"), "https://localhost:\(securePort)/live-tls"])
+            #expect(tunnelled.status == 0, "\(tunnelled.err) \(rep.stderr)")
+            #expect(try JSON.parse(tunnelled.out)["path"]?.stringValue == "/live-tls", "\(tunnelled.out)")
+            let forwarded = try sh(["curl", "-sS", "-x", proxy, "http://127.0.0.1:\(plainPort)/live-plain"])
+            #expect(try JSON.parse(forwarded.out)["path"]?.stringValue == "/live-plain", "\(forwarded.out)")
+            // Not passed through: replayed (a miss here, 404), never reached live.
+            let missed = try sh(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-x", proxy, "http://127.0.0.1:9/elsewhere"])
+            #expect(missed.out == "404", "\(missed.out)")
+            rep.interrupt()
+            #expect(try rep.wait() == 0, "\(rep.stderr)")
+            let rows = try record.sqlite(out, """
+                SELECT e.method, e.status, coalesce(t.sni, '-'), coalesce(t.bytes_down > 500, '-'), r.matched_by IS NOT NULL, coalesce(r.outcome, '-')
+                FROM exchanges e LEFT JOIN tunnels t ON t.exchange_id = e.id LEFT JOIN replay_matches r ON r.exchange_id = e.id ORDER BY e.id
+                """)
+            #expect(rows == "CONNECT|200|localhost|1|1|tunnelled\nGET|200|-|-|1|forwarded\nGET|404|-|-|0|answered", "\(rows)")
+        }
+    }
+}
