@@ -1,6 +1,8 @@
 import Testing
 import TapCrypto
 import TapNet
+import TapStore
+@testable import TapProxy
 
 /// The pieces of `--pass-through` free of I/O: host patterns, the routing rule and the ClientHello reader.
 struct HostPatternTests {
@@ -84,5 +86,59 @@ struct TLSClientHelloTests {
         }
         // A record that claims more than a ClientHello may hold is refused, not waited for.
         #expect(TLSClientHello.read([22, 3, 1, 0xFF, 0xFF]) == .notClientHello)
+    }
+}
+
+/// The proxy machine's side of a tunnel passed through, sans-IO: early bytes, the 200 only once the upstream is up,
+/// the counts, the SNI, and a target that cannot be reached.
+struct PassThroughMachineTests {
+    func harness() throws -> Harness {
+        let pinned = try HostPattern.parse("*.pinned.test").get()
+        return try Harness(.forward) { $0.routing = HostRouting(passThrough: [pinned]) }
+    }
+
+    func hello() throws -> [UInt8] {
+        let session = try TLSSession(context: try TLSContext(clientRoots: [], verify: false), serverName: "api.pinned.test")
+        _ = try session.handshake()
+        return session.takeCiphertext()
+    }
+
+    @Test func tunnelsBytesUntouchedAndRecordsTheTunnel() throws {
+        var h = try harness()
+        let hello = try hello()
+        // The CONNECT and the ClientHello in one read, as an eager client sends them.
+        let first = h.feed(.clientBytes(Array("CONNECT api.pinned.test:443 HTTP/1.1\r\nHost: api.pinned.test:443\r\n\r\n".utf8) + hello))
+        #expect(first.connects.map(\.address) == [HostPort(host: "api.pinned.test", port: 443)] && first.connects.first?.tls == false)
+        #expect(first.clientWrites.isEmpty, "no 200 before the upstream is up")
+        #expect(!first.names.contains("startClientTLS"))
+        let up = h.feed(.upstreamConnected(connectedAt: h.env.wall, tlsDoneAt: nil))
+        #expect(up.clientWrites == ["HTTP/1.1 200 Connection established\r\n\r\n"])
+        #expect(up.compactMap { if case let .writeUpstream(b, _) = $0 { return b }; return nil } == [hello], "the hello goes on byte for byte")
+        let more = h.feed(.clientBytes([1, 2, 3]))
+        #expect(more.compactMap { if case let .writeUpstream(b, _) = $0 { return b }; return nil } == [[UInt8]([1, 2, 3])])
+        // Bytes that look like HTTP are not parsed either way.
+        let down = h.upstream("HTTP/1.1 999 nonsense\r\n\r\n")
+        #expect(down.clientWrites == ["HTTP/1.1 999 nonsense\r\n\r\n"] && down.records.isEmpty)
+        let closed = h.feed(.upstreamClosed(nil))
+        #expect(closed.closesClient)
+        let record = try #require(closed.records.first)
+        #expect(record.method == "CONNECT" && record.url == "api.pinned.test:443" && record.status == 200)
+        #expect(record.tunnel == TunnelAnnotation(host: "api.pinned.test", port: 443, sni: "api.pinned.test", alpnOffered: "http/1.1",
+                                                   bytesUp: hello.count + 3, bytesDown: 25, ended: "upstream closed",
+                                                   decidedBy: "--pass-through *.pinned.test"))
+        // The client's close afterwards ends the connection without a second record.
+        let end = h.feed(.clientClosed(error: nil, tlsFailure: false))
+        #expect(end.records.isEmpty && end.names.contains("ended"))
+    }
+
+    @Test func anUnreachableTargetIs502AndOthersAreStillIntercepted() throws {
+        var h = try harness()
+        _ = h.client("CONNECT down.pinned.test:443 HTTP/1.1\r\n\r\n")
+        let failed = h.feed(.upstreamClosed(.connect("Connection refused")))
+        #expect(failed.clientWrites.first?.hasPrefix("HTTP/1.1 502") == true)
+        #expect(failed.records.first?.status == 502 && failed.records.first?.error?.contains("Connection refused") == true)
+        var other = try harness()
+        let intercepted = other.client("CONNECT acs.test:443 HTTP/1.1\r\n\r\n")
+        #expect(intercepted.names.contains("startClientTLS") && intercepted.connects.isEmpty)
     }
 }
