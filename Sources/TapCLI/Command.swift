@@ -98,6 +98,24 @@ extension ParsedArguments {
 }
 
 extension ParsedArguments {
+    /// The host patterns of `--name PATTERN...` (variadic, repeatable; commas separate patterns too), each through
+    /// `HostPattern.parse`: a bad one is refused naming it (exit status 2).
+    func hostPatterns(_ name: String) throws -> [HostPattern] {
+        try all(name).flatMap { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }.map { text in
+            switch HostPattern.parse(text) {
+            case let .success(p): return p
+            case let .failure(e): throw InvalidArguments("--\(name): \(e.message)")
+            }
+        }
+    }
+
+    /// `--pass-through` and `--intercept` together: which CONNECT targets are tunnelled untouched.
+    func hostRouting() throws -> HostRouting {
+        HostRouting(passThrough: try hostPatterns("pass-through"), intercept: try hostPatterns("intercept"))
+    }
+}
+
+extension ParsedArguments {
     /// The `--listen HOST:PORT` addresses (repeatable; `option` names another such option), or `fallback`, each resolved
     /// to the numeric address that is bound (a name that does not resolve is refused here, before anything starts).
     func listenAddresses(default fallback: String, option: String = "listen") throws -> [ListenAddress] {

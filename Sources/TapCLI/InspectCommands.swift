@@ -90,6 +90,7 @@ struct ShowCommand: Command {
             let resp = x.messages.filter { $0.direction == "response" }.map(Self.describe)
             var threeDS = (req + resp.map { "→ " + $0 }).joined(separator: " ")
             if let r = x.replay { threeDS += "  " + Self.describe(r) }
+            if let t = x.tunnel { threeDS += ExchangeJSON.describe(t) }
             rows.append([String(x.id), String(format: "%.1f", (x.requestStart - t0) * 1000), x.method, x.url,
                          x.status.map(String.init) ?? "-", threeDS + (x.error.map { "  ! \($0)" } ?? ""),
                          x.durationMs.map { String(format: "%.1f", $0) } ?? "-"])
@@ -185,6 +186,9 @@ struct ShowCommand: Command {
         io.out(io.bold("exchange \(x.id)") + "  connection \(x.connectionID)  upstream \(safe(x.upstream ?? "-"))")
         io.out(io.bold("\(safe(x.method)) \(safe(x.url))") + "  → \(x.status.map(String.init) ?? "no response")")
         if let e = x.error { io.out(io.red("error: \(safe(e))")) }
+        if let t = x.tunnel {
+            io.out(safe(ExchangeJSON.describe(t)) + "; passed through by \(safe(t.decidedBy ?? "-")) (bytes not decrypted or stored)")
+        }
         if let r = x.replay {
             io.out("replay: " + safe(r.miss.map { "missed: \($0)" } ?? "matched recorded exchange #\(r.recordedExchangeID.map(String.init) ?? "-") by \(r.matchedBy ?? "-")")
                    + String(format: "; delay scheduled %.3f ms, actual %@", r.scheduledDelayMs ?? 0,

@@ -15,7 +15,7 @@ import TapStore
 struct RecordCommand: Command {
     let name = "record"
     let abstract = "Run the recording proxy and write every exchange to a session file"
-    let usage = "3dstape record --session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]"
+    let usage = "3dstape record --session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--pass-through PATTERN...] [--intercept PATTERN...] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]"
     let maxPositionals = 0
     let options: [OptionSpec] = [
         .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080)"),
@@ -25,6 +25,9 @@ struct RecordCommand: Command {
         .flag("insecure-upstream", help: "do not verify upstream TLS certificates"),
         .option("client-cert", "PEM", help: "client certificate for mutual TLS to the upstream"),
         .option("client-key", "PEM", help: "private key of --client-cert"),
+        .variadic("pass-through", "PATTERN", help: "tunnel CONNECTs to these hosts untouched (pinned hosts), recorded as tunnels: "
+                  + "host, *.domain, * or [v6], each with an optional :port; wins over --intercept"),
+        .variadic("intercept", "PATTERN", help: "intercept only CONNECTs to these hosts; every other is tunnelled untouched (default: intercept all)"),
         .option("name", "LABEL", help: "a label stored in the session"),
         .flag("no-mask", help: "store PANs and OTP entries unmasked"),
         .option("keylog", "FILE", help: "decrypt app-channel CReq/CRes with the CEKs in this key log (read as it grows)"),
@@ -76,6 +79,10 @@ struct RecordCommand: Command {
         config.maxConnections = try args.maxConnections()
         config.maxBufferedBytes = try args.maxBuffered()
         config.mask = !args.has("no-mask")
+        config.routing = try args.hostRouting()
+        if !config.routing.interceptsEverything, case .reverse = mode {
+            throw InvalidArguments("--pass-through and --intercept choose among CONNECT targets: they need forward mode (no --reverse)")
+        }
         if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
         if let t = try args.seconds("header-timeout") { config.headerTimeout = t }
         if let t = try args.seconds("idle-timeout") { config.idleTimeout = t }

@@ -14,7 +14,7 @@ struct ReplayCommand: Command {
     let name = "replay"
     let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
     let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
-        + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--repeat last|cycle|miss] [--ignore-field NAME]... "
+        + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--pass-through PATTERN...] [--repeat last|cycle|miss] [--ignore-field NAME]... "
         + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME [--partial]] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
@@ -26,6 +26,8 @@ struct ReplayCommand: Command {
         .option("seed", "N", help: "seed for jitter and fresh IDs (default 0): the same seed gives the same schedule"),
         .option("delay", "MATCH=DURATION", repeatable: true, help: "per message: ARes=2s, CRes#2=500ms, exchange:7=1s, path:/acs/challenge=250ms"),
         .option("on-miss", "404|erro|forward:URL", help: "answer to a request nothing matches (default 404 with the closest exchanges)"),
+        .variadic("pass-through", "PATTERN", help: "proxy clients reach these hosts live (host, *.domain, * or [v6], each with an optional :port): "
+                  + "a CONNECT is tunnelled untouched, a plain-HTTP request forwarded; both recorded"),
         .option("repeat", "last|cycle|miss", help: "when identical requests outnumber their recordings (default last)"),
         .option("ignore-field", "NAME", repeatable: true, help: "a JSON field ignored when matching non-3DS bodies"),
         .option("sign", "PS256|ES256", help: "acsSignedContent algorithm for fresh app-channel keys (default PS256)"),
@@ -48,6 +50,7 @@ struct ReplayCommand: Command {
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
         var options = try ReplayCommand.options(args)
+        let passThrough = try args.hostPatterns("pass-through") // refused (exit 2) before anything starts
         let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
         let maxConnections = try args.maxConnections(), maxBuffered = try args.maxBuffered()
         let catalog: ReplayCatalog
@@ -78,6 +81,7 @@ struct ReplayCommand: Command {
         let stack = try ServiceStack.foreground()
         let view = ReplayView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines))
         let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
+        replayer.passThrough = passThrough
         let tls = args.has("tls")
         var bound: [HostPort] = []
         do {

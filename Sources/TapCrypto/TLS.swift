@@ -50,6 +50,8 @@ public final class TLSContext: @unchecked Sendable {
     let leaves: LeafCertificateCache?
     /// Whether client contexts verify the peer.
     public let verifiesPeer: Bool
+    /// The one application protocol 3dstape speaks over TLS, offered to upstreams and chosen from clients' offers (ALPN).
+    public static let applicationProtocol = "http/1.1"
 
     /// A server context for interception: no certificate of its own; each handshake gets a leaf for its SNI
     /// name (or the fallback host given to `TLSSession`).
@@ -98,7 +100,7 @@ public final class TLSContext: @unchecked Sendable {
             try check(SSL_CTX_use_PrivateKey(pointer, clientKey.key.pointer), "SSL_CTX_use_PrivateKey (client)", kind: .invalidKey)
             try check(SSL_CTX_check_private_key(pointer), "the client key does not match the client certificate", kind: .invalidKey)
         }
-        let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
+        let alpn: [UInt8] = [UInt8(TLSContext.applicationProtocol.utf8.count)] + Array(TLSContext.applicationProtocol.utf8)
         // SSL_CTX_set_alpn_protos returns 0 on success (pitfall 4).
         guard SSL_CTX_set_alpn_protos(pointer, alpn, UInt32(alpn.count)) == 0 else { throw CryptoError.openSSL("setting ALPN") }
     }
@@ -118,12 +120,15 @@ public final class TLSContext: @unchecked Sendable {
     }
 }
 
-// An ALPN select callback: picks http/1.1 if offered. `out` must point into the client's `in` buffer.
+// The ALPN select callback of every 3dstape TLS server (interception, sandbox, test servers): 3dstape speaks HTTP/1.1
+// only, so it picks http/1.1 when the client offers it. A client that offers ALPN without http/1.1 (an h2-only client)
+// gets a fatal no_application_protocol alert (RFC 7301 §3.2), a clear handshake failure instead of HTTP/1.1 bytes it
+// would not read; a client that offers no ALPN at all goes on without it. `out` must point into the client's `in` buffer.
 private func alpnSelect(_ ssl: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
                         _ outlen: UnsafeMutablePointer<UInt8>?, _ input: UnsafePointer<UInt8>?, _ inlen: UInt32,
                         _ arg: UnsafeMutableRawPointer?) -> Int32 {
     guard let input, let out, let outlen else { return SSL_TLSEXT_ERR_NOACK }
-    let want = Array("http/1.1".utf8)
+    let want = Array(TLSContext.applicationProtocol.utf8)
     var i = 0
     while i < Int(inlen) {
         let len = Int(input[i])
@@ -135,7 +140,7 @@ private func alpnSelect(_ ssl: OpaquePointer?, _ out: UnsafeMutablePointer<Unsaf
         }
         i += 1 + len
     }
-    return SSL_TLSEXT_ERR_NOACK
+    return inlen > 0 ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK
 }
 
 // The SNI callback: mints (or fetches) the leaf for the requested name.
@@ -326,6 +331,9 @@ public final class TLSSession {
 
     /// "TLSv1.3" and so on.
     public var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
+
+    /// Whether this end is the TLS server (it reads the peer's ClientHello).
+    public var isServer: Bool { context.role == .server }
 
     /// The negotiated ALPN protocol, if any.
     public var alpn: String? {

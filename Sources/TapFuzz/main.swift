@@ -2,18 +2,21 @@
 //   swift build --product TapFuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --build-path .build-fuzz
 // and run as `TapFuzz TARGET [libFuzzer options] [corpus dirs]` (tools/fuzz/run.sh). TARGET: http-request,
 // http-response, json, jose, decode, form, masking, session, http-server (HTTPServerFuzz.swift), options
-// (OptionsTarget.swift). Each input must give a value, ask for more, or throw — never trap.
+// (OptionsTarget.swift), client-hello. Each input must give a value, ask for more, or throw — never trap.
 import Foundation
 import TapCore
 import TapEMV
 import TapHTTP
 import TapJOSE
+import TapNet
 import TapStore
 
 /// One fuzz target: bytes in, nothing out; a trap or a sanitizer report is a finding.
 enum FuzzTarget: String, CaseIterable {
     case httpRequest = "http-request", httpResponse = "http-response", json, jose, decode, form, masking, session, options
     case httpServer = "http-server"
+    /// The ClientHello reader of `--pass-through` tunnels: given a client's first bytes, whole and cut in two.
+    case clientHello = "client-hello"
 
     /// Where the session target writes each input, as a file for SQLite to open (one per process).
     static let sessionPath = "/dev/shm/tapfuzz-\(getpid()).3dstape"
@@ -67,6 +70,12 @@ enum FuzzTarget: String, CaseIterable {
             }
         case .options:
             OptionsFuzz.run(bytes)
+        case .clientHello:
+            _ = TLSClientHello.read(bytes)
+            let cut = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+            if case .hello = TLSClientHello.read(Array(bytes[..<cut])), cut < bytes.count, TLSClientHello.read(bytes) == .needMore {
+                fatalError("a prefix read as a ClientHello while the whole asks for more")
+            }
         }
     }
 }

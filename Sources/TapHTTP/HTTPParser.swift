@@ -70,6 +70,17 @@ public struct HTTPParser: Sendable {
         if buffer.isEmpty { buffer = bytes } else { buffer += bytes }
     }
 
+    /// Takes the bytes buffered after the last complete message (a client's first tunnel bytes sent right behind its
+    /// CONNECT) and leaves the parser empty. Only between messages: in the middle of one, nothing is taken.
+    public mutating func takeBuffered() -> [UInt8] {
+        guard head == nil else { return [] }
+        defer {
+            buffer = []
+            scanFrom = 0
+        }
+        return buffer
+    }
+
     /// The next complete request, or nil if more bytes are needed.
     public mutating func nextRequest() throws(HTTPParseError) -> HTTPRequest? {
         guard let (h, raw, body, rawHead) = try nextMessage() else { return nil }

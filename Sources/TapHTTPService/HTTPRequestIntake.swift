@@ -62,6 +62,12 @@ public struct HTTPRequestIntake {
     /// Bytes received and not yet handed out as a request.
     public var bufferedCount: Int { parser.bufferedCount }
 
+    /// Takes what the client sent after its CONNECT (the tunnel's first bytes), for a tunnel that is not intercepted.
+    public mutating func takeTunnelBytes() -> [UInt8] {
+        guard tunnel != nil else { return [] }
+        return parser.takeBuffered()
+    }
+
     /// Takes bytes from the client; `wallClock` stamps the start of a request that begins with them.
     public mutating func received(_ bytes: [UInt8], wallClock: Double) {
         if parser.isIdle, requestStartedAt == nil { requestStartedAt = wallClock }

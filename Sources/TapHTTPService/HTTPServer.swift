@@ -113,6 +113,10 @@ public final class HTTPServer: @unchecked Sendable {
     public private(set) var peakUnsentBytes = 0
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
+    /// CONNECT targets tunnelled byte for byte instead of intercepted (`replay --pass-through`); nil: every one intercepted.
+    public var passesThrough: ((HostPort) -> Bool)?
+    /// Called on the loop when a tunnel (`passesThrough`) ends, with what was seen of it.
+    public var onTunnelEnded: ((TunnelReport) -> Void)?
     /// Operational log lines (accepting paused for lack of file descriptors …).
     public var onLog: ((String) -> Void)?
     /// Connections open now.
@@ -222,6 +226,8 @@ private final class ServerConnection: ConnectionDelegate {
     /// The one timer of the connection (see `Wait`).
     var timer: TimerHandle?
     var timerKind: Wait = .idle
+    /// The CONNECT tunnelled untouched, once the connection is one (every byte is then the tunnel's).
+    var tunnel: TunnelRelay?
 
     enum Wait {
         /// Between requests (`idleTimeout`).
@@ -305,6 +311,7 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connection(_ connection: Connection, received bytes: [UInt8]) {
+        if let tunnel { tunnel.clientBytes(bytes); return }
         guard !closing else { return }
         // Requests here carry no recorded start time (the handlers keep their own clocks).
         intake.received(bytes, wallClock: 0)
@@ -327,6 +334,7 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connectionInputEnded(_ connection: Connection) -> Bool {
+        if tunnel != nil { return true } // the tunnel ends when the upstream closes (or at the idle timeout)
         // A half-close is not an abort: what was asked is answered, then the connection closes.
         inputEnded = true
         pausedForReadAhead = false
@@ -340,6 +348,7 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connectionWroteQueued(_ connection: Connection) {
+        if let tunnel { tunnel.clientDrained(); return }
         lastDrainNanos = EventLoop.nowNanos()
         guard pausedForOutput, let server, connection.unsentByteCount <= server.maxUnsentBytes / 2 else { return }
         pausedForOutput = false
@@ -348,6 +357,8 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
+        tunnel?.clientClosed()
+        tunnel = nil
         if case let .tls(reason)? = error, !connection.isReady { server?.handshakeFailed(peer, reason) }
         disarm()
         server?.budget.release(ObjectIdentifier(self))
@@ -416,6 +427,15 @@ private final class ServerConnection: ConnectionDelegate {
                 return
             case let .intercept(target):
                 disarm()
+                if server.passesThrough?(target) == true {
+                    let relay = TunnelRelay(client: connection, target: target, idleTimeout: server.idleTimeout) { [weak server] report in
+                        server?.onTunnelEnded?(report)
+                    }
+                    tunnel = relay
+                    server.budget.release(ObjectIdentifier(self))
+                    relay.start(early: intake.takeTunnelBytes())
+                    return
+                }
                 guard let ctx = server.intercepting else { connection.close(); return }
                 connection.write(HTTPRequestIntake.connectEstablished)
                 do {

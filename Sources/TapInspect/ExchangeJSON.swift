@@ -5,11 +5,28 @@ import TapStore
 /// JSON renderings of stored exchanges: `show --json` and `export --format jsonl`.
 public enum ExchangeJSON {
     public static func summary(_ x: StoredExchange) -> JSON {
-        .object([("id", .number(String(x.id))), ("method", .string(x.method)), ("url", .string(x.url)),
+        let json = JSON.object([("id", .number(String(x.id))), ("method", .string(x.method)), ("url", .string(x.url)),
                  ("status", x.status.map { .number(String($0)) } ?? .null), ("start", .number(String(format: "%.6f", x.requestStart))),
                  ("duration_ms", x.durationMs.map { .number(String(format: "%.3f", $0)) } ?? .null),
                  ("messages", .array(x.messages.map { .object([("direction", .string($0.direction)), ("type", $0.type.map(JSON.string) ?? .null)]) })),
                  ("error", x.error.map(JSON.string) ?? .null), ("replay", x.replay.map(replay) ?? .null)])
+        // Only a tunnel has the member (the JSON of every other exchange is as before).
+        return x.tunnel.map { json.setting("tunnel", to: tunnel($0)) } ?? json
+    }
+
+    /// A CONNECT passed through without interception: what was seen of it.
+    public static func tunnel(_ t: TunnelAnnotation) -> JSON {
+        .object([("host", .string(t.host)), ("port", .number(String(t.port))), ("sni", t.sni.map(JSON.string) ?? .null),
+                 ("alpn_offered", t.alpnOffered.map { .array($0.split(separator: ",").map { .string(String($0)) }) } ?? .null),
+                 ("bytes_up", .number(String(t.bytesUp))), ("bytes_down", .number(String(t.bytesDown))),
+                 ("ended", t.ended.map(JSON.string) ?? .null), ("decided_by", t.decidedBy.map(JSON.string) ?? .null)])
+    }
+
+    /// One line on a tunnel, for `show`: `tunnel host:port, SNI …, ALPN …, N B up, M B down, ended …`.
+    public static func describe(_ t: TunnelAnnotation) -> String {
+        let target = t.host.contains(":") ? "[\(t.host)]:\(t.port)" : "\(t.host):\(t.port)"
+        return "tunnel \(target), SNI \(t.sni ?? "none"), ALPN \(t.alpnOffered ?? "none"), \(t.bytesUp) B up, \(t.bytesDown) B down"
+            + (t.ended.map { ", \($0)" } ?? "")
     }
 
     public static func replay(_ r: ReplayAnnotation) -> JSON {

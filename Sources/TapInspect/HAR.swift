@@ -32,6 +32,11 @@ public enum HAR {
             ("connection", .string(String(x.connectionID))),
         ]
         if let e = x.error { members.append(("_error", .string(e))) }
+        if let tunnel = x.tunnel {
+            // Tunnelled untouched (`record --pass-through`): the CONNECT is the entry, what was seen of the tunnel its custom field.
+            members.append(("comment", .string("CONNECT tunnelled without interception (--pass-through): " + ExchangeJSON.describe(tunnel))))
+            members.append(("_tunnel", ExchangeJSON.tunnel(tunnel)))
+        }
         members.append(("_3dstape", custom(x)))
         return .object(members)
     }

@@ -84,6 +84,13 @@ public final class Connection: EventHandler {
         if let registration { loop.update(registration, readable: true, writable: outboxOffset < outbox.count || connecting) }
     }
 
+    /// The client's ClientHello (SNI, ALPN offered) on a connection where this end is the TLS server, once read; kept
+    /// so that what the client offered is known even when the handshake fails.
+    public private(set) var clientHello: TLSClientHello?
+    /// The first bytes of a TLS server connection, until its ClientHello is read (bounded by `TLSClientHello.maxBytes`).
+    private var helloBytes: [UInt8] = []
+    private var helloSettled = false
+
     /// Bytes received and sent on the wire.
     public private(set) var bytesIn = 0, bytesOut = 0
 
@@ -312,6 +319,7 @@ public final class Connection: EventHandler {
             delegate?.connection(self, received: bytes)
             return
         }
+        if !helloSettled, tls.isServer { readClientHello(bytes) }
         tls.feed(bytes)
         if !tls.isEstablished {
             advanceHandshake()
@@ -325,6 +333,17 @@ public final class Connection: EventHandler {
         } catch {
             fail(.tls(error.message))
         }
+    }
+
+    private func readClientHello(_ bytes: [UInt8]) {
+        helloBytes += bytes.prefix(TLSClientHello.maxBytes - helloBytes.count)
+        switch TLSClientHello.read(helloBytes) {
+        case .needMore: return
+        case let .hello(h): clientHello = h
+        case .notClientHello: break
+        }
+        helloSettled = true
+        helloBytes = []
     }
 
     private func advanceHandshake() {

@@ -40,7 +40,10 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     private func perform(_ action: ProxySessionMachine.Action) {
         switch action {
-        case let .writeClient(head, body): client.write(head, body)
+        case let .writeClient(head, body):
+            client.write(head, body)
+            // A tunnel's upstream is read no faster than the client takes its bytes.
+            if machine.passThrough != nil, client.unsentByteCount > Self.tunnelHighWater { upstream?.connection?.pauseReading() }
         case let .closeClient(afterFlush): client.close(afterFlush: afterFlush)
         case let .startClientTLS(serverName):
             do {
@@ -53,7 +56,9 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case .pauseClientReading: client.pauseReading()
         case .resumeClientReading: client.resumeReading()
         case let .connectUpstream(target): connectUpstream(target)
-        case let .writeUpstream(head, body): upstream?.connection?.write(head, body)
+        case let .writeUpstream(head, body):
+            upstream?.connection?.write(head, body)
+            if machine.passThrough != nil, let c = upstream?.connection, c.unsentByteCount > Self.tunnelHighWater { client.pauseReading() }
         case .closeUpstream:
             upstream?.close()
             upstream = nil
@@ -93,6 +98,16 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         }
     }
 
+    /// In a tunnel (`--pass-through`), bytes queued toward one side past which the other side is not read.
+    static let tunnelHighWater = 1 << 20
+
+    /// The upstream took queued tunnel bytes: read the client again once little is left.
+    fileprivate func upstreamDrained(_ driver: UpstreamDriver) {
+        guard driver === upstream, machine.passThrough != nil, !machine.readingPaused,
+              let c = driver.connection, c.unsentByteCount <= Self.tunnelHighWater / 4 else { return }
+        client.resumeReading()
+    }
+
     fileprivate func upstreamEvent(from driver: UpstreamDriver, _ event: ProxySessionMachine.Event) {
         guard driver === upstream else { return } // a replaced connection's late event
         feed(event)
@@ -103,11 +118,18 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     func connectionReady(_ connection: Connection) {
         // The intercepted TLS handshake with the client is done.
         if let tls = connection.tlsSession {
-            server.writer?.submit(.connectionTLS(id: id, version: tls.protocolVersion, cipher: tls.cipher, sni: tls.serverName, alpn: tls.alpn))
+            server.writer?.submit(.connectionTLS(id: id, version: tls.protocolVersion, cipher: tls.cipher, sni: tls.serverName, alpn: tls.alpn,
+                                                 alpnOffered: connection.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn.joined(separator: ",") }))
         }
     }
 
     func connection(_ connection: Connection, received bytes: [UInt8]) { feed(.clientBytes(bytes)) }
+
+    /// The client took queued tunnel bytes: read the upstream again once little is left.
+    func connectionWroteQueued(_ connection: Connection) {
+        guard machine.passThrough != nil, connection.unsentByteCount <= Self.tunnelHighWater / 4 else { return }
+        upstream?.connection?.resumeReading()
+    }
 
     /// A half-closed client is answered: the machine writes what is in flight, then closes (the connection stays open
     /// for writing until then).
@@ -119,6 +141,14 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         var tlsFailure = false
         if let error, case .tls = error { tlsFailure = true }
+        if tlsFailure, let offered = connection.clientHello?.alpn, !offered.isEmpty, !offered.contains(TLSContext.applicationProtocol) {
+            // Refused in the handshake (no_application_protocol): say why, with what the client offered.
+            let detail = "\(peer) (SNI \(connection.clientHello?.serverName ?? "none")) offered ALPN \(offered.joined(separator: ",")) only: 3dstape "
+                + "intercepts \(TLSContext.applicationProtocol) and answered no_application_protocol; let the client fall back to HTTP/1.1, "
+                + "or tunnel the host untouched with --pass-through"
+            server.note("client-alpn-refused", detail)
+            server.log(detail)
+        }
         feed(.clientClosed(error: error.map { "\($0)" }, tlsFailure: tlsFailure, peerAlert: connection.tlsSession?.receivedAlert))
     }
 
@@ -150,6 +180,8 @@ final class UpstreamDriver: ConnectionDelegate {
     }
 
     func connection(_ c: Connection, received bytes: [UInt8]) { session.upstreamEvent(from: self, .upstreamBytes(bytes)) }
+
+    func connectionWroteQueued(_ c: Connection) { session.upstreamDrained(self) }
 
     func connectionClosed(_ c: Connection, error: ConnectionError?) {
         let failure: ProxySessionMachine.UpstreamFailure?

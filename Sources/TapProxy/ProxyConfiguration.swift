@@ -62,6 +62,8 @@ public struct ProxyConfiguration: Sendable {
     public var maxBufferedBytes = 512 << 20
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
+    /// Which CONNECT targets are intercepted and which are tunnelled untouched (`--intercept`, `--pass-through`).
+    public var routing = HostRouting()
 
     public init(mode: Mode, upstreamTLS: TLSContext, interceptTLS: TLSContext?) {
         self.mode = mode

@@ -179,6 +179,8 @@ struct ProxySessionMachine {
     private(set) var deadline: UInt64 = 0
 
     private var actions: [Action] = []
+    /// The CONNECT being tunnelled untouched (`--pass-through`); once set, every event is the tunnel's.
+    private(set) var passThrough: PassThrough?
 
     /// In reverse mode, the upstream's target, its path the upstream URL's base path; each request's is this one with
     /// the request target appended to that path.
@@ -204,6 +206,11 @@ struct ProxySessionMachine {
 
     /// Feeds one event; returns what the driver must do, in order.
     mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
+        defer { actions = [] } // empty between events
+        if passThrough != nil {
+            tunnelEvent(event, env)
+            return actions
+        }
         switch event {
         case let .clientBytes(bytes): clientBytes(bytes, env)
         case .clientFinishedSending: clientFinishedSending(env)
@@ -214,7 +221,6 @@ struct ProxySessionMachine {
         case .deadlinePassed: deadlinePassed(env)
         case .resume: resume(env)
         }
-        defer { actions = [] } // empty between events
         return actions
     }
 
@@ -360,6 +366,11 @@ struct ProxySessionMachine {
         case let .refuse(status, message, headers):
             reject(status: status, message, headers: headers)
         case let .intercept(target):
+            let (tunnelled, reason) = config.routing.passesThrough(target)
+            if tunnelled {
+                startPassThrough(target, decidedBy: reason, env)
+                return
+            }
             actions.append(.writeClient(HTTPRequestIntake.connectEstablished))
             actions.append(.startClientTLS(serverName: target.host))
         case let .request(request, startedAt):
@@ -637,6 +648,156 @@ struct ProxySessionMachine {
         r.upstreamConnect = link.connectedAt
         r.tlsDone = link.tlsDoneAt
         r.requestSent = link.requestSentAt
+    }
+}
+
+/// A CONNECT tunnelled byte for byte without interception: the upstream's TCP connection, what the client sent
+/// before it was up, the ClientHello read from the first bytes, and the counts for the record.
+struct PassThrough {
+    let target: HostPort
+    let decidedBy: String
+    let startedAt: Double
+    var connected = false
+    var connectedAt: Double?
+    /// Client bytes waiting for the upstream's TCP connection.
+    var pending: [UInt8] = []
+    /// The client's first bytes, kept until the ClientHello in them is read (at most `TLSClientHello.maxBytes`).
+    var helloBytes: [UInt8] = []
+    var hello: TLSClientHello.Outcome = .needMore
+    var bytesUp = 0
+    var bytesDown = 0
+    var recorded = false
+    /// The client finished sending (its FIN): the tunnel ends when the upstream closes, or at the idle timeout.
+    var clientDone = false
+
+    /// The record of the tunnel (an exchange with method CONNECT), as it ended.
+    func record(connectionID: Int64, status: Int, ended: String, error: String?, mask: Bool, at now: Double) -> ExchangeRecord {
+        let address = target.description
+        var r = ExchangeRecord(connectionID: connectionID, seq: 1, method: "CONNECT", url: address, host: target.host, path: nil,
+                               upstream: address, request: CapturedMessage(headers: [], body: [], wireSize: bytesUp), requestStart: startedAt)
+        r.mask = mask
+        r.status = status
+        r.response = CapturedMessage(headers: [], body: [], wireSize: bytesDown)
+        r.upstreamConnect = connectedAt
+        r.done = now
+        r.error = error
+        var sni: String?
+        var alpn: String?
+        if case let .hello(h) = hello {
+            sni = h.serverName
+            alpn = h.alpn.isEmpty ? nil : h.alpn.joined(separator: ",")
+        }
+        r.tunnel = TunnelAnnotation(host: target.host, port: Int(target.port), sni: sni, alpnOffered: alpn, bytesUp: bytesUp,
+                                    bytesDown: bytesDown, ended: ended, decidedBy: decidedBy)
+        return r
+    }
+}
+
+extension ProxySessionMachine {
+    /// Starts tunnelling a CONNECT untouched: connect to its target, answer 200 once connected, then copy bytes both ways.
+    private mutating func startPassThrough(_ target: HostPort, decidedBy: String, _ env: some ProxySessionEnvironment) {
+        passThrough = PassThrough(target: target, decidedBy: decidedBy, startedAt: env.wallClock())
+        let early = intake.takeTunnelBytes()
+        if !early.isEmpty { tunnelClientBytes(early, env) }
+        _ = env.holdBudget(0)
+        wait(for: .upstream, seconds: config.upstreamTimeout, env)
+        actions.append(.log("\(peer): CONNECT \(target) passed through (\(decidedBy))"))
+        actions.append(.connectUpstream(Target(tls: false, address: target, hostHeader: target.description, path: "")))
+    }
+
+    private mutating func tunnelEvent(_ event: Event, _ env: some ProxySessionEnvironment) {
+        guard !closed else { return }
+        switch event {
+        case let .clientBytes(bytes):
+            tunnelClientBytes(bytes, env)
+        case .clientFinishedSending:
+            passThrough?.clientDone = true
+            if passThrough?.connected != true { endTunnel(status: 502, ended: "client finished sending before the upstream was reached", error: nil, env) }
+        case let .clientClosed(error, _):
+            endTunnel(status: passThrough?.connected == true ? 200 : 502, ended: "client closed" + (error.map { " (\($0))" } ?? ""),
+                      error: nil, env)
+            closed = true
+            deadline = 0
+            actions.append(.closeUpstream)
+            actions.append(.ended)
+        case .upstreamConnected(let connectedAt, _):
+            guard var t = passThrough.take() else { return }
+            t.connected = true
+            t.connectedAt = connectedAt ?? env.wallClock()
+            actions.append(.writeClient(HTTPRequestIntake.connectEstablished))
+            if !t.pending.isEmpty { actions.append(.writeUpstream(t.pending)) }
+            t.pending = []
+            passThrough = t
+            if readingPaused { resumeReading() }
+            wait(for: .idle, seconds: config.idleTimeout, env)
+        case let .upstreamBytes(bytes):
+            passThrough?.bytesDown += bytes.count
+            actions.append(.writeClient(bytes))
+            wait(for: .idle, seconds: config.idleTimeout, env)
+        case let .upstreamClosed(failure):
+            if passThrough?.connected == true {
+                let why: String? = switch failure {
+                case nil: nil
+                case let .connect(m)?, let .tls(m)?, let .other(m)?: m
+                }
+                endTunnel(status: 200, ended: "upstream closed" + (why.map { " (\($0))" } ?? ""), error: why, env)
+                actions.append(.closeClient(afterFlush: true))
+            } else {
+                let why: String = switch failure {
+                case let .connect(m)?, let .tls(m)?, let .other(m)?: m
+                case nil: "closed the connection"
+                }
+                refuseTunnel(502, "upstream \(passThrough?.target.description ?? "?") unreachable: \(why)", env)
+            }
+        case .deadlinePassed:
+            deadline = 0
+            if passThrough?.connected == true {
+                endTunnel(status: 200, ended: "idle for \(Checked.clampedInt(config.idleTimeout)) s", error: nil, env)
+                actions.append(.closeUpstream)
+                actions.append(.closeClient(afterFlush: true))
+            } else {
+                refuseTunnel(504, "upstream \(passThrough?.target.description ?? "?") not reached within \(Checked.clampedInt(config.upstreamTimeout)) s", env)
+            }
+        case .resume:
+            break
+        }
+    }
+
+    private mutating func tunnelClientBytes(_ bytes: [UInt8], _ env: some ProxySessionEnvironment) {
+        guard var t = passThrough.take() else { return }
+        t.bytesUp += bytes.count
+        if case .needMore = t.hello {
+            t.helloBytes += bytes.prefix(TLSClientHello.maxBytes - t.helloBytes.count)
+            t.hello = TLSClientHello.read(t.helloBytes)
+            if case .needMore = t.hello {} else { t.helloBytes = [] }
+        }
+        if t.connected {
+            actions.append(.writeUpstream(bytes))
+            passThrough = t
+            wait(for: .idle, seconds: config.idleTimeout, env)
+        } else {
+            t.pending += bytes
+            passThrough = t
+            // The upstream is not up yet: hold a little, then stop reading until it is.
+            if t.pending.count > Self.pipelineAllowance, !readingPaused { pauseReading() }
+        }
+    }
+
+    /// The upstream could not be reached: the client gets the error instead of `200 Connection established`.
+    private mutating func refuseTunnel(_ status: Int, _ message: String, _ env: some ProxySessionEnvironment) {
+        actions.append(.log("\(peer): \(status) \(message)"))
+        endTunnel(status: status, ended: message, error: message, env)
+        actions.append(.closeUpstream)
+        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: passThrough?.target.description, close: true)))
+        actions.append(.closeClient(afterFlush: true))
+    }
+
+    /// Records the tunnel once, as it ended.
+    private mutating func endTunnel(status: Int, ended: String, error: String?, _ env: some ProxySessionEnvironment) {
+        guard let t = passThrough, !t.recorded else { return }
+        passThrough?.recorded = true
+        actions.append(.record(t.record(connectionID: connectionID, status: status, ended: ended, error: error, mask: config.mask,
+                                        at: env.wallClock())))
     }
 }
 

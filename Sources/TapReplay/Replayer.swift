@@ -70,6 +70,13 @@ public final class Replayer: @unchecked Sendable {
         var finishedSendingNanos: UInt64?
     }
 
+    /// Hosts reached live instead of replayed (`--pass-through`): a CONNECT to one is tunnelled untouched, a plain-HTTP
+    /// proxy request to one forwarded; both are recorded (the tunnel as a CONNECT exchange with what was seen of it).
+    public var passThrough: [HostPattern] = []
+
+    /// The pattern that passes this target through, if any.
+    func passThroughPattern(_ target: HostPort) -> HostPattern? { passThrough.first { $0.matches(target) } }
+
     /// Session-writer backlog (events) above which due answers wait, as the recorder's requests do.
     public var writerBacklogLimit = 2048
 
@@ -132,6 +139,11 @@ public final class Replayer: @unchecked Sendable {
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
+        if !passThrough.isEmpty {
+            let patterns = passThrough
+            s.passesThrough = { target in patterns.contains { $0.matches(target) } }
+            s.onTunnelEnded = { [weak self] report in self?.recordTunnel(report) }
+        }
         s.onClientFinishedSending = { [weak self] peer in self?.clientFinishedSending(peer) }
         s.onLog = { line in StandardStreams.err(Data("3dstape: replay: \(TerminalText.escaped(line))\n".utf8)) }
         let bound = try s.start(on: address)
@@ -190,6 +202,19 @@ public final class Replayer: @unchecked Sendable {
         seqs[conn] = seq
         let live = LiveRequest(method: req.head.method, target: req.head.target, headers: req.head.headers.fields.map { ($0.name, $0.value) },
                                body: req.body)
+        if live.viaProxy, !req.head.target.hasPrefix("https://"), let url = HTTPURL(req.head.target), let pattern = passThroughPattern(url.address) {
+            // A plain-HTTP proxy request to a host passed through: reached live, not replayed (and not counted as a miss).
+            let (path, _) = ReplayURL.pathAndQuery(req.head.target)
+            var record = ExchangeRecord(connectionID: conn, seq: seq, method: req.head.method, url: req.head.target, host: req.head.headers["Host"],
+                                        path: path, upstream: url.address.description,
+                                        request: CapturedMessage(headers: live.headers, body: req.body, wireSize: req.rawHead.count + req.rawBody.count),
+                                        requestStart: started)
+            record.requestSent = started
+            let annotation = ReplayAnnotation(recordedExchangeID: nil, matchedBy: "passed through (--pass-through \(pattern))", miss: nil,
+                                              scheduledDelayMs: nil, actualDelayMs: nil)
+            forward(req, to: req.head.target, record: record, annotation: annotation, startedNanos: startedNanos, respond)
+            return
+        }
         let answer = engine.handle(live, selfURL: selfURL)
         let (path, _) = ReplayURL.pathAndQuery(req.head.target)
         var record = ExchangeRecord(connectionID: conn, seq: seq, method: req.head.method,
@@ -294,6 +319,32 @@ public final class Replayer: @unchecked Sendable {
         report(ReplayLine(at: r.requestStart, method: r.method, target: r.url, status: status, recordedExchangeID: a.recordedExchangeID,
                           matchedBy: a.matchedBy, miss: a.miss, scheduledMs: a.scheduledDelayMs ?? 0, actualMs: actualMs, faults: a.faults,
                           outcome: outcome))
+    }
+
+    /// A CONNECT tunnelled untouched (`--pass-through`) ended: recorded as a CONNECT exchange with what was seen of it.
+    func recordTunnel(_ t: TunnelReport) {
+        let conn = connectionID(t.peer, at: t.startedAt)
+        let seq = seqs[conn, default: 0] + 1
+        seqs[conn] = seq
+        let address = t.target.description
+        var record = ExchangeRecord(connectionID: conn, seq: seq, method: "CONNECT", url: address, host: t.target.host, path: nil, upstream: address,
+                                    request: CapturedMessage(headers: [], body: [], wireSize: t.bytesUp), requestStart: t.startedAt)
+        let reached = t.connectedAt != nil
+        record.status = reached ? 200 : 502
+        record.response = CapturedMessage(headers: [], body: [], wireSize: t.bytesDown)
+        record.upstreamConnect = t.connectedAt
+        record.done = t.endedAt
+        if !reached { record.error = t.ended }
+        let pattern = passThroughPattern(t.target).map { "--pass-through \($0)" }
+        record.tunnel = TunnelAnnotation(host: t.target.host, port: Int(t.target.port), sni: t.clientHello?.serverName,
+                                         alpnOffered: t.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn.joined(separator: ",") },
+                                         bytesUp: t.bytesUp, bytesDown: t.bytesDown, ended: t.ended, decidedBy: pattern)
+        record.replay = ReplayAnnotation(recordedExchangeID: nil, matchedBy: "passed through (\(pattern ?? "--pass-through"))", miss: nil,
+                                         scheduledDelayMs: nil, actualDelayMs: nil, outcome: reached ? "tunnelled" : "tunnel failed")
+        writer?.submit(.exchange(record))
+        report(ReplayLine(at: t.startedAt, method: "CONNECT", target: address, status: record.status, recordedExchangeID: nil,
+                          matchedBy: record.replay?.matchedBy, miss: nil, scheduledMs: 0, actualMs: nil, faults: nil,
+                          outcome: record.replay?.outcome ?? ""))
     }
 
     /// The client finished sending (a FIN) with its answer not yet due: noted, and the answer still goes out.

@@ -61,6 +61,8 @@ public struct ExchangeRow: Sendable {
     public var clientAbortAt: Double?
     public var messages: [MessageTag]
     public var replay: ReplayAnnotation?
+    /// A CONNECT passed through without interception.
+    public var tunnel: TunnelAnnotation? = nil
 }
 
 extension SessionReader {
@@ -82,6 +84,7 @@ extension SessionReader {
         var tags: [Int64: [MessageTag]] = [:]
         for (id, tag) in try messageTags(where: "exchange_id IN (\(list))") { tags[id, default: []].append(tag) }
         let replays = try replayAnnotations("WHERE exchange_id IN (\(list))")
+        let tunnels = try tunnelAnnotations("WHERE exchange_id IN (\(list))")
         return try db.query("""
             SELECT id, method, url, host, status, t_request_start, t_upstream_connect, t_tls_done, t_request_sent, t_first_byte, t_done,
                    error, client_abort_at FROM exchanges WHERE id IN (\(list)) ORDER BY id
@@ -90,7 +93,7 @@ extension SessionReader {
             return ExchangeRow(id: id, method: r[1].text ?? "", url: r[2].text ?? "", host: r[3].text, status: r[4].integer.map(Int.init),
                                requestStart: r[5].time ?? 0, upstreamConnect: r[6].time, tlsDone: r[7].time, requestSent: r[8].time,
                                firstByte: r[9].time, done: r[10].time, error: r[11].text, clientAbortAt: r[12].time,
-                               messages: tags[id] ?? [], replay: replays[id])
+                               messages: tags[id] ?? [], replay: replays[id], tunnel: tunnels[id])
         }
     }
 

@@ -29,6 +29,8 @@ public struct StoredExchange: Sendable {
     public var messages: [RecordedMessage]
     /// In a replay session: what the live request matched and its delays.
     public var replay: ReplayAnnotation? = nil
+    /// A CONNECT tunnelled without interception (`record --pass-through`): what was seen of it.
+    public var tunnel: TunnelAnnotation? = nil
 
     /// Milliseconds from request start to done.
     public var durationMs: Double? { done.map { ($0 - requestStart) * 1000 } }
@@ -164,9 +166,11 @@ public final class SessionReader {
                                 json: m[4].text.flatMap { try? JSON.parse($0) }, decryption: m[5].text))
         }
         let replays = try replayAnnotations(only, args)
+        let tunnels = try tunnelAnnotations(only, args)
         return rows.map { r -> StoredExchange in
             var x = makeExchange(r, messagesByExchange)
             x.replay = replays[x.id]
+            x.tunnel = tunnels[x.id]
             // Messages stored as "the body" take their JSON from the body.
             x.messages = x.messages.map { m in
                 guard m.json == nil, m.location == "body" else { return m }
@@ -192,6 +196,20 @@ public final class SessionReader {
                                                           outcome: m[7].text)
         }
         return replays
+    }
+
+    /// The tunnels among the rows `condition` selects (empty for files before v4, which had none).
+    func tunnelAnnotations(_ condition: String, _ args: [SQLiteValue] = []) throws -> [Int64: TunnelAnnotation] {
+        guard try hasTable("tunnels") else { return [:] }
+        var tunnels: [Int64: TunnelAnnotation] = [:]
+        for t in try db.query("SELECT exchange_id, host, port, sni, alpn_offered, bytes_up, bytes_down, ended, decided_by FROM tunnels \(condition)", args) {
+            tunnels[t[0].integer ?? 0] = TunnelAnnotation(host: t[1].text ?? "", port: Int(clamping: min(max(t[2].integer ?? 0, 0), 65535)),
+                                                          sni: t[3].text, alpnOffered: t[4].text,
+                                                          bytesUp: Int(clamping: max(t[5].integer ?? 0, 0)),
+                                                          bytesDown: Int(clamping: max(t[6].integer ?? 0, 0)),
+                                                          ended: t[7].text, decidedBy: t[8].text)
+        }
+        return tunnels
     }
 
     func hasTable(_ name: String) throws -> Bool {

@@ -5,7 +5,8 @@ import TapEMV
 /// What the proxy reports to the session writer. Times are Unix seconds (wall clock, microsecond precision).
 public enum SessionEvent: Sendable {
     case connectionOpened(ConnectionRecord)
-    case connectionTLS(id: Int64, version: String, cipher: String?, sni: String?, alpn: String?)
+    /// `alpnOffered`: the client's ALPN offer, comma-separated (nil: none; `alpn` is what was chosen from it).
+    case connectionTLS(id: Int64, version: String, cipher: String?, sni: String?, alpn: String?, alpnOffered: String? = nil)
     case connectionClosed(id: Int64, at: Double)
     case exchange(ExchangeRecord)
     case note(at: Double, kind: String, detail: String)
@@ -171,6 +172,8 @@ public struct ExchangeRecord: Sendable {
     public var clientAbortAt: Double?
     /// For an exchange served by the replayer: what it matched and when it was answered.
     public var replay: ReplayAnnotation?
+    /// For a CONNECT tunnelled without interception: what was seen of it (the exchange's method is `CONNECT`).
+    public var tunnel: TunnelAnnotation?
 
     public init(connectionID: Int64, seq: Int, method: String, url: String, host: String?, path: String?, upstream: String?,
                 request: CapturedMessage, requestStart: Double) {
@@ -211,5 +214,36 @@ public struct ReplayAnnotation: Sendable {
         self.actualDelayMs = actualDelayMs
         self.faults = faults
         self.outcome = outcome
+    }
+}
+
+/// A CONNECT that 3dstape tunnelled byte for byte without interception (`--pass-through`): what could be seen of it
+/// without decrypting anything. Stored as an exchange (method `CONNECT`, the target as URL, request and response wire
+/// sizes the bytes each way) and a row of `tunnels`.
+public struct TunnelAnnotation: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    /// The server name of the client's TLS ClientHello (nil when it sent none, or the tunnel did not carry TLS).
+    public var sni: String?
+    /// The ALPN protocols the ClientHello offered, comma-separated (nil: no ALPN extension, or no ClientHello).
+    public var alpnOffered: String?
+    /// Bytes from the client to the upstream, and back.
+    public var bytesUp: Int
+    public var bytesDown: Int
+    /// How it ended: `client closed`, `upstream closed`, `idle timeout`, `upstream unreachable: …`.
+    public var ended: String?
+    /// The pattern or rule that sent it through (`--pass-through *.example.com`, `matches no --intercept pattern`).
+    public var decidedBy: String?
+
+    public init(host: String, port: Int, sni: String?, alpnOffered: String?, bytesUp: Int, bytesDown: Int, ended: String?,
+                decidedBy: String?) {
+        self.host = host
+        self.port = port
+        self.sni = sni
+        self.alpnOffered = alpnOffered
+        self.bytesUp = bytesUp
+        self.bytesDown = bytesDown
+        self.ended = ended
+        self.decidedBy = decidedBy
     }
 }

@@ -4,7 +4,7 @@ import TapSQLite
 /// and add a migration step for any change.
 public enum SessionSchema {
     /// The schema version this build writes and the newest it reads.
-    public static let version = 3
+    public static let version = 4
     /// The `meta.format` value that marks a 3dstape session.
     public static let format = "3dstape-session"
 
@@ -22,6 +22,21 @@ public enum SessionSchema {
     );
     """
 
+    /// v4: a CONNECT tunnelled without interception (`record --pass-through`), one row per tunnel exchange.
+    static let tunnelTable = """
+    CREATE TABLE tunnels (
+        exchange_id INTEGER PRIMARY KEY REFERENCES exchanges(id),
+        host TEXT NOT NULL,
+        port INTEGER NOT NULL,
+        sni TEXT,
+        alpn_offered TEXT,
+        bytes_up INTEGER NOT NULL DEFAULT 0,
+        bytes_down INTEGER NOT NULL DEFAULT 0,
+        ended TEXT,
+        decided_by TEXT
+    );
+    """
+
     static let statements = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE connections (
@@ -34,7 +49,8 @@ public enum SessionSchema {
         tls_cipher TEXT,
         sni TEXT,
         alpn TEXT,
-        closed_at REAL
+        closed_at REAL,
+        alpn_offered TEXT
     );
     CREATE TABLE exchanges (
         id INTEGER PRIMARY KEY,
@@ -84,6 +100,7 @@ public enum SessionSchema {
     CREATE INDEX messages_by_exchange ON messages(exchange_id);
     CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
     \(replayTable)
+    \(tunnelTable)
 
     CREATE VIEW v_exchanges AS
         SELECT e.id, strftime('%Y-%m-%d %H:%M:%f', e.t_request_start, 'unixepoch') AS started, e.method, e.url, e.status,
@@ -116,13 +133,18 @@ public enum SessionSchema {
     /// it cost page writes all over it per batch; it is no longer made.)
     static let closingIndexes = "CREATE INDEX IF NOT EXISTS messages_by_transaction ON messages(three_ds_server_trans_id);"
 
-    /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`; v2 → v3: `replay_matches`).
+    /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`; v2 → v3: `replay_matches`;
+    /// v3 → v4: `tunnels`, `connections.alpn_offered`).
     static func migrate(_ db: Database, from version: Int) throws(SQLiteError) {
         if version < 2 {
             try db.execute("ALTER TABLE messages ADD COLUMN decryption TEXT")
         }
         if version < 3 {
             try db.execute(replayTable)
+        }
+        if version < 4 {
+            try db.execute(tunnelTable)
+            try db.execute("ALTER TABLE connections ADD COLUMN alpn_offered TEXT")
         }
         try db.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", [.text(String(SessionSchema.version))])
     }

@@ -334,7 +334,7 @@ private final class DatabaseBox: @unchecked Sendable {
 
 /// Prepared statements for the writer.
 private final class Statements {
-    let connection, connectionTLS, connectionClosed, exchange, message, note, replay: Statement
+    let connection, connectionTLS, connectionClosed, exchange, message, note, replay, tunnel: Statement
     let db: Database
     let keys: (any ChannelKeySource)?
     /// Whether anyone reads the live-view lines (without a reader, none is made).
@@ -345,7 +345,7 @@ private final class Statements {
         self.keys = keys
         self.wantsLines = wantsLines
         connection = try db.prepare("INSERT INTO connections(id, client_addr, accepted_at, mode, upstream) VALUES (?,?,?,?,?)")
-        connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=? WHERE id=?")
+        connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=?, alpn_offered=? WHERE id=?")
         connectionClosed = try db.prepare("UPDATE connections SET closed_at=? WHERE id=?")
         exchange = try db.prepare("""
             INSERT INTO exchanges(connection_id, seq, method, url, host, path, request_headers, request_body, request_body_compressed,
@@ -363,6 +363,9 @@ private final class Statements {
             INSERT INTO replay_matches(exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, faults, outcome)
             VALUES (?,?,?,?,?,?,?,?)
             """)
+        tunnel = try db.prepare("""
+            INSERT INTO tunnels(exchange_id, host, port, sni, alpn_offered, bytes_up, bytes_down, ended, decided_by) VALUES (?,?,?,?,?,?,?,?,?)
+            """)
     }
 
     func exec(_ s: Statement, _ values: [SQLiteValue]) throws {
@@ -374,8 +377,8 @@ private final class Statements {
         switch event {
         case let .connectionOpened(c):
             try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
-        case let .connectionTLS(id, version, cipher, sni, alpn):
-            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), .integer(id)])
+        case let .connectionTLS(id, version, cipher, sni, alpn, alpnOffered):
+            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ThreeDSContent.printable)), .integer(id)])
         case let .connectionClosed(id, at):
             try exec(connectionClosed, [.real(at), .integer(id)])
         case let .note(at, kind, detail):
@@ -411,6 +414,12 @@ private final class Statements {
                 try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
                                   opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 }),
                                   optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults), opt(r.outcome)])
+            }
+            if let t = x.tunnel {
+                // The SNI and ALPN names are the client's bytes: stored printable, as notes are.
+                try exec(tunnel, [.integer(exchangeID), .text(t.host), .integer(Int64(t.port)), opt(t.sni.map(ThreeDSContent.printable)),
+                                  opt(t.alpnOffered.map(ThreeDSContent.printable)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
+                                  opt(t.ended), opt(t.decidedBy)])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
                 let s = found.summary

@@ -15,7 +15,7 @@ enum WebJSON {
     static func row(_ r: ExchangeRow) -> JSON {
         let p = ExchangePhases(start: r.requestStart, upstreamConnect: r.upstreamConnect, tlsDone: r.tlsDone, requestSent: r.requestSent,
                                firstByte: r.firstByte, done: r.done)
-        return .object([
+        let json = JSON.object([
             ("id", .number(String(r.id))), ("method", .string(r.method)), ("url", .string(r.url)), ("host", str(r.host)),
             ("status", r.status.map { .number(String($0)) } ?? .null), ("start", num(r.requestStart, 6)),
             ("duration_ms", num(r.done.map { ($0 - r.requestStart) * 1000 })),
@@ -27,6 +27,7 @@ enum WebJSON {
             ("error", str(r.error)), ("client_aborted", .bool(r.clientAbortAt != nil)),
             ("replay", r.replay.map(ExchangeJSON.replay) ?? .null),
         ])
+        return r.tunnel.map { json.setting("tunnel", to: ExchangeJSON.tunnel($0)) } ?? json
     }
 
     static func exchange(_ x: StoredExchange) -> JSON {

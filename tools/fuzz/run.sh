@@ -13,7 +13,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"; shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session http-server options)
+[ ${#targets[@]} -gt 0 ] || targets=(http-request http-response json jose decode form masking session http-server options client-hello)
 out="${FUZZ_OUT:-$here/out}"; corpus="$out/corpus"
 mkdir -p "$out"
 # FUZZ_SANITIZE=fuzzer builds without AddressSanitizer (several times the executions per second, for long runs of
@@ -91,6 +91,18 @@ for i, v in enumerate(["250ms", "2.5s", "5m", "24h", "1e11s", "99999999999999999
                        "ARes=dribble:2s\nscale:3\n1e300", '[{"match": "ARes", "action": "hang"}, {"match": "ARes", "action": "reset"}]',
                        b"\x7f\xf0\x00\x00\x00\x00\x00\x00", b"\x44\x15\xaf\x1d\x78\xb5\x8c\x40"]):  # +inf; 1e20 (Doubles' bits)
     put("options", f"o{i}", v)
+# ClientHellos as a pinned app's tunnel starts (SNI and ALPN), whole, cut short and split over two records.
+def vec(n, b): return len(b).to_bytes(n, "big") + b
+def hello(sni, alpn):
+    ext = b"\x00\x00" + vec(2, vec(2, b"\x00" + vec(2, sni)))
+    ext += b"\x00\x10" + vec(2, vec(2, b"".join(vec(1, p) for p in alpn)))
+    body = b"\x03\x03" + bytes(32) + vec(1, b"") + vec(2, b"\x13\x01") + vec(1, b"\x00") + vec(2, ext)
+    msg = b"\x01" + vec(3, body)
+    return msg
+m = hello(b"acs.example.com", [b"h2", b"http/1.1"])
+put("client-hello", "whole", b"\x16\x03\x01" + vec(2, m))
+put("client-hello", "cut", (b"\x16\x03\x01" + vec(2, m))[:40])
+put("client-hello", "split", b"\x16\x03\x01" + vec(2, m[:20]) + b"\x16\x03\x01" + vec(2, m[20:]))
 print(f"seed corpora from {n} recorded exchanges and the JOSE vectors")
 PY
 

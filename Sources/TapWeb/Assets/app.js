@@ -203,12 +203,13 @@ async function timelineView(name) {
     const title = svg("title", {}); title.textContent = tip.join(", "); wf.append(title);
     const faults = r.replay && r.replay.faults ? el("span", { class: "badge fault" }, r.replay.faults) : null;
     const miss = r.replay && r.replay.miss ? el("span", { class: "badge err" }, "miss") : null;
+    const tunnel = r.tunnel ? el("span", { class: "badge", title: "passed through without interception" }, "tunnel" + (r.tunnel.sni ? " · SNI " + r.tunnel.sni : "")) : null;
     const row = el("div", { class: "xrow", "data-id": r.id, onclick: () => { location.hash = "#/s/" + enc(name) + "/x/" + r.id; } },
       el("span", { class: "mono" }, "#" + r.id),
       el("span", { class: "mono muted" }, t0 === null ? "" : "+" + ((r.start - t0) * 1000).toFixed(0) + " ms"),
       el("span", {}, r.method),
       el("span", { class: "mono", title: r.url }, url),
-      el("span", { class: "types" }, messageBadges(r.messages), faults, miss),
+      el("span", { class: "types" }, messageBadges(r.messages), faults, miss, tunnel),
       el("span", { class: bad ? "status-bad" : "status-ok" }, r.status ?? (r.error ? "error" : "-")),
       el("span", { class: "num" }, ms(r.duration_ms)),
       el("span", {}, wf));
@@ -283,6 +284,9 @@ async function exchangeView(name, id) {
     + (x.replay.scheduled_delay_ms !== null ? " · scheduled delay " + ms(x.replay.scheduled_delay_ms) : "")
     + (x.replay.actual_delay_ms !== null ? " · actual " + ms(x.replay.actual_delay_ms) : "")
     + (x.replay.faults ? " · fault " + x.replay.faults : "") + (x.replay.miss ? " · miss: " + x.replay.miss : "")) : null;
+  const tunnel = x.tunnel ? el("p", { class: "tunnel", id: "tunnel-info" }, "Tunnelled without interception (" + (x.tunnel.decided_by || "-") + "): "
+    + "SNI " + (x.tunnel.sni || "none") + " · ALPN offered " + (x.tunnel.alpn_offered ? x.tunnel.alpn_offered.join(", ") : "none")
+    + " · " + x.tunnel.bytes_up + " B up · " + x.tunnel.bytes_down + " B down" + (x.tunnel.ended ? " · " + x.tunnel.ended : "")) : null;
   const messages = x.messages.filter(m => m.type).map(m => el("div", { class: "msg", "data-type": m.type, "data-direction": m.direction },
     el("h4", {}, m.direction + " · " + m.type + " · " + m.location + (m.decryption ? " · " + m.decryption : "")),
     m.encrypted ? el("p", { class: "muted" }, "Still encrypted" + (m.decryption ? ": " + m.decryption : "") + ". Record with key substitution or a key log to see it in clear.")
@@ -305,7 +309,7 @@ async function exchangeView(name, id) {
     + (x.upstream ? " · upstream " + x.upstream : "")) : null;
   setMain(el("h2", {}, x.method + " " + x.url),
     el("p", {}, "status ", el("b", {}, x.status ?? "none"), " · ", ms(x.duration_ms), " · ", phases,
-      x.error ? el("span", { class: "error" }, " · " + x.error) : null), conn, replay, nav,
+      x.error ? el("span", { class: "error" }, " · " + x.error) : null), conn, replay, tunnel, nav,
     el("h3", {}, "3DS messages"), messages.length ? messages : el("p", { class: "muted" }, "No 3DS message in this exchange."),
     el("h3", {}, "Request headers"), headersTable(x.request.headers), el("h3", {}, "Request body"), bodyBlock(x.request.body),
     el("h3", {}, "Response headers"), headersTable(x.response.headers), el("h3", {}, "Response body"), bodyBlock(x.response.body));

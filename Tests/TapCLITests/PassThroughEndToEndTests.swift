@@ -1,0 +1,168 @@
+import Foundation
+import Testing
+import TapCore
+
+/// `record --pass-through` / `--intercept` end to end: the real recorder, a TLS upstream (tools/testing/upstream.py) and
+/// curl pinning the upstream's public key, as an app with certificate pinning does.
+@Suite(.serialized) struct PassThroughEndToEndTests {
+    let record = RecordEndToEndTests()
+
+    /// `sha256//BASE64` of the upstream leaf's public key, as curl's --pinnedpubkey takes it (computed by openssl, not 3dstape).
+    func pin(_ f: RecordEndToEndTests.Fixture) throws -> String {
+        let r = try sh(["sh", "-c", "openssl x509 -in '\(f.path("server.pem"))' -pubkey -noout | openssl pkey -pubin -outform der "
+                        + "| openssl dgst -sha256 -binary | base64"])
+        #expect(r.status == 0, "\(r.err)")
+        return "sha256//" + r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func pinnedClientFailsInterceptedAndSucceedsPassedThrough() throws {
+        try record.withFixture { f in
+            try record.makeCertificates(f)
+            let pinned = try pin(f)
+            let (up, upPort) = try record.upstream(["--tls", f.path("server.pem"), f.path("server-key.pem")])
+            defer { up.stop() }
+            #expect(try CLIRunner.run(["ca", "export", "--out", f.path("3dstape-ca.pem")], environment: ["THREEDSTAPE_HOME": f.home]).status == 0)
+            let trustBoth = f.path("both.pem")
+            try (try String(contentsOfFile: f.path("root.pem"), encoding: .utf8) + (try String(contentsOfFile: f.path("3dstape-ca.pem"), encoding: .utf8)))
+                .write(toFile: trustBoth, atomically: true, encoding: .utf8)
+            // localhost is passed through (pattern with its port), 127.0.0.1 is intercepted.
+            let (rec, port) = try record.recorder(f, ["--upstream-ca", f.path("root.pem"), "--pass-through", "LOCALHOST:\(upPort)", "*.pinned.test"])
+            defer { rec.stop() }
+            func curl(_ host: String) throws -> (status: Int32, out: String, err: String) {
+                try sh(["curl", "-sS", "-x", "http://127.0.0.1:\(port)", "--cacert", trustBoth, "--pinnedpubkey", pinned,
+                        "--data", "ping", "https://\(host):\(upPort)/pinned/echo"])
+            }
+            let intercepted = try curl("127.0.0.1")
+            #expect(intercepted.status == 90, "curl's pinning refuses 3dstape's leaf (exit 90): \(intercepted.status) \(intercepted.err)")
+            let passed = try curl("localhost")
+            #expect(passed.status == 0, "\(passed.err) \(rec.stderr)")
+            #expect(try JSON.parse(passed.out)["path"]?.stringValue == "/pinned/echo", "\(passed.out)")
+            try record.stopRecorder(rec)
+            // Which side closes first is the client's and the server's race: either is a clean end.
+            let row = try record.sqlite(f.session, """
+                SELECT e.method, e.url, e.status, t.host, t.port, t.sni, t.alpn_offered LIKE '%http/1.1%', t.bytes_up > 200, t.bytes_down > 500,
+                       e.request_wire_size = t.bytes_up, t.ended IN ('client closed', 'upstream closed'), t.decided_by
+                FROM exchanges e JOIN tunnels t ON t.exchange_id = e.id
+                """)
+            #expect(row == "CONNECT|localhost:\(upPort)|200|localhost|\(upPort)|localhost|1|1|1|1|1|--pass-through LOCALHOST:\(upPort)", "\(row)")
+            #expect(try record.sqlite(f.session, "SELECT count(*) FROM exchanges WHERE method != 'CONNECT'") == "0")
+            #expect(try record.sqlite(f.session, "SELECT value FROM meta WHERE key = 'schema_version'") == "4")
+
+            let show = try CLIRunner.run(["show", f.session])
+            #expect(show.status == 0)
+            #expect(show.stdout.contains("tunnel localhost:\(upPort)") && show.stdout.contains("SNI localhost"), "\(show.stdout)")
+            let har = try CLIRunner.run(["export", f.session, "--format", "har"])
+            let entry = try JSON.parse(har.stdout)["log"]?["entries"]?.arrayValue?.first
+            #expect(entry?["request"]?["method"]?.stringValue == "CONNECT", "\(har.stdout)")
+            #expect(entry?["_tunnel"]?["sni"]?.stringValue == "localhost", "\(har.stdout)")
+        }
+    }
+
+    @Test func interceptListTunnelsEveryOtherHostAndAnUnreachableOneIs502() throws {
+        try record.withFixture { f in
+            try record.makeCertificates(f)
+            let (up, upPort) = try record.upstream(["--tls", f.path("server.pem"), f.path("server-key.pem")])
+            defer { up.stop() }
+            let (rec, port) = try record.recorder(f, ["--upstream-ca", f.path("root.pem"), "--intercept", "*.acs.test,ds.test"])
+            defer { rec.stop() }
+            // Not in --intercept: tunnelled, so curl sees the upstream's own certificate.
+            let r = try sh(["curl", "-sS", "-x", "http://127.0.0.1:\(port)", "--cacert", f.path("root.pem"), "https://localhost:\(upPort)/x"])
+            #expect(r.status == 0, "\(r.err)")
+            // A closed port: 502 to the CONNECT, recorded with the reason.
+            let closed = try sh(["curl", "-sS", "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:1/x"])
+            #expect(closed.status != 0 && closed.err.contains("502"), "\(closed.err)")
+            try record.stopRecorder(rec)
+            let rows = try record.sqlite(f.session, "SELECT e.status, t.decided_by, e.error IS NOT NULL FROM exchanges e JOIN tunnels t ON t.exchange_id = e.id ORDER BY e.id")
+            #expect(rows == "200|matches no --intercept pattern|0\n502|matches no --intercept pattern|1", "\(rows)")
+        }
+    }
+
+    @Test func badPatternsAreRefusedNamingThem() throws {
+        try record.withFixture { f in
+            for bad in ["exa*mple.com", "https://acs.test", "host:99999", "", "a..b", "[zz]:443"] {
+                let r = try CLIRunner.run(["record", "--session", f.session, "--listen", "127.0.0.1:0", "--pass-through", bad],
+                                          environment: ["THREEDSTAPE_HOME": f.home])
+                #expect(r.status == 2, "\(bad): \(r.status) \(r.stderr)")
+                #expect(r.stderr.contains("host pattern '\(bad)'"), "\(r.stderr)")
+            }
+            let reverse = try CLIRunner.run(["record", "--session", f.session, "--reverse", "http://127.0.0.1:9", "--intercept", "x.test"],
+                                            environment: ["THREEDSTAPE_HOME": f.home])
+            #expect(reverse.status == 2 && reverse.stderr.contains("forward mode"), "\(reverse.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: f.session))
+        }
+    }
+}
+
+/// ALPN at the intercepting end: the client's offer is recorded, http/1.1 is chosen, and an h2-only client gets a clear
+/// handshake failure (no_application_protocol) and a session event, instead of HTTP/1.1 bytes it would not read.
+@Suite(.serialized) struct ALPNEndToEndTests {
+    let record = RecordEndToEndTests()
+
+    @Test func h2OnlyClientIsRefusedAndOffersAreRecorded() throws {
+        try record.withFixture { f in
+            try record.makeCertificates(f)
+            let (up, upPort) = try record.upstream(["--tls", f.path("server.pem"), f.path("server-key.pem")])
+            defer { up.stop() }
+            #expect(try CLIRunner.run(["ca", "export", "--out", f.path("3dstape-ca.pem")], environment: ["THREEDSTAPE_HOME": f.home]).status == 0)
+            let (rec, port) = try record.recorder(f, ["--upstream-ca", f.path("root.pem")])
+            defer { rec.stop() }
+            // An h2-only client (openssl s_client -alpn h2, through the proxy's CONNECT).
+            let h2 = try sh(["openssl", "s_client", "-proxy", "127.0.0.1:\(port)", "-connect", "localhost:\(upPort)", "-servername", "localhost",
+                             "-alpn", "h2", "-CAfile", f.path("3dstape-ca.pem")], stdin: "")
+            #expect(h2.status != 0, "\(h2.out)")
+            #expect((h2.out + h2.err).contains("no application protocol"), "\(h2.err)")
+            // curl offers h2 and http/1.1 (or http/1.1 alone without HTTP/2 support): http/1.1 is chosen.
+            let ok = try sh(["curl", "-sS", "-x", "http://127.0.0.1:\(port)", "--cacert", f.path("3dstape-ca.pem"), "https://localhost:\(upPort)/alpn"])
+            #expect(ok.status == 0, "\(ok.err)")
+            try record.stopRecorder(rec)
+            let offered = try record.sqlite(f.session, "SELECT alpn, alpn_offered FROM connections WHERE tls_version IS NOT NULL")
+            #expect(offered == "http/1.1|h2,http/1.1" || offered == "http/1.1|http/1.1", "\(offered)")
+            let event = try record.sqlite(f.session, "SELECT detail FROM events WHERE kind = 'client-alpn-refused'")
+            #expect(event.contains("offered ALPN h2 only") && event.contains("SNI localhost"), "\(event)")
+            #expect(rec.stderr.contains("no_application_protocol"), "\(rec.stderr)")
+        }
+    }
+}
+
+/// `replay --pass-through`: hosts the session never recorded are reached live through the replayer, a CONNECT tunnelled
+/// untouched (the upstream's own certificate reaches the client) and a plain-HTTP request forwarded; both recorded.
+@Suite(.serialized) struct ReplayPassThroughEndToEndTests {
+    let record = RecordEndToEndTests()
+
+    @Test func passedThroughHostsAreReachedLive() throws {
+        try record.withFixture { f in
+            try record.makeCertificates(f)
+            let (plain, plainPort) = try record.upstream()
+            defer { plain.stop() }
+            let (secure, securePort) = try record.upstream(["--tls", f.path("server.pem"), f.path("server-key.pem")])
+            defer { secure.stop() }
+            // A one-exchange recording to replay.
+            let (rec, recPort) = try record.recorder(f, ["--reverse", "http://127.0.0.1:\(plainPort)"])
+            #expect(try sh(["curl", "-sS", "http://127.0.0.1:\(recPort)/recorded"]).status == 0)
+            try record.stopRecorder(rec)
+
+            let out = f.path("replay.3dstape")
+            let rep = try Spawned(CLIRunner.binary.path, ["replay", f.session, "--listen", "127.0.0.1:0", "--session", out, "--timing", "none",
+                                                          "--pass-through", "localhost:\(securePort)", "127.0.0.1:\(plainPort)"],
+                                  environment: ["THREEDSTAPE_HOME": f.home])
+            defer { rep.stop() }
+            let port = try rep.port(after: "on http://127.0.0.1:")
+            let proxy = "http://127.0.0.1:\(port)"
+            let tunnelled = try sh(["curl", "-sS", "-x", proxy, "--cacert", f.path("root.pem"), "https://localhost:\(securePort)/live-tls"])
+            #expect(tunnelled.status == 0, "\(tunnelled.err) \(rep.stderr)")
+            #expect(try JSON.parse(tunnelled.out)["path"]?.stringValue == "/live-tls", "\(tunnelled.out)")
+            let forwarded = try sh(["curl", "-sS", "-x", proxy, "http://127.0.0.1:\(plainPort)/live-plain"])
+            #expect(try JSON.parse(forwarded.out)["path"]?.stringValue == "/live-plain", "\(forwarded.out)")
+            // Not passed through: replayed (a miss here, 404), never reached live.
+            let missed = try sh(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-x", proxy, "http://127.0.0.1:9/elsewhere"])
+            #expect(missed.out == "404", "\(missed.out)")
+            rep.interrupt()
+            #expect(try rep.wait() == 0, "\(rep.stderr)")
+            let rows = try record.sqlite(out, """
+                SELECT e.method, e.status, coalesce(t.sni, '-'), coalesce(t.bytes_down > 500, '-'), r.matched_by IS NOT NULL, coalesce(r.outcome, '-')
+                FROM exchanges e LEFT JOIN tunnels t ON t.exchange_id = e.id LEFT JOIN replay_matches r ON r.exchange_id = e.id ORDER BY e.id
+                """)
+            #expect(rows == "CONNECT|200|localhost|1|1|tunnelled\nGET|200|-|-|1|forwarded\nGET|404|-|-|0|answered", "\(rows)")
+        }
+    }
+}
