@@ -713,7 +713,7 @@ extension ProxySessionMachine {
         case .clientFinishedSending:
             passThrough?.clientDone = true
             if passThrough?.connected != true { endTunnel(status: 502, ended: "client finished sending before the upstream was reached", error: nil, env) }
-        case let .clientClosed(error, _):
+        case let .clientClosed(error, _, _):
             endTunnel(status: passThrough?.connected == true ? 200 : 502, ended: "client closed" + (error.map { " (\($0))" } ?? ""),
                       error: nil, env)
             closed = true
