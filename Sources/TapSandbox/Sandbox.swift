@@ -60,6 +60,9 @@ public final class Sandbox: @unchecked Sendable {
     var transactions: [String: Transaction] = [:]
     let log: @Sendable (String) -> Void
     private var server: HTTPServer?
+    /// The client TLS context every RReq is sent with, made on first use on the loop thread (making one loads the system
+    /// trust store: about 100 ms, which per RReq held RReqs back by seconds under load).
+    var rreqTLS: TLSContext?
     private let keylogLock = Locked(0)
 
     final class Transaction {

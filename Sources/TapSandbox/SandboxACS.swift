@@ -253,10 +253,17 @@ extension Sandbox {
         let options = self.options
         let log = self.log
         transactions[tx.ares["acsTransID"]?.stringValue ?? ""] = nil
+        let ctx: TLSContext
+        do {
+            if rreqTLS == nil { rreqTLS = try TLSContext(clientRoots: options.outgoingRoots) }
+            ctx = rreqTLS!
+        } catch {
+            log("RReq \(status) → \(url): not sent: no TLS context: \(error)")
+            return
+        }
         DispatchQueue.global().async {
             var text: String
             do {
-                let ctx = try TLSContext(clientRoots: options.outgoingRoots)
                 let client = BlockingHTTPClient(tls: ctx, proxy: options.outgoingProxy, timeout: 10)
                 let r = try client.send("POST", url, headers: [("Content-Type", "application/json; charset=utf-8")], body: rreq.bytes)
                 let rres = try? JSON.parse(r.body)
