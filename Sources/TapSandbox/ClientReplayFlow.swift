@@ -135,10 +135,11 @@ public final class ClientReplayer: Sendable {
                                   timeout: options.requestTimeout)
         let thread = try LoopThread(name: "3dstape-creplay")
         let box = received
+        let base = Locked("") // the listener's own URL, known once it is bound (never the request's Host header)
         let server = HTTPServer(loop: thread.loop) { req, _, respond in
             let started = Date().timeIntervalSince1970
             let path = req.head.target
-            var x = ClientReplayExchange(url: path, requestHeaders: req.head.headers.fields.map { ($0.name, $0.value) }, requestBody: req.body, started: started)
+            var x = ClientReplayExchange(url: base.withLock { $0 } + path, requestHeaders: req.head.headers.fields.map { ($0.name, $0.value) }, requestBody: req.body, started: started)
             if path.hasPrefix("/3ds/rreq"), let rreq = try? JSON.parse(req.body), rreq.isObject {
                 let rres = ClientReplayer.rres(for: rreq)
                 x.request = rreq
@@ -158,7 +159,9 @@ public final class ClientReplayer: Sendable {
                 respond(HTTPReply(status: 404))
             }
         }
-        listenerURL = "http://\(try server.start(on: options.rreqListen))"
+        let url = "http://\(try server.start(on: options.rreqListen))"
+        listenerURL = url
+        base.withLock { $0 = url }
         listenerServer.withLock { $0 = server }
         thread.start()
         listenerThread = Locked(thread)
