@@ -139,16 +139,28 @@ struct ClientReplayCommand: Command {
         let runner = ClientReplayRunner(plan: plan, replayer: replayer, writer: writer)
         let started = Date()
         let tty = isatty(STDERR_FILENO) == 1
+        let progress = Locked((differing: 0, shown: Date.distantPast, seen: [ClientReplayOutcome]()))
         let outcomes = runner.run(load: p.load) { o, done, total in
             if p.json {
                 io.out(TerminalText.escapedJSON(o.json.compact))
             } else if !(p.quiet && o.matches) {
                 io.out(ClientReplayCommand.line(o, io))
             }
+            // The progress line (a terminal only, at most twice a second): done/total, rate, differing, p50/p99 per message type.
             if tty, !p.quiet, total > 1 {
-                let rate = Double(done) / max(Date().timeIntervalSince(started), 0.001)
-                StandardStreams.err(Data(String(format: "\r%d/%d transactions, %.1f/s   ", done, total, rate).utf8))
-                if done == total { StandardStreams.err(Data("\n".utf8)) }
+                let line: String? = progress.withLock { s in
+                    if !o.matches { s.differing += 1 }
+                    s.seen.append(o)
+                    if s.seen.count > 10_000 { s.seen.removeFirst(5_000) } // the percentiles of the last few thousand
+                    guard done == total || Date().timeIntervalSince(s.shown) >= 0.5 else { return nil }
+                    s.shown = Date()
+                    let rate = Double(done) / max(Date().timeIntervalSince(started), 0.001)
+                    let types = ClientReplayRunner.latencyTable(s.seen).filter { $0.type != "transaction" }
+                        .map { String(format: "%@ %.0f/%.0f ms", TerminalText.escaped($0.type) as NSString, $0.p50, $0.p99) }
+                    return String(format: "\r%d/%d transactions, %.1f/s, %d differ; p50/p99 ", done, total, rate, s.differing)
+                        + types.joined(separator: ", ") + "   " + (done == total ? "\n" : "")
+                }
+                if let line { StandardStreams.err(Data(line.utf8)) }
             }
         }
         writer.close()
@@ -162,9 +174,11 @@ struct ClientReplayCommand: Command {
             ]).compact))
         } else {
             if !p.quiet, outcomes.count > 1 {
-                io.out("\nlatency (ms)     count      p50      p99      max")
+                io.out("\nlatency (ms)       count      p50      p99      max")
                 for r in ClientReplayRunner.latencyTable(outcomes) {
-                    io.out(String(format: "%-12@ %9d %8.1f %8.1f %8.1f", TerminalText.escaped(r.type) as NSString, r.count, r.p50, r.p99, r.max))
+                    let type = TerminalText.escaped(r.type)
+                    io.out(type + String(repeating: " ", count: max(1, 14 - type.count))
+                           + String(format: "%9d %8.1f %8.1f %8.1f", r.count, r.p50, r.p99, r.max))
                 }
             }
             io.out("client replay: \(matched) of \(outcomes.count) transactions answered as recorded"
@@ -184,7 +198,7 @@ struct ClientReplayCommand: Command {
                 + TerminalText.escaped(Masking.maskText(d.live))
         }
         if o.differences.count > 8 { s += "\n    … \(o.differences.count - 8) more" }
-        for n in o.notes { s += "\n    note: " + TerminalText.escaped(n) }
+        if !o.matches { for n in o.notes { s += "\n    note: " + TerminalText.escaped(n) } } // why it may differ
         return s
     }
 }
