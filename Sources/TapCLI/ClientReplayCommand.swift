@@ -5,6 +5,7 @@ import TapCore
 import TapCrypto
 import TapEMV
 import TapNet
+import TapProxy
 import TapSandbox
 import TapStore
 
@@ -114,8 +115,11 @@ struct ClientReplayCommand: Command {
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         var p = try ClientReplayCommand.plan(args)
-        // 3dstape's own DS identities open deviceData that a client encrypted to them (key substitution, the sandbox).
-        for keys in [try substitutionKeys(), try sandboxKeys()] {
+        // 3dstape's own DS identities open deviceData that a client encrypted to them (key substitution, the sandbox): those
+        // this home already has (none is made here: a key that did not exist when the session was recorded opens nothing).
+        let home = UserHome.resolve().path as NSString
+        for (dir, load) in [("ca/ds", substitutionKeys), ("sandbox", sandboxKeys)] where FileManager.default.fileExists(atPath: home.appendingPathComponent(dir)) {
+            let keys = try load()
             p.inputs.deviceDataKeys.append((keys.dsKeys[.rsa]?.key, keys.dsKeys[.ec]?.key, keys.directoryServerID))
         }
         return try ClientReplayCommand.execute(p, io)

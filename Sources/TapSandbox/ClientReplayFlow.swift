@@ -123,7 +123,7 @@ public final class ClientReplayer: Sendable {
     /// The listener's loop thread, started once and stopped once (`stop`), behind a lock.
     let listenerThread: Locked<LoopThread?>
     let listenerServer: Locked<HTTPServer?> = Locked(nil)
-    /// RReqs and notifications taken by the listener, by `rreq:`/`notify:` and threeDSServerTransID.
+    /// RReqs taken by the listener, by `rreq:` and threeDSServerTransID, until their transaction takes them.
     let received = Locked<[String: ClientReplayExchange]>([:])
     /// The listener's base URL (`http://127.0.0.1:PORT`).
     public let listenerURL: String
@@ -148,13 +148,15 @@ public final class ClientReplayer: Sendable {
                 x.responseHeaders = [("Content-Type", "application/json")]
                 x.responseBody = rres.bytes
                 x.done = Date().timeIntervalSince1970
-                box.withLock { $0["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = x }
+                // Kept until its transaction takes it; one no transaction waits for (the recording had none) is dropped
+                // once 10 000 are waiting, so that a long --repeat does not grow without bound.
+                box.withLock { held in
+                    if held.count >= 10_000 { held.removeAll() }
+                    held["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = x
+                }
                 respond(.json(rres.bytes))
             } else if path.hasPrefix("/3ds/notify") {
-                let fields = FormBody.parse(String(decoding: req.body, as: UTF8.self)) ?? []
-                let cres = fields.first { $0.0 == "cres" }.flatMap { Base64URL.decode($0.1) }.flatMap { try? JSON.parse($0) }
-                if let id = cres?["threeDSServerTransID"]?.stringValue { box.withLock { $0["notify:" + id] = x } }
-                respond(.html("<p>Thank you</p>"))
+                respond(.html("<p>Thank you</p>")) // the browser's cres post: the run itself sent it and holds the exchange
             } else {
                 respond(HTTPReply(status: 404))
             }
@@ -344,10 +346,12 @@ public final class ClientReplayer: Sendable {
         _ = try post(notify, HTMLForm.encode(inputs), contentType: "application/x-www-form-urlencoded", request: nil, &run)
     }
 
+    /// Now in UTC as `yyyyMMddHHmmss`, from the C library (a DateFormatter made per transaction was a tenth of a flow's CPU).
     static func purchaseDate() -> String {
-        let f = DateFormatter()
-        f.dateFormat = "yyyyMMddHHmmss"
-        f.timeZone = TimeZone(identifier: "UTC")
-        return f.string(from: Date())
+        var now = time(nil)
+        var t = tm()
+        gmtime_r(&now, &t)
+        return String(format: "%04d%02d%02d%02d%02d%02d", Int(t.tm_year) + 1900, Int(t.tm_mon) + 1, Int(t.tm_mday), Int(t.tm_hour), Int(t.tm_min),
+                      Int(t.tm_sec))
     }
 }
