@@ -51,6 +51,8 @@ struct ClientReplayCommand: Command {
         var replayer = ClientReplayer.Options()
         var json: Bool
         var quiet: Bool
+        /// With `quiet`: no summary line either when every transaction matched (the demo's `--quiet`).
+        var summaryOnlyOnDifference = false
     }
 
     static func plan(_ args: ParsedArguments) throws -> Plan {
@@ -146,7 +148,7 @@ struct ClientReplayCommand: Command {
         let progress = Locked((differing: 0, shown: Date.distantPast, seen: [ClientReplayOutcome]()))
         let outcomes = runner.run(load: p.load) { o, done, total in
             if p.json {
-                io.out(TerminalText.escapedJSON(o.json.compact))
+                io.out(TerminalText.escapedJSON(Masking.maskText(o.json.compact))) // an error text may quote a card number
             } else if !(p.quiet && o.matches) {
                 io.out(ClientReplayCommand.line(o, io))
             }
@@ -185,6 +187,7 @@ struct ClientReplayCommand: Command {
                            + String(format: "%9d %8.1f %8.1f %8.1f", r.count, r.p50, r.p99, r.max))
                 }
             }
+            if p.summaryOnlyOnDifference, matched == outcomes.count { return 0 }
             io.out("client replay: \(matched) of \(outcomes.count) transactions answered as recorded"
                    + String(format: " (%.1f s, %.1f/s); session %@", elapsed, Double(outcomes.count) / max(elapsed, 0.001), p.out as NSString))
         }

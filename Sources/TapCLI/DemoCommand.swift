@@ -277,7 +277,8 @@ struct DemoCommand: Command {
         options.decoupledDelay = 0.2
         let stack = try ServiceStack.background("3dstape-demo-creplay")
         let sandbox = Sandbox(keys: keys, options: options, loop: stack.loop)
-        try sandbox.start(on: listen, tls: false)
+        // A free port beside the first sandbox's (a pinned --sandbox-listen port may still be held by the stopped one).
+        try sandbox.start(on: HostPort(host: listen.host, port: 0), tls: false)
         stack.start()
         defer { stack.stop() }
         let certs = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/client-certs-ec")
@@ -285,6 +286,7 @@ struct DemoCommand: Command {
         let out = (session as NSString).deletingPathExtension + "-client-replay.3dstape"
         try? FileManager.default.removeItem(atPath: out)
         var p = ClientReplayCommand.Plan(session: session, out: out, certs: certs, json: false, quiet: true)
+        p.summaryOnlyOnDifference = quiet // --quiet prints a replayed flow only when it differs
         p.inputs.target = HTTPURL(sandbox.baseURL)
         // The recording masks card numbers and what the cardholder typed: the demo knows both.
         p.inputs.cards = TestCard.all.map(\.pan)

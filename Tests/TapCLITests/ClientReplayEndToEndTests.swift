@@ -17,7 +17,7 @@ import TapCore
         let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
         let session = dir.appendingPathComponent("demo.3dstape").path
         // The demo's last step: the sandbox restarted with an EC DS key, the recording client-replayed to it.
-        let demo = try CLIRunner.run(["demo", "--quiet", "--out", session], environment: env)
+        let demo = try CLIRunner.run(["demo", "--out", session], environment: env)
         #expect(demo.status == 0, "\(demo.stdout.suffix(3000)) \(demo.stderr.suffix(2000))")
         #expect(demo.stdout.contains("client replay: 20 of 20 transactions answered as recorded"), "\(demo.stdout.suffix(3000))")
         let live = dir.appendingPathComponent("demo-client-replay.3dstape").path
