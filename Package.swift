@@ -69,9 +69,12 @@ let package = Package(
         // Verdicts (`3dstape check`): what a client did in a failure scenario, read from the replay session, held against the
         // scenario's expectation; reports as a table, JSON, JUnit XML and HTML.
         .target(name: "TapCheck", dependencies: ["TapReplay", "TapStore", "TapCore"], swiftSettings: strict),
+        // `client-replay`: a recorded session's client side re-sent to live servers (fresh IDs and keys), compared, under load.
+        .target(name: "TapClientReplay", dependencies: ["TapSandbox", "TapReplay", "TapInspect", "TapStore", "TapNet", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapCheck", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                          dependencies: ["TapArguments", "TapCheck", "TapClientReplay", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
@@ -109,6 +112,7 @@ let package = Package(
         .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore", "TapTestSupport"]),
         .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
         .testTarget(name: "TapCheckTests", dependencies: ["TapCheck", "TapReplay", "TapStore", "TapCore"]),
+        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapNet", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

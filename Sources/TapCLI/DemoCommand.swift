@@ -1,5 +1,6 @@
 import Foundation
 import TapArguments
+import TapClientReplay
 import TapCore
 import TapCrypto
 import TapEMV
@@ -194,6 +195,7 @@ struct DemoCommand: Command {
         }
         failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, listen: plan.replayer.bound,
                                          quiet: plan.quiet, io)
+        if plan.gateway == nil { failures += try clientReplay(out, flows: flows, keys: keys, listen: plan.sandbox.bound, quiet: plan.quiet, io) }
         if plan.quiet {
             io.out("session written to \(out) (\(writer.exchangesWritten) exchanges)")
             return failures == 0 ? 0 : 1
@@ -264,6 +266,37 @@ struct DemoCommand: Command {
         if !quiet { io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "
                + "\(c.rreqs) RReqs delivered; replay session \(replayPath)") }
         return failures
+    }
+
+    /// The last step: the sandbox restarted with its other DS key type (new keys for deviceData), and the recording's client
+    /// side re-sent to it by `client-replay` (fresh IDs, keys and deviceData), every answer compared with the recording.
+    /// Returns 1 when any transaction was answered otherwise, else 0.
+    func clientReplay(_ session: String, flows: [Flow], keys: SandboxKeys, listen: HostPort, quiet: Bool, _ io: Terminal) throws -> Int {
+        var options = SandboxOptions()
+        options.dsKeyType = .ec
+        options.decoupledDelay = 0.2
+        let stack = try ServiceStack.background("3dstape-demo-creplay")
+        let sandbox = Sandbox(keys: keys, options: options, loop: stack.loop)
+        // A free port beside the first sandbox's (a pinned --sandbox-listen port may still be held by the stopped one).
+        try sandbox.start(on: HostPort(host: listen.host, port: 0), tls: false)
+        stack.start()
+        defer { stack.stop() }
+        let certs = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/client-certs-ec")
+        try keys.writeClientCertificates(to: certs, dsKeyType: .ec, replace: true)
+        let out = (session as NSString).deletingPathExtension + "-client-replay.3dstape"
+        try? FileManager.default.removeItem(atPath: out)
+        var p = ClientReplayCommand.Plan(session: session, out: out, certs: certs, json: false, quiet: true)
+        p.summaryOnlyOnDifference = quiet // --quiet prints a replayed flow only when it differs
+        p.inputs.target = HTTPURL(sandbox.baseURL)
+        // The recording masks card numbers and what the cardholder typed: the demo knows both.
+        p.inputs.cards = TestCard.all.map(\.pan)
+        for (i, flow) in flows.enumerated() {
+            if let secret = flow.answer ?? (flow.select.isEmpty ? nil : flow.select.joined(separator: ",")) ?? (flow.oob ? "oob" : nil) { p.inputs.secrets[i + 1] = secret }
+        }
+        let identity = try substitutionKeys()
+        p.inputs.deviceDataKeys = [(identity.dsKeys[.rsa]?.key, identity.dsKeys[.ec]?.key, identity.directoryServerID)]
+        if !quiet { io.out("\nthe sandbox restarted with an EC DS key (\(sandbox.baseURL)); 'client-replay' re-sends the recording's client side to it:") }
+        return try ClientReplayCommand.execute(p, io) == 0 ? 0 : 1
     }
 
     /// The closing hints, true for the session just made: an exchange that holds a challenge message (an app CReq/CRes,

@@ -4,7 +4,7 @@ import TapCore
 import TapProxy
 
 /// The subcommands, in the order `3dstape --help` lists them.
-let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), CheckCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), WebCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), CACommand()]
+let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), CheckCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), WebCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), ClientReplayCommand(), CACommand()]
 
 let version = "0.1.0"
 

@@ -235,6 +235,12 @@ public struct SessionDiff: Sendable {
         }
     }
 
+    /// Element-level differences between two messages, as `diff` finds them: IDs, keys, signatures and dates ignored
+    /// (`volatile` and `ignoring`), loopback ports compared without the port (for `client-replay`).
+    public static func messageDifferences(_ a: JSON?, _ b: JSON?, ignoring: Set<String> = []) -> [Change] {
+        compareJSON(a, b, ignoring: volatile.union(ignoring))
+    }
+
     /// Element-level differences between two messages (nil JSON: still encrypted, compared as equal).
     static func compareJSON(_ a: JSON?, _ b: JSON?, ignoring: Set<String>) -> [Change] {
         guard let a, let b else { return [] }

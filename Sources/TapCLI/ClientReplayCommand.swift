@@ -1,0 +1,211 @@
+import Foundation
+import TapArguments
+import TapClientReplay
+import TapCore
+import TapCrypto
+import TapEMV
+import TapNet
+import TapProxy
+import TapSandbox
+import TapStore
+
+/// `3dstape client-replay`: re-sends a recorded session's client side (the SDK and the 3DS Server) to live servers with
+/// fresh IDs and keys, compares every answer with the recording, and can drive it as load.
+struct ClientReplayCommand: Command {
+    let name = "client-replay"
+    let abstract = "Re-send a recorded session's client side to a live DS/ACS with fresh IDs and keys, and compare the answers"
+    let usage = "3dstape client-replay SESSION --certs DIR [--target URL] [--map HOST=URL]... [--card PAN]... [--secret [N=]VALUE]... "
+        + "[--transaction N]... [--concurrency N] [--rate R] [--speed F] [--repeat N] [--rreq-listen HOST:PORT] [--proxy URL] [--ca PEM] "
+        + "[--session OUT] [--json] [--quiet]"
+    let maxPositionals = 1
+    let options: [OptionSpec] = [
+        .option("certs", "DIR", help: "the target DS's certificates as 'sandbox certs --out DIR' or 'ca export --ds DIR' writes them"),
+        .option("target", "URL", help: "replaces the recorded DS (the host the first AReq went to), e.g. http://127.0.0.1:9443"),
+        .option("map", "HOST=URL", repeatable: true, help: "replaces another recorded host (host or host:port)"),
+        .option("card", "PAN", repeatable: true, help: "a full card number for an acctNumber the recording masked (matched by first 6 and last 4)"),
+        .option("secret", "[N=]VALUE", repeatable: true, help: "what the cardholder typed where the recording masked it (***): for transaction N, or for all"),
+        .option("transaction", "N", repeatable: true, help: "replay only these transactions (1-based, as 'show' numbers them)"),
+        .option("concurrency", "N", help: "transactions at once (default 1)"),
+        .option("rate", "R", help: "new transactions per second (R or R/s; default: as fast as --concurrency allows)"),
+        .option("speed", "F", help: "keep the recorded gaps between transactions, divided by F"),
+        .option("repeat", "N", help: "run the set N times, fresh IDs each time (default 1)"),
+        .option("rreq-listen", "HOST:PORT", help: "the 3DS Server's RReq listener (default 127.0.0.1 on a free port)"),
+        .flag("allow-remote", help: "let --rreq-listen be an address other machines can reach"),
+        .option("rreq-timeout", "DURATION", help: "the wait for each RReq after a challenge (default 10s)"),
+        .option("timeout", "DURATION", help: "each request's timeout (default 10s)"),
+        .option("proxy", "URL", help: "send everything through this HTTP proxy (e.g. 3dstape record)"),
+        .option("ca", "PEM", repeatable: true, help: "extra TLS roots for https targets"),
+        .option("session", "OUT", help: "where the live run is written (default sessions/client-replay-<time>.3dstape)"),
+        .flag("json", help: "one JSON object per transaction, then a summary"),
+        .flag("quiet", help: "print only the transactions that differ and the summary"),
+    ]
+
+    /// Everything the options ask for, checked before a connection is made.
+    struct Plan {
+        var session: String
+        var out: String
+        var certs: String
+        var inputs = ClientReplayPlan.Inputs()
+        var only: Set<Int> = []
+        var load = ClientReplayRunner.Load()
+        var replayer = ClientReplayer.Options()
+        var json: Bool
+        var quiet: Bool
+        /// With `quiet`: no summary line either when every transaction matched (the demo's `--quiet`).
+        var summaryOnlyOnDifference = false
+    }
+
+    static func plan(_ args: ParsedArguments) throws -> Plan {
+        guard let session = args.positionals.first else { throw InvalidArguments("which session? usage: 3dstape client-replay SESSION --certs DIR [--target URL]") }
+        guard let certs = args.value("certs") else {
+            throw InvalidArguments("--certs DIR is required: the target DS's certificates ('3dstape sandbox certs --out DIR' for the sandbox)")
+        }
+        let f = DateFormatter()
+        f.dateFormat = "yyyyMMdd-HHmmss"
+        let out = args.value("session") ?? "sessions/client-replay-\(f.string(from: Date())).3dstape"
+        guard !out.isEmpty else { throw InvalidArguments("--session: expected a file name") }
+        var st = stat()
+        guard lstat(out, &st) != 0 else { throw InvalidArguments("--session \(out) already exists: choose another or remove it") }
+        var p = Plan(session: session, out: out, certs: certs, json: args.has("json"), quiet: args.has("quiet"))
+        if let t = args.value("target") {
+            guard let u = HTTPURL(t) else { throw InvalidArguments("--target \(t): expected an http(s) URL") }
+            p.inputs.target = u
+        }
+        for m in args.all("map") {
+            guard let eq = m.firstIndex(of: "="), !m[..<eq].isEmpty, let u = HTTPURL(String(m[m.index(after: eq)...])) else {
+                throw InvalidArguments("--map \(m): expected HOST=URL (e.g. acs.example:443=http://127.0.0.1:9443)")
+            }
+            p.inputs.map.append((String(m[..<eq]), u))
+        }
+        for c in args.all("card") {
+            guard c.count >= 12, c.count <= 19, c.allSatisfy(\.isASCII), c.allSatisfy(\.isNumber) else {
+                throw InvalidArguments("--card: expected a card number of 12 to 19 digits")
+            }
+            p.inputs.cards.append(c)
+        }
+        for s in args.all("secret") {
+            if let eq = s.firstIndex(of: "="), let n = Int(s[..<eq]) {
+                guard n >= 1 else { throw InvalidArguments("--secret \(n)=…: transactions are numbered from 1") }
+                p.inputs.secrets[n] = String(s[s.index(after: eq)...])
+            } else {
+                p.inputs.secrets[0] = s
+            }
+        }
+        for t in args.all("transaction") {
+            guard let n = Int(t), n >= 1 else { throw InvalidArguments("--transaction \(t): expected a transaction number from 1") }
+            p.only.insert(n)
+        }
+        p.load.concurrency = try args.count("concurrency", default: 1, within: 1...1024)
+        p.load.repeats = try args.count("repeat", default: 1, within: 1...1_000_000)
+        if let r = args.value("rate") {
+            let text = r.hasSuffix("/s") ? String(r.dropLast(2)) : r
+            do { p.load.rate = try Checked.number(text, within: 0.001...100_000) } catch {
+                throw InvalidArguments("--rate \(r): \(error.description)")
+            }
+        }
+        if let s = args.value("speed") {
+            do { p.load.speed = try Checked.number(s, within: 0.001...1_000_000) } catch { throw InvalidArguments("--speed \(s): \(error.description)") }
+        }
+        p.replayer.proxy = try args.forwardProxy()
+        for path in args.all("ca") { p.replayer.extraRoots += try Certificate.parseAll(try readInput(path)) }
+        if let t = try args.seconds("rreq-timeout") { p.replayer.rreqTimeout = t }
+        if let t = try args.seconds("timeout") { p.replayer.requestTimeout = t }
+        p.replayer.rreqListen = try args.singleListenAddress("rreq-listen", default: "127.0.0.1:0",
+                                                             remedy: "the RReq listener would take RReqs from other machines; add --allow-remote").bound
+        return p
+    }
+
+    func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
+        var p = try ClientReplayCommand.plan(args)
+        // 3dstape's own DS identities open deviceData that a client encrypted to them (key substitution, the sandbox): those
+        // this home already has (none is made here: a key that did not exist when the session was recorded opens nothing).
+        let home = UserHome.resolve().path as NSString
+        for (dir, load) in [("ca/ds", substitutionKeys), ("sandbox", sandboxKeys)] where FileManager.default.fileExists(atPath: home.appendingPathComponent(dir)) {
+            let keys = try load()
+            p.inputs.deviceDataKeys.append((keys.dsKeys[.rsa]?.key, keys.dsKeys[.ec]?.key, keys.directoryServerID))
+        }
+        return try ClientReplayCommand.execute(p, io)
+    }
+
+    /// Runs a checked plan: prints each transaction as it completes and the summary; 0 when all match, 1 otherwise.
+    static func execute(_ p: Plan, _ io: Terminal) throws -> Int32 {
+        let plan: ClientReplayPlan
+        do { plan = try ClientReplayPlan.load(path: p.session, inputs: p.inputs, only: p.only) } catch let e as SandboxError {
+            throw InvalidArguments(e.message)
+        }
+        guard !plan.transactions.isEmpty else { throw CommandFailure("\(p.session) holds no 3DS transaction to replay") }
+        let ds = try ClientReplayer.DSIdentity(directory: p.certs)
+        let replayer = try ClientReplayer(ds: ds, options: p.replayer)
+        defer { replayer.stop() }
+        let dir = (p.out as NSString).deletingLastPathComponent
+        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        let writer = try SessionWriter(path: p.out, meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "client-replay"),
+                                                          ("label", "3dstape client-replay of \(p.session)"), ("masked", "yes"),
+                                                          ("client_replayed_session", p.session), ("tool_version", version)])
+        let runner = ClientReplayRunner(plan: plan, replayer: replayer, writer: writer)
+        let started = Date()
+        let tty = isatty(STDERR_FILENO) == 1
+        let progress = Locked((differing: 0, shown: Date.distantPast, seen: [ClientReplayOutcome]()))
+        let outcomes = runner.run(load: p.load) { o, done, total in
+            if p.json {
+                io.out(TerminalText.escapedJSON(Masking.maskText(o.json.compact))) // an error text may quote a card number
+            } else if !(p.quiet && o.matches) {
+                io.out(ClientReplayCommand.line(o, io))
+            }
+            // The progress line (a terminal only, at most twice a second): done/total, rate, differing, p50/p99 per message type.
+            if tty, !p.quiet, total > 1 {
+                let line: String? = progress.withLock { s in
+                    if !o.matches { s.differing += 1 }
+                    s.seen.append(o)
+                    if s.seen.count > 10_000 { s.seen.removeFirst(5_000) } // the percentiles of the last few thousand
+                    guard done == total || Date().timeIntervalSince(s.shown) >= 0.5 else { return nil }
+                    s.shown = Date()
+                    let rate = Double(done) / max(Date().timeIntervalSince(started), 0.001)
+                    let types = ClientReplayRunner.latencyTable(s.seen).filter { $0.type != "transaction" }
+                        .map { String(format: "%@ %.0f/%.0f ms", TerminalText.escaped($0.type) as NSString, $0.p50, $0.p99) }
+                    return String(format: "\r%d/%d transactions, %.1f/s, %d differ; p50/p99 ", done, total, rate, s.differing)
+                        + types.joined(separator: ", ") + "   " + (done == total ? "\n" : "")
+                }
+                if let line { StandardStreams.err(Data(line.utf8)) }
+            }
+        }
+        writer.close()
+        let matched = outcomes.filter(\.matches).count
+        let elapsed = Date().timeIntervalSince(started)
+        if p.json {
+            io.out(TerminalText.escapedJSON(JSON.object([
+                ("summary", .object([("transactions", .number(String(outcomes.count))), ("matched", .number(String(matched))),
+                                     ("differed", .number(String(outcomes.count - matched))), ("seconds", .number(String(format: "%.3f", elapsed))),
+                                     ("session", .string(p.out))])),
+            ]).compact))
+        } else {
+            if !p.quiet, outcomes.count > 1 {
+                io.out("\nlatency (ms)       count      p50      p99      max")
+                for r in ClientReplayRunner.latencyTable(outcomes) {
+                    let type = TerminalText.escaped(r.type)
+                    io.out(type + String(repeating: " ", count: max(1, 14 - type.count))
+                           + String(format: "%9d %8.1f %8.1f %8.1f", r.count, r.p50, r.p99, r.max))
+                }
+            }
+            if p.summaryOnlyOnDifference, matched == outcomes.count { return 0 }
+            io.out("client replay: \(matched) of \(outcomes.count) transactions answered as recorded"
+                   + String(format: " (%.1f s, %.1f/s); session %@", elapsed, Double(outcomes.count) / max(elapsed, 0.001), p.out as NSString))
+        }
+        return matched == outcomes.count ? 0 : 1
+    }
+
+    /// One transaction's line (and its differences below it), escaped for the terminal.
+    static func line(_ o: ClientReplayOutcome, _ io: Terminal) -> String {
+        let head = o.matches ? io.green("same") : io.red("DIFF")
+        var s = "\(head) #\(o.transaction)\(o.pass > 0 ? " (pass \(o.pass + 1))" : "")  recorded \(TerminalText.escaped(o.recordedOutcome)) → live "
+            + TerminalText.escaped(o.liveOutcome) + String(format: "  %.0f ms", o.totalMs)
+        if let f = o.failure { s += "\n    " + TerminalText.escaped(Masking.maskText(f)) }
+        for d in o.differences.prefix(8) {
+            s += "\n    \(TerminalText.escaped(d.message)) \(TerminalText.escaped(d.element)): \(TerminalText.escaped(Masking.maskText(d.recorded))) → "
+                + TerminalText.escaped(Masking.maskText(d.live))
+        }
+        if o.differences.count > 8 { s += "\n    … \(o.differences.count - 8) more" }
+        if !o.matches { for n in o.notes { s += "\n    note: " + TerminalText.escaped(n) } } // why it may differ
+        return s
+    }
+}

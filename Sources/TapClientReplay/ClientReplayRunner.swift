@@ -1,0 +1,216 @@
+import Foundation
+import TapCore
+import TapEMV
+import TapInspect
+import TapSandbox
+import TapStore
+
+/// What one client-replayed transaction came to, held against the recording.
+public struct ClientReplayOutcome: Sendable {
+    public var transaction: Int
+    /// 0 for the first pass over the transactions, 1 for the first `--repeat` …
+    public var pass: Int
+    public var recordedOutcome: String
+    public var liveOutcome: String
+    /// Element differences, as `diff` words them: message, element, recorded value, live value.
+    public var differences: [(message: String, element: String, recorded: String, live: String)]
+    public var failure: String?
+    public var notes: [String]
+    /// Milliseconds per exchange, by the type of the message sent (`AReq`, `CReq` …; `RReq` for the wait on it).
+    public var latencies: [(String, Double)]
+    public var totalMs: Double
+
+    public var matches: Bool { failure == nil && differences.isEmpty && recordedOutcome == liveOutcome }
+
+    /// The `--json` object.
+    public var json: JSON {
+        .object([("transaction", .number(String(transaction))), ("pass", .number(String(pass))), ("match", .bool(matches)),
+                 ("recorded", .string(recordedOutcome)), ("live", .string(liveOutcome)),
+                 ("differences", .array(differences.map { d in
+                     .object([("message", .string(d.message)), ("element", .string(d.element)), ("recorded", .string(d.recorded)), ("live", .string(d.live))])
+                 })),
+                 ("failure", failure.map(JSON.string) ?? .null), ("notes", .array(notes.map(JSON.string))),
+                 ("total_ms", .number(String(format: "%.1f", totalMs)))])
+    }
+}
+
+/// Runs a plan's transactions against live servers (at once, paced, repeated), compares each with the recording as it
+/// completes, and writes the live exchanges as a session.
+public final class ClientReplayRunner: Sendable {
+    /// How hard to drive the target.
+    public struct Load: Sendable {
+        public var concurrency = 1
+        /// New transactions per second (nil: as fast as the workers go).
+        public var rate: Double?
+        /// Keeps the recorded gaps between transactions divided by this (nil: no gaps).
+        public var speed: Double?
+        public var repeats = 1
+        public init() {}
+    }
+
+    let plan: ClientReplayPlan
+    let replayer: ClientReplayer
+    let writer: SessionWriter?
+    let nextConnection = Locked<Int64>(0)
+
+    public init(plan: ClientReplayPlan, replayer: ClientReplayer, writer: SessionWriter?) {
+        self.plan = plan
+        self.replayer = replayer
+        self.writer = writer
+    }
+
+    /// Elements a live run sends differently by design (the URLs of its own listener and of the live servers).
+    public static let ignored: Set<String> = ["threeDSServerURL", "notificationURL", "acsURL", "acsReferenceNumber", "dsReferenceNumber"]
+
+    /// Runs every transaction `load.repeats` times; `report` is called (on the worker's thread, one call at a time)
+    /// as each completes. Returns the outcomes in completion order.
+    public func run(load: Load, report: @escaping @Sendable (ClientReplayOutcome, _ done: Int, _ total: Int) -> Void) -> [ClientReplayOutcome] {
+        let jobs = (0..<max(1, load.repeats)).flatMap { pass in plan.transactions.indices.map { (pass, $0) } }
+        let firstStart = plan.transactions.map(\.startedAt).min() ?? 0
+        let span = (plan.transactions.map(\.startedAt).max() ?? 0) - firstStart
+        let next = Locked(0)
+        let results = Locked<[ClientReplayOutcome]>([])
+        let started = Date()
+        let workers = max(1, min(load.concurrency, jobs.count))
+        let group = DispatchGroup()
+        for w in 0..<workers {
+            let thread = Thread { [self] in
+                while true {
+                    let k = next.withLock { n -> Int in defer { n += 1 }; return n }
+                    guard k < jobs.count else { break }
+                    let (pass, index) = jobs[k]
+                    let t = plan.transactions[index]
+                    var due: Double = 0
+                    if let rate = load.rate { due = Double(k) / rate }
+                    if let speed = load.speed { due = max(due, (Double(pass) * (span + 1) + t.startedAt - firstStart) / speed) }
+                    let wait = due - Date().timeIntervalSince(started)
+                    if wait > 0 { usleep(UInt32(Checked.clampedInt(min(wait, 3600) * 1_000_000))) }
+                    let outcome = self.play(t, pass: pass)
+                    results.withLock { r in
+                        r.append(outcome)
+                        report(outcome, r.count, jobs.count)
+                    }
+                }
+                group.leave()
+            }
+            thread.name = "creplay-\(w)"
+            group.enter()
+            thread.start()
+        }
+        group.wait()
+        return results.withLock { $0 }
+    }
+
+    /// One transaction: played live, stored, compared.
+    func play(_ t: ClientReplayPlan.Transaction, pass: Int) -> ClientReplayOutcome {
+        let t0 = Date()
+        let recordedOutcome = Self.outcome(t.recorded)
+        if let why = t.unplayable {
+            return ClientReplayOutcome(transaction: t.number, pass: pass, recordedOutcome: recordedOutcome, liveOutcome: "-", differences: [],
+                                       failure: why, notes: [], latencies: [], totalMs: 0)
+        }
+        let run = replayer.run(t.script)
+        store(run)
+        var live: [ClientReplayMessage] = []
+        var latencies: [(String, Double)] = []
+        for x in run.exchanges {
+            for json in [x.request, x.response].compactMap({ $0 }) {
+                guard let type = json["messageType"]?.stringValue else { continue }
+                live.append(ClientReplayMessage(type: type, json: plan.masked ? Masking.mask(json) : json))
+            }
+            if let done = x.done, let type = x.request?["messageType"]?.stringValue {
+                latencies.append((type, (done - x.started) * 1000))
+            }
+        }
+        let liveOutcome = run.failure == nil ? Self.outcome(live) : "failed"
+        var differences = Self.compare(t.recorded, live)
+        if recordedOutcome != liveOutcome, run.failure == nil {
+            differences.insert(("transaction", "outcome", recordedOutcome, liveOutcome), at: 0)
+        }
+        return ClientReplayOutcome(transaction: t.number, pass: pass, recordedOutcome: recordedOutcome, liveOutcome: liveOutcome,
+                                   differences: differences, failure: run.failure, notes: run.notes, latencies: latencies,
+                                   totalMs: Date().timeIntervalSince(t0) * 1000)
+    }
+
+    /// The transaction's result as `show` words it: the RReq's transStatus, else the last CRes's, else the ARes's; an Erro's code.
+    static func outcome(_ messages: [ClientReplayMessage]) -> String {
+        if let e = messages.last(where: { $0.type == "Erro" }) { return "Erro \(e.json?["errorCode"]?.stringValue ?? "?")" }
+        for type in ["RReq", "CRes", "ARes"] {
+            if let s = messages.last(where: { $0.type == type && $0.json?["transStatus"] != nil })?.json?["transStatus"]?.stringValue { return s }
+        }
+        return "-"
+    }
+
+    /// Messages paired by type and occurrence (the second CRes with the second CRes), element by element as `diff` does.
+    static func compare(_ recorded: [ClientReplayMessage], _ live: [ClientReplayMessage]) -> [(message: String, element: String, recorded: String, live: String)] {
+        func labelled(_ ms: [ClientReplayMessage]) -> [(String, ClientReplayMessage)] {
+            var seen: [String: Int] = [:]
+            return ms.map { m in
+                seen[m.type, default: 0] += 1
+                return (seen[m.type] == 1 ? m.type : "\(m.type) #\(seen[m.type]!)", m)
+            }
+        }
+        let a = labelled(recorded), b = labelled(live)
+        let byLabel = Dictionary(b.map { ($0.0, $0.1) }, uniquingKeysWith: { x, _ in x })
+        var out: [(String, String, String, String)] = []
+        for (label, m) in a {
+            guard let other = byLabel[label] else {
+                out.append((label, "", "present", "missing"))
+                continue
+            }
+            for c in SessionDiff.messageDifferences(m.json, other.json, ignoring: ignored) {
+                out.append((label, c.pointer ?? "", c.before ?? "absent", c.after ?? "absent"))
+            }
+        }
+        let labelsA = Set(a.map(\.0))
+        for (label, _) in b where !labelsA.contains(label) { out.append((label, "", "missing", "present")) }
+        return out
+    }
+
+    /// Hands the run's exchanges to the session writer (one connection each).
+    func store(_ run: ClientReplayRun) {
+        guard let writer else { return }
+        for x in run.exchanges {
+            let id = nextConnection.withLock { n -> Int64 in n += 1; return n }
+            writer.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: "client-replay", acceptedAt: x.started, mode: "forward",
+                                                             upstream: nil)))
+            let note = "decrypted: client-replay's own app-channel keys"
+            var record = ExchangeRecord(connectionID: id, seq: 0, method: x.method, url: x.url, host: nil, path: nil, upstream: nil,
+                                        request: CapturedMessage(headers: x.requestHeaders, body: x.requestBody, wireSize: x.requestBody.count,
+                                                                 plaintext: x.appChannel ? x.request : nil, plaintextNote: x.appChannel ? note : nil),
+                                        requestStart: x.started)
+            record.status = x.status
+            if x.status != nil {
+                record.response = CapturedMessage(headers: x.responseHeaders, body: x.responseBody, wireSize: x.responseBody.count,
+                                                  plaintext: x.appChannel ? x.response : nil, plaintextNote: x.appChannel ? note : nil)
+            }
+            record.done = x.done
+            record.firstByte = x.done
+            record.requestSent = x.started
+            record.error = x.error
+            writer.submit(.exchange(record))
+            writer.submit(.connectionClosed(id: id, at: x.done ?? x.started))
+        }
+    }
+
+    /// p50, p99 and max milliseconds per message type, for the closing table and the progress line.
+    public static func latencyTable(_ outcomes: [ClientReplayOutcome]) -> [(type: String, count: Int, p50: Double, p99: Double, max: Double)] {
+        var byType: [String: [Double]] = [:]
+        var order: [String] = []
+        for o in outcomes {
+            for (t, ms) in o.latencies {
+                if byType[t] == nil { order.append(t) }
+                byType[t, default: []].append(ms)
+            }
+        }
+        var all = outcomes.map(\.totalMs)
+        all.sort()
+        func pct(_ v: [Double], _ p: Double) -> Double { v.isEmpty ? 0 : v[min(v.count - 1, Checked.clampedInt((Double(v.count) * p).rounded(.up)) - 1 < 0 ? 0 : Checked.clampedInt((Double(v.count) * p).rounded(.up)) - 1)] }
+        var rows = order.map { t -> (String, Int, Double, Double, Double) in
+            let v = byType[t]!.sorted()
+            return (t, v.count, pct(v, 0.5), pct(v, 0.99), v.last ?? 0)
+        }
+        rows.append(("transaction", all.count, pct(all, 0.5), pct(all, 0.99), all.last ?? 0))
+        return rows
+    }
+}

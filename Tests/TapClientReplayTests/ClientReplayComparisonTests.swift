@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+import TapCore
+import TapNet
+@testable import TapClientReplay
+@testable import TapSandbox
+
+/// How client-replay compares a live transaction with its recording, words its outcome, and rewrites recorded URLs.
+struct ClientReplayComparisonTests {
+    static func message(_ json: String) throws -> ClientReplayMessage {
+        let j = try JSON.parse(json)
+        return ClientReplayMessage(type: j["messageType"]?.stringValue ?? "?", json: j)
+    }
+
+    @Test func outcomeTakesTheRReqThenTheFinalCResThenTheARes() throws {
+        let ares = try Self.message(#"{"messageType":"ARes","transStatus":"C"}"#)
+        let cres = try Self.message(#"{"messageType":"CRes","transStatus":"Y"}"#)
+        let rreq = try Self.message(#"{"messageType":"RReq","transStatus":"N"}"#)
+        let erro = try Self.message(#"{"messageType":"Erro","errorCode":"305"}"#)
+        #expect(ClientReplayRunner.outcome([ares]) == "C")
+        #expect(ClientReplayRunner.outcome([ares, cres]) == "Y")
+        #expect(ClientReplayRunner.outcome([ares, cres, rreq]) == "N")
+        #expect(ClientReplayRunner.outcome([erro]) == "Erro 305")
+        #expect(ClientReplayRunner.outcome([]) == "-")
+    }
+
+    @Test func idsKeysDatesAndLoopbackPortsAreIgnoredWhatTheACSAnsweredIsNot() throws {
+        let recorded = [try Self.message(#"{"messageType":"ARes","threeDSServerTransID":"a","acsTransID":"b","transStatus":"C","acsURL":"http://127.0.0.1:1/acs"}"#),
+                        try Self.message(#"{"messageType":"CRes","acsUiType":"01","transStatus":"Y"}"#)]
+        let same = [try Self.message(#"{"messageType":"ARes","threeDSServerTransID":"x","acsTransID":"y","transStatus":"C","acsURL":"http://127.0.0.1:2/acs"}"#),
+                    try Self.message(#"{"messageType":"CRes","acsUiType":"01","transStatus":"Y"}"#)]
+        #expect(ClientReplayRunner.compare(recorded, same).isEmpty)
+        let other = [same[0], try Self.message(#"{"messageType":"CRes","acsUiType":"02","transStatus":"Y"}"#)]
+        let d = ClientReplayRunner.compare(recorded, other)
+        #expect(d.count == 1 && d[0].message == "CRes" && d[0].element == "/acsUiType" && d[0].recorded == "01" && d[0].live == "02")
+        let short = ClientReplayRunner.compare(recorded, [same[0]])
+        #expect(short.count == 1 && short[0].message == "CRes" && short[0].live == "missing")
+        let extra = ClientReplayRunner.compare(recorded, same + [try Self.message(#"{"messageType":"Erro","errorCode":"402"}"#)])
+        #expect(extra.count == 1 && extra[0].message == "Erro" && extra[0].live == "present")
+    }
+
+    @Test func targetReplacesTheRecordedDSOriginAndMapOtherHosts() throws {
+        var inputs = ClientReplayPlan.Inputs()
+        inputs.target = HTTPURL("http://127.0.0.1:18400")
+        inputs.map = [("acs.example:443", HTTPURL("http://127.0.0.1:18401/")!)]
+        let ds = ClientReplayPlan.origin("https://ds.example/ds/areq")
+        #expect(ClientReplayPlan.liveURL("https://ds.example/ds/areq", dsOrigin: ds, inputs: inputs)?.description == "http://127.0.0.1:18400/ds/areq")
+        #expect(ClientReplayPlan.liveURL("https://acs.example/acs/x", dsOrigin: ds, inputs: inputs)?.description == "http://127.0.0.1:18401/acs/x")
+        #expect(ClientReplayPlan.liveURL("https://other.example/y", dsOrigin: ds, inputs: inputs)?.description == "https://other.example/y")
+        #expect(ClientReplayPlan.liveURL("ftp://x/y", dsOrigin: ds, inputs: inputs) == nil)
+    }
+
+    @Test func aMaskedEntryTakesTheSecretOrStopsTheTransactionSayingSo() throws {
+        #expect(try ClientReplayer.unmasked(.string("***"), secret: "1234") == .string("1234"))
+        #expect(try ClientReplayer.unmasked(.string("Y"), secret: "1234") == .string("Y"))
+        #expect(throws: ClientReplayer.Stop.self) { try ClientReplayer.unmasked(.string("***"), secret: nil) }
+    }
+
+    @Test func undecryptableDeviceDataFallsBackToAMinimalOneWithANote() {
+        let (json, note) = ClientReplayPlan.deviceData("not-a-jwe", keys: [])
+        #expect(json == nil && note.contains("no sdkEncData JWE"))
+    }
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# client-replay benchmark, on loopback, in one run:
+#   1. app challenge flows per second that `3dstape client-replay` drives against `3dstape replay --timing none` of the app
+#      demo session (its 8 app challenges, transactions 7-14: AReq, acsSignedContent check, ECDH, two CReq/CRes JWEs,
+#      the RReq taken on its listener), REPEAT passes at CONCURRENCY transactions at once, and the client-replay process's
+#      CPU per flow (user + system, from the kernel's accounting of the finished child), its start taken out: the CPU of a
+#      one-pass run is subtracted and the rest divided by the flows between the two runs;
+#   2. beside it, `openssl speed` for the crypto a client flow needs: P-256 key generation (one base-point multiplication,
+#      as an ECDSA P-256 signature costs), ECDH P-256, the deviceData RSA-OAEP-256 encryption (an RSA-2048 public
+#      operation) and the acsSignedContent JWS verification with its certificate (two RSA-2048 verifications). Target:
+#      CPU per flow at most 2x that crypto.
+#   3. the peer: Locust's HTTP flow from tools/load (one process, 4 users, AReq -> ARes on the same replay; Locust has no
+#      app challenge) in the same run, its requests per second beside client-replay's (AReq, CReqs). Skipped when
+#      Locust cannot be installed into tools/load/.venv.
+# Usage: tools/bench/client-replay.sh [REPEAT, default 50] [CONCURRENCY, default 2] [LOCUST SECONDS, default 10]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+repeat="${1:-50}"; conc="${2:-2}"; lsecs="${3:-10}"
+work="$(mktemp -d /tmp/3dstape-creplay-bench.XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+(cd "$root" && swift build -c release --product 3dstape >/dev/null)
+tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+export THREEDSTAPE_HOME="$work/home"
+cp "$root/sessions/demo-app.3dstape" "$work/demo.3dstape"
+"$tape" ca export --ds "$work/certs" >/dev/null
+"$tape" replay "$work/demo.3dstape" --listen 127.0.0.1:0 --timing none --quiet --session "$work/replay.3dstape" 2>"$work/replay.log" &
+pids+=($!)
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.* on http:\/\/127\.0\.0\.1:\([0-9]*\);.*/\1/p' "$work/replay.log" | head -1)
+  [ -n "$port" ] && break; sleep 0.1
+done
+[ -n "$port" ] || { echo "the replayer did not start"; cat "$work/replay.log"; exit 1; }
+
+# ---- 1. client-replay, measured as a finished child (wall clock, CPU)
+python3 - "$tape" "$work" "$port" "$repeat" "$conc" > "$work/creplay.txt" <<'PY'
+import json, os, resource, subprocess, sys, time
+tape, work, port, repeat, conc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+args = [tape, "client-replay", f"{work}/demo.3dstape", "--certs", f"{work}/certs", "--target", f"http://127.0.0.1:{port}",
+        "--secret", "1234", "--concurrency", str(conc), "--json"]
+for c in ["1067", "1075", "1083", "1091", "1109", "1117", "1125"]:
+    args += ["--card", "400000000000" + c]
+for t in range(7, 15):
+    args += ["--transaction", str(t)]
+def run(passes, session):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    p = subprocess.run(args + ["--repeat", str(passes), "--session", session], capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tx = [json.loads(l) for l in p.stdout.splitlines()][:-1]
+    assert p.returncode == 0 and len(tx) == 8 * passes and all(t["match"] for t in tx), (p.returncode, p.stderr[-500:], [t for t in tx if not t["match"]][:2])
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+# The process's start (keys, TLS roots, the session read) is taken out: CPU per flow is the difference between a run of
+# REPEAT passes and one of a single pass, over the flows between them; flows/s is the long run's.
+w1, c1 = run(1, f"{work}/live1.3dstape")
+wall, cpu = run(repeat, f"{work}/live.3dstape")
+flows = 8 * repeat
+print(flows, f"{wall:.3f}", f"{cpu:.3f}", f"{(cpu - c1) / (flows - 8) * 1e6:.0f}", f"{c1:.3f}")
+PY
+read flows wall cpu perflow startcpu < "$work/creplay.txt"
+requests=$((flows * 3))   # each flow: one AReq and two CReqs sent (the RReq comes in)
+
+# ---- 2. openssl speed for the client's crypto per flow
+openssl speed -mr -seconds 2 ecdsap256 ecdhp256 rsa2048 2>/dev/null > "$work/speed.txt" || true
+read keygen ecdh rsapub < <(python3 - "$work/speed.txt" <<'PY'
+import sys
+f = {}
+for line in open(sys.argv[1]):
+    if line.startswith("+F"):
+        parts = line.strip().split(":")
+        f[parts[0]] = [float(x) for x in parts[3:]]
+# -mr: +F2 rsa (sign/s, verify/s), +F4 ecdsa (sign/s, verify/s), +F5 ecdh (op/s, s/op); printed as microseconds per operation
+print(1e6 / f["+F4"][0], 1e6 / f["+F5"][0], 1e6 / f["+F2"][1])
+PY
+)
+
+# ---- 3. Locust's HTTP flow, same replay, same run
+lrps="-"
+if [ ! -x "$root/tools/load/.venv/bin/locust" ]; then
+  (python3 -m venv "$root/tools/load/.venv" && "$root/tools/load/.venv/bin/pip" install -q --disable-pip-version-check locust) >/dev/null 2>&1 || true
+fi
+if [ -x "$root/tools/load/.venv/bin/locust" ]; then
+  THREEDSTAPE_SESSION="$work/demo.3dstape" THREEDSTAPE_PAN=4000000000001000 "$root/tools/load/.venv/bin/locust" -f "$root/tools/load/locustfile.py" \
+    --headless -u 4 -r 4 -t "${lsecs}s" --host "http://127.0.0.1:$port" --csv "$work/locust" --only-summary >"$work/locust.log" 2>&1 || true
+  lrps=$(python3 -c "
+import csv,sys
+rows=[r for r in csv.DictReader(open(sys.argv[1])) if r['Name']=='Aggregated']
+print(f\"{float(rows[0]['Requests/s']):.1f}\" if rows else '-')" "$work/locust_stats.csv" 2>/dev/null || echo "-")
+fi
+
+python3 - "$flows" "$wall" "$perflow" "$requests" "$keygen" "$ecdh" "$rsapub" "$lrps" "$conc" "$startcpu" <<'PY'
+import sys
+flows, wall, per, requests = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+keygen, ecdh, rsapub = float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+lrps, conc, start = sys.argv[8], sys.argv[9], float(sys.argv[10])
+crypto = keygen + ecdh + 3 * rsapub   # key generation, ECDH, RSA-OAEP deviceData, JWS + certificate verification
+print(f"client-replay: {flows} app challenge flows against replay --timing none at --concurrency {conc}: "
+      f"{flows / wall:.1f} flows/s, {requests / wall:.1f} requests/s, CPU {per:.0f} us per flow (beyond the process's start: "
+      f"{start * 1000:.0f} ms for a one-pass run)")
+print(f"openssl speed: P-256 keygen {keygen:.0f} us + ECDH {ecdh:.0f} us + 3 RSA-2048 public ops {3 * rsapub:.0f} us = {crypto:.0f} us per flow; "
+      f"client-replay CPU per flow is {per / crypto:.1f}x that (target <= 2x)")
+if lrps != "-":
+    print(f"peer: Locust (1 process, 4 users, AReq -> ARes on the same replay) {lrps} requests/s; client-replay {requests / wall:.1f} requests/s "
+          f"({requests / wall / float(lrps):.1f}x; target >= 5x)")
+else:
+    print("peer: Locust not available (pip install into tools/load/.venv failed); no peer figure")
+PY
