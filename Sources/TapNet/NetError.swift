@@ -65,12 +65,16 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
     public var address: HostPort
     public var path: String
 
+    /// Parses `http(s)://host[:port][/path]`. Nil for another scheme, an empty host, or any space, control character
+    /// or character outside ASCII anywhere in it: the path goes onto the request line as it is, so a CR LF in a URL from
+    /// the wire (an acsURL, a threeDSServerURL) or an option would inject headers.
     public init?(_ text: String) {
+        guard text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else { return nil }
         let lower = text.lowercased()
         let rest: Substring
         if lower.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else if lower.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else { return nil }
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
-        guard let hp = HostPort(String(rest[..<slash]), defaultPort: tls ? 443 : 80), !hp.host.isEmpty else { return nil }
+        guard slash != rest.startIndex, !rest.hasPrefix(":"), let hp = HostPort(String(rest[..<slash]), defaultPort: tls ? 443 : 80), !hp.host.isEmpty else { return nil }
         address = hp
         path = slash == rest.endIndex ? "/" : String(rest[slash...])
     }
