@@ -197,8 +197,8 @@ struct ClientReplayCommand: Command {
     /// One transaction's line (and its differences below it), escaped for the terminal.
     static func line(_ o: ClientReplayOutcome, _ io: Terminal) -> String {
         let head = o.matches ? io.green("same") : io.red("DIFF")
-        var s = "\(head) #\(o.transaction)\(o.pass > 0 ? " (pass \(o.pass + 1))" : "")  recorded \(TerminalText.escaped(o.recordedOutcome)) → live "
-            + TerminalText.escaped(o.liveOutcome) + String(format: "  %.0f ms", o.totalMs)
+        var s = "\(head) #\(o.transaction)\(o.pass > 0 ? " (pass \(o.pass + 1))" : "")  recorded \(TerminalText.escaped(Masking.maskText(o.recordedOutcome))) → live "
+            + TerminalText.escaped(Masking.maskText(o.liveOutcome)) + String(format: "  %.0f ms", o.totalMs)
         if let f = o.failure { s += "\n    " + TerminalText.escaped(Masking.maskText(f)) }
         for d in o.differences.prefix(8) {
             s += "\n    \(TerminalText.escaped(d.message)) \(TerminalText.escaped(d.element)): \(TerminalText.escaped(Masking.maskText(d.recorded))) → "

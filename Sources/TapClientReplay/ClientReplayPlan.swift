@@ -79,7 +79,8 @@ public struct ClientReplayPlan: Sendable {
             for x in indices.sorted().map({ exchanges[$0] }) {
                 for m in x.messages {
                     guard let type = m.type else { continue }
-                    recorded.append(ClientReplayMessage(type: type, json: m.json, encrypted: m.isEncrypted))
+                    recorded.append(ClientReplayMessage(type: type, json: m.json, encrypted: m.isEncrypted,
+                                                        httpStatus: m.direction == "response" ? x.status : nil))
                 }
                 guard x.id != areqExchange.id else { continue }
                 let request = x.messages.first { $0.direction == "request" }
@@ -153,10 +154,14 @@ public struct ClientReplayMessage: Sendable {
     /// Nil when still encrypted (then compared as equal, as `diff` does).
     public var json: JSON?
     public var encrypted = false
+    /// The HTTP status of the response that carried it (nil for a request): compared too, so the recorded body sent
+    /// back with a 500 is not "as recorded".
+    public var httpStatus: Int?
 
-    public init(type: String, json: JSON?, encrypted: Bool = false) {
+    public init(type: String, json: JSON?, encrypted: Bool = false, httpStatus: Int? = nil) {
         self.type = type
         self.json = json
         self.encrypted = encrypted
+        self.httpStatus = httpStatus
     }
 }

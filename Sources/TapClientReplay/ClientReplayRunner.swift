@@ -114,9 +114,9 @@ public final class ClientReplayRunner: Sendable {
         var live: [ClientReplayMessage] = []
         var latencies: [(String, Double)] = []
         for x in run.exchanges {
-            for json in [x.request, x.response].compactMap({ $0 }) {
-                guard let type = json["messageType"]?.stringValue else { continue }
-                live.append(ClientReplayMessage(type: type, json: plan.masked ? Masking.mask(json) : json))
+            for (json, status) in [(x.request, nil), (x.response, x.status)] {
+                guard let json, let type = json["messageType"]?.stringValue else { continue }
+                live.append(ClientReplayMessage(type: type, json: plan.masked ? Masking.mask(json) : json, httpStatus: status))
             }
             if let done = x.done, let type = x.request?["messageType"]?.stringValue {
                 latencies.append((type, (done - x.started) * 1000))
@@ -158,6 +158,7 @@ public final class ClientReplayRunner: Sendable {
                 out.append((label, "", "present", "missing"))
                 continue
             }
+            if let a = m.httpStatus, let b = other.httpStatus, a != b { out.append((label, "HTTP status", String(a), String(b))) }
             for c in SessionDiff.messageDifferences(m.json, other.json, ignoring: ignored) {
                 out.append((label, c.pointer ?? "", c.before ?? "absent", c.after ?? "absent"))
             }

@@ -245,13 +245,25 @@ public final class ClientReplayer: Sendable {
         }
         run.exchanges[run.exchanges.count - 1].response = ares
         guard ares["messageType"]?.stringValue == "ARes" else { return } // an Erro: compared as recorded
+        // The answer must be to this AReq: the comparison ignores IDs (they are fresh), so a foreign one would pass unseen.
+        try Self.expectIDs(in: ares, "ARes", [("threeDSServerTransID", serverTransID)] + (app ? [("sdkTransID", sdkTransID)] : []))
         switch ares["transStatus"]?.stringValue {
         case "C":
-            if app, let sdkKey { try appChallenge(s, ares: ares, sdkKey: sdkKey, &run) } else if !app { try browserChallenge(s, ares: ares, &run) }
+            if app, let sdkKey { try appChallenge(s, ares: ares, sdkKey: sdkKey, serverTransID: serverTransID, sdkTransID: sdkTransID, &run) } else if !app { try browserChallenge(s, ares: ares, &run) }
         case "D": break
         default: return
         }
         if s.expectsRReq { try waitForRReq(serverTransID, &run) }
+    }
+
+    /// Stops the transaction when `message` carries another value for one of `ids` than the one this run sent.
+    static func expectIDs(in message: JSON, _ what: String, _ ids: [(String, String)]) throws {
+        for (name, sent) in ids {
+            let got = message[name]?.stringValue
+            guard got == sent else {
+                throw Stop(message: "\(what) carries \(name) \(got.map { TerminalText.escaped($0) } ?? "absent"), not the \(sent) this run sent")
+            }
+        }
     }
 
     func waitForRReq(_ id: String, _ run: inout ClientReplayRun) throws {
@@ -273,7 +285,8 @@ public final class ClientReplayer: Sendable {
         return .string(secret)
     }
 
-    func appChallenge(_ s: ClientReplayScript, ares: JSON, sdkKey: PrivateKey, _ run: inout ClientReplayRun) throws {
+    func appChallenge(_ s: ClientReplayScript, ares: JSON, sdkKey: PrivateKey, serverTransID: String, sdkTransID: String,
+                      _ run: inout ClientReplayRun) throws {
         guard let signed = ares["acsSignedContent"]?.stringValue else { throw Stop(message: "challenge ARes without acsSignedContent") }
         let content: ACSSignedContent
         do { content = try ACSSignedContent.verify(signed, roots: ds.roots).content } catch {
@@ -288,8 +301,9 @@ public final class ClientReplayer: Sendable {
         var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: try JWK(json: content.acsEphemPubKey).publicKey(),
                                           sdkReferenceNumber: s.areq["sdkReferenceNumber"]?.stringValue ?? "", acsTransID: acsTransID, enc: enc)
         let version = s.areq["messageVersion"] ?? .string("2.2.0")
-        let base: [(String, JSON)] = [("threeDSServerTransID", ares["threeDSServerTransID"] ?? .null), ("acsTransID", .string(acsTransID)),
-                                      ("messageType", .string("CReq")), ("messageVersion", version), ("sdkTransID", ares["sdkTransID"] ?? .null)]
+        let base: [(String, JSON)] = [("threeDSServerTransID", .string(serverTransID)), ("acsTransID", .string(acsTransID)),
+                                      ("messageType", .string("CReq")), ("messageVersion", version), ("sdkTransID", .string(sdkTransID))]
+        let sentIDs = [("threeDSServerTransID", serverTransID), ("acsTransID", acsTransID), ("sdkTransID", sdkTransID)]
         for (round, entries) in s.creqEntries.enumerated() {
             let creq = JSON.object(base + (try entries.map { ($0.0, try Self.unmasked($0.1, secret: s.secret)) }))
             let sealed = try cipher.sealed(creq) // the plaintext as sealed: with the counter
@@ -297,13 +311,22 @@ public final class ClientReplayer: Sendable {
                                   appChannel: true, &run)
             let body = String(decoding: r.body, as: UTF8.self)
             if body.hasPrefix("{") {
+                // In the clear only an Erro may come (the ACS could not open the CReq); a CRes must be a JWE, with its counter.
+                let plain = try? JSON.parse(r.body)
+                guard let plain, plain["messageType"]?.stringValue == "Erro" else {
+                    let type = plain?["messageType"]?.stringValue.map { TerminalText.escaped($0) } ?? "no messageType"
+                    throw Stop(message: "answer #\(round + 1) to a CReq is plain JSON (\(type)), not a JWE CRes (HTTP \(r.head.status))")
+                }
                 run.exchanges[i].appChannel = false
-                run.exchanges[i].response = try? JSON.parse(r.body)
+                run.exchanges[i].response = plain
                 return // an Erro from the ACS: compared as recorded
             }
             let cres: JSON
-            do { cres = try cipher.open(body) } catch { throw Stop(message: "CRes #\(round + 1) rejected: \(error.message)") }
+            do { cres = try cipher.open(body) } catch {
+                throw Stop(message: "CRes #\(round + 1) rejected (HTTP \(r.head.status)): \(error.message)")
+            }
             run.exchanges[i].response = cres
+            try Self.expectIDs(in: cres, "CRes #\(round + 1)", sentIDs)
             if cres["challengeCompletionInd"]?.stringValue == "Y" { return }
         }
         if !s.creqEntries.isEmpty { run.notes.append("the ACS asked for more than the \(s.creqEntries.count) CReqs the recording holds") }

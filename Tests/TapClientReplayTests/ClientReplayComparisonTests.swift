@@ -24,6 +24,27 @@ struct ClientReplayComparisonTests {
         #expect(ClientReplayRunner.outcome([]) == "-")
     }
 
+    /// Hostile tester (issue 25): every answer sent with the recorded body but HTTP 500 was "as recorded".
+    @Test func theHTTPStatusOfAnAnswerIsCompared() throws {
+        var recorded = try Self.message(#"{"messageType":"ARes","transStatus":"N"}"#)
+        recorded.httpStatus = 200
+        var live = recorded
+        #expect(ClientReplayRunner.compare([recorded], [live]).isEmpty)
+        live.httpStatus = 500
+        let d = ClientReplayRunner.compare([recorded], [live])
+        #expect(d.count == 1 && d[0].element == "HTTP status" && d[0].recorded == "200" && d[0].live == "500", "\(d)")
+    }
+
+    /// Hostile tester (issue 25): an ARes carrying another threeDSServerTransID/sdkTransID than the AReq's was accepted (the
+    /// comparison ignores IDs), and the CReqs then carried the foreign IDs.
+    @Test func anAnswerWithIDsThisRunDidNotSendStopsTheTransaction() throws {
+        let ares = try JSON.parse(#"{"messageType":"ARes","threeDSServerTransID":"other","sdkTransID":"s1"}"#)
+        #expect(throws: ClientReplayer.Stop.self) { try ClientReplayer.expectIDs(in: ares, "ARes", [("threeDSServerTransID", "mine")]) }
+        try ClientReplayer.expectIDs(in: ares, "ARes", [("threeDSServerTransID", "other"), ("sdkTransID", "s1")])
+        let missing = try JSON.parse(#"{"messageType":"CRes"}"#)
+        #expect(throws: ClientReplayer.Stop.self) { try ClientReplayer.expectIDs(in: missing, "CRes #1", [("acsTransID", "a")]) }
+    }
+
     @Test func idsKeysDatesAndLoopbackPortsAreIgnoredWhatTheACSAnsweredIsNot() throws {
         let recorded = [try Self.message(#"{"messageType":"ARes","threeDSServerTransID":"a","acsTransID":"b","transStatus":"C","acsURL":"http://127.0.0.1:1/acs"}"#),
                         try Self.message(#"{"messageType":"CRes","acsUiType":"01","transStatus":"Y"}"#)]
