@@ -146,7 +146,7 @@ struct ClientReplayCommand: Command {
         let started = Date()
         let tty = isatty(STDERR_FILENO) == 1
         let progress = Locked((differing: 0, shown: Date.distantPast, seen: [ClientReplayOutcome]()))
-        let outcomes = runner.run(load: p.load) { o, done, total in
+        let tally = runner.run(load: p.load) { o, done, total in
             if p.json {
                 io.out(TerminalText.escapedJSON(Masking.maskText(o.json.compact))) // an error text may quote a card number
             } else if !(p.quiet && o.matches) {
@@ -170,28 +170,28 @@ struct ClientReplayCommand: Command {
             }
         }
         writer.close()
-        let matched = outcomes.filter(\.matches).count
+        let matched = tally.matched
         let elapsed = Date().timeIntervalSince(started)
         if p.json {
             io.out(TerminalText.escapedJSON(JSON.object([
-                ("summary", .object([("transactions", .number(String(outcomes.count))), ("matched", .number(String(matched))),
-                                     ("differed", .number(String(outcomes.count - matched))), ("seconds", .number(String(format: "%.3f", elapsed))),
+                ("summary", .object([("transactions", .number(String(tally.count))), ("matched", .number(String(matched))),
+                                     ("differed", .number(String(tally.count - matched))), ("seconds", .number(String(format: "%.3f", elapsed))),
                                      ("session", .string(p.out))])),
             ]).compact))
         } else {
-            if !p.quiet, outcomes.count > 1 {
+            if !p.quiet, tally.count > 1 {
                 io.out("\nlatency (ms)       count      p50      p99      max")
-                for r in ClientReplayRunner.latencyTable(outcomes) {
+                for r in tally.latencyTable {
                     let type = TerminalText.escaped(r.type)
                     io.out(type + String(repeating: " ", count: max(1, 14 - type.count))
                            + String(format: "%9d %8.1f %8.1f %8.1f", r.count, r.p50, r.p99, r.max))
                 }
             }
-            if p.summaryOnlyOnDifference, matched == outcomes.count { return 0 }
-            io.out("client replay: \(matched) of \(outcomes.count) transactions answered as recorded"
-                   + String(format: " (%.1f s, %.1f/s); session %@", elapsed, Double(outcomes.count) / max(elapsed, 0.001), p.out as NSString))
+            if p.summaryOnlyOnDifference, matched == tally.count { return 0 }
+            io.out("client replay: \(matched) of \(tally.count) transactions answered as recorded"
+                   + String(format: " (%.1f s, %.1f/s); session %@", elapsed, Double(tally.count) / max(elapsed, 0.001), p.out as NSString))
         }
-        return matched == outcomes.count ? 0 : 1
+        return matched == tally.count ? 0 : 1
     }
 
     /// One transaction's line (and its differences below it), escaped for the terminal.

@@ -63,22 +63,26 @@ public final class ClientReplayRunner: Sendable {
     public static let ignored: Set<String> = ["threeDSServerURL", "notificationURL", "acsURL", "acsReferenceNumber", "dsReferenceNumber"]
 
     /// Runs every transaction `load.repeats` times; `report` is called (on the worker's thread, one call at a time)
-    /// as each completes. Returns the outcomes in completion order.
-    public func run(load: Load, report: @escaping @Sendable (ClientReplayOutcome, _ done: Int, _ total: Int) -> Void) -> [ClientReplayOutcome] {
-        let jobs = (0..<max(1, load.repeats)).flatMap { pass in plan.transactions.indices.map { (pass, $0) } }
+    /// as each completes. Returns the tally: counts and bounded latency samples, not every outcome, so that a long
+    /// `--repeat` runs in constant memory (the work is numbered, not listed: a million passes over 16 transactions held
+    /// 260 MB in a list before the first was sent).
+    public func run(load: Load, report: @escaping @Sendable (ClientReplayOutcome, _ done: Int, _ total: Int) -> Void) -> ClientReplayTally {
+        let perPass = plan.transactions.count
+        let (product, overflow) = max(1, load.repeats).multipliedReportingOverflow(by: perPass)
+        let jobCount = overflow ? Int.max : product
         let firstStart = plan.transactions.map(\.startedAt).min() ?? 0
         let span = (plan.transactions.map(\.startedAt).max() ?? 0) - firstStart
         let next = Locked(0)
-        let results = Locked<[ClientReplayOutcome]>([])
+        let results = Locked(ClientReplayTally())
         let started = Date()
-        let workers = max(1, min(load.concurrency, jobs.count))
+        let workers = max(1, min(load.concurrency, jobCount))
         let group = DispatchGroup()
         for w in 0..<workers {
             let thread = Thread { [self] in
                 while true {
                     let k = next.withLock { n -> Int in defer { n += 1 }; return n }
-                    guard k < jobs.count else { break }
-                    let (pass, index) = jobs[k]
+                    guard k < jobCount, perPass > 0 else { break }
+                    let (pass, index) = k.quotientAndRemainder(dividingBy: perPass)
                     let t = plan.transactions[index]
                     var due: Double = 0
                     if let rate = load.rate { due = Double(k) / rate }
@@ -87,8 +91,8 @@ public final class ClientReplayRunner: Sendable {
                     if wait > 0 { usleep(UInt32(Checked.clampedInt(min(wait, 3600) * 1_000_000))) }
                     let outcome = self.play(t, pass: pass)
                     results.withLock { r in
-                        r.append(outcome)
-                        report(outcome, r.count, jobs.count)
+                        r.add(outcome)
+                        report(outcome, r.count, jobCount)
                     }
                 }
                 group.leave()
@@ -194,24 +198,59 @@ public final class ClientReplayRunner: Sendable {
         }
     }
 
-    /// p50, p99 and max milliseconds per message type, for the closing table and the progress line.
+    /// p50, p99 and max milliseconds per message type, for the progress line (over the outcomes it keeps).
     public static func latencyTable(_ outcomes: [ClientReplayOutcome]) -> [(type: String, count: Int, p50: Double, p99: Double, max: Double)] {
-        var byType: [String: [Double]] = [:]
-        var order: [String] = []
-        for o in outcomes {
-            for (t, ms) in o.latencies {
-                if byType[t] == nil { order.append(t) }
-                byType[t, default: []].append(ms)
-            }
+        var tally = ClientReplayTally()
+        for o in outcomes { tally.add(o) }
+        return tally.latencyTable
+    }
+}
+
+/// What a client-replay run came to, in bounded memory: how many transactions ran and matched, and per message type up to
+/// `sampleLimit` latency samples (beyond that a uniform reservoir sample, so p50/p99 stay representative) with exact
+/// counts and maxima.
+public struct ClientReplayTally: Sendable {
+    public static let sampleLimit = 100_000
+    public private(set) var count = 0
+    public private(set) var matched = 0
+    private var samples: [String: [Double]] = [:]
+    private var seen: [String: Int] = [:]
+    private var maxima: [String: Double] = [:]
+    private var order: [String] = []
+
+    public init() {}
+
+    public mutating func add(_ o: ClientReplayOutcome) {
+        count += 1
+        if o.matches { matched += 1 }
+        for (type, ms) in o.latencies { sample(type, ms) }
+        sample("transaction", o.totalMs)
+    }
+
+    private mutating func sample(_ type: String, _ ms: Double) {
+        if seen[type] == nil { order.append(type) }
+        let n = seen[type, default: 0] + 1
+        seen[type] = n
+        maxima[type] = Swift.max(maxima[type] ?? ms, ms)
+        if n <= Self.sampleLimit {
+            samples[type, default: []].append(ms)
+        } else {
+            let slot = Int.random(in: 0..<n)
+            if slot < Self.sampleLimit { samples[type]![slot] = ms }
         }
-        var all = outcomes.map(\.totalMs)
-        all.sort()
-        func pct(_ v: [Double], _ p: Double) -> Double { v.isEmpty ? 0 : v[min(v.count - 1, Checked.clampedInt((Double(v.count) * p).rounded(.up)) - 1 < 0 ? 0 : Checked.clampedInt((Double(v.count) * p).rounded(.up)) - 1)] }
-        var rows = order.map { t -> (String, Int, Double, Double, Double) in
-            let v = byType[t]!.sorted()
-            return (t, v.count, pct(v, 0.5), pct(v, 0.99), v.last ?? 0)
+    }
+
+    /// p50, p99 and max milliseconds per message type, then `transaction` for whole transactions.
+    public var latencyTable: [(type: String, count: Int, p50: Double, p99: Double, max: Double)] {
+        func pct(_ v: [Double], _ p: Double) -> Double {
+            guard !v.isEmpty else { return 0 }
+            let rank = Checked.clampedInt((Double(v.count) * p).rounded(.up)) - 1
+            return v[Swift.min(v.count - 1, Swift.max(0, rank))]
         }
-        rows.append(("transaction", all.count, pct(all, 0.5), pct(all, 0.99), all.last ?? 0))
-        return rows
+        let types = order.filter { $0 != "transaction" } + (order.contains("transaction") ? ["transaction"] : [])
+        return types.map { t in
+            let v = (samples[t] ?? []).sorted()
+            return (t, seen[t] ?? 0, pct(v, 0.5), pct(v, 0.99), maxima[t] ?? 0)
+        }
     }
 }

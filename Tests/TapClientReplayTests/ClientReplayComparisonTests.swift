@@ -24,6 +24,22 @@ struct ClientReplayComparisonTests {
         #expect(ClientReplayRunner.outcome([]) == "-")
     }
 
+    /// Hostile tester (issue 25): `--repeat 1000000` held every outcome (and a list of all the work) until the end. The tally
+    /// keeps counts exactly and at most `sampleLimit` latencies per type, with percentiles still where they belong.
+    @Test func theTallyStaysBoundedAndItsPercentilesRepresentative() {
+        var tally = ClientReplayTally()
+        let n = ClientReplayTally.sampleLimit + 50_000
+        for i in 0..<n {
+            tally.add(ClientReplayOutcome(transaction: 1, pass: i, recordedOutcome: "Y", liveOutcome: "Y", differences: [], failure: nil, notes: [],
+                                          latencies: [("AReq", Double(i % 1000))], totalMs: 1))
+        }
+        #expect(tally.count == n && tally.matched == n)
+        let areq = tally.latencyTable.first { $0.type == "AReq" }
+        #expect(areq?.count == n && areq?.max == 999)
+        #expect(abs((areq?.p50 ?? 0) - 500) < 25 && abs((areq?.p99 ?? 0) - 990) < 10, "\(String(describing: areq))")
+        #expect(tally.latencyTable.last?.type == "transaction")
+    }
+
     /// Hostile tester (issue 25): every answer sent with the recorded body but HTTP 500 was "as recorded".
     @Test func theHTTPStatusOfAnAnswerIsCompared() throws {
         var recorded = try Self.message(#"{"messageType":"ARes","transStatus":"N"}"#)
