@@ -61,7 +61,9 @@ public enum Checked {
     /// A plain number (`0.5`, `3`, `1e2`) within `range`; NaN and infinities are never within it.
     public static func number(_ text: some StringProtocol, within range: ClosedRange<Double>) throws(CheckedValueError) -> Double {
         let expected = "expected a number from \(plain(range.lowerBound)) to \(plain(range.upperBound))"
-        guard let v = Double(String(text).trimmedSpaces) else { throw CheckedValueError(expected) }
+        let t = String(text).trimmedSpaces
+        // Decimal only: Double() also reads hexadecimal (`0x10` was a rate of 16), `inf` and `nan`.
+        guard t.allSatisfy({ "0123456789.eE+-".contains($0) }), let v = Double(t) else { throw CheckedValueError(expected) }
         guard range.contains(v) else { throw CheckedValueError(expected) }
         return v
     }

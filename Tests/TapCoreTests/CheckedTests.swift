@@ -54,7 +54,7 @@ import TapCore
 
     @Test func numbersAndByteSizesWithRange() throws {
         #expect(try Checked.number("0.5", within: 0...1000) == 0.5 && Checked.number("1e3", within: 0...1000) == 1000)
-        for text in ["1e300", "nan", "inf", "-1", "1000.5", "x", ""] {
+        for text in ["1e300", "nan", "inf", "-1", "1000.5", "x", "", "0x10", "0x1p3", "1_0"] {
             #expect(throws: CheckedValueError("expected a number from 0 to 1000"), "\(text)") { try Checked.number(text, within: 0...1000) }
         }
         #expect(try Checked.byteSize("4096", within: 1...(1 << 20)) == 4096 && Checked.byteSize("64KiB", within: 1...(1 << 20)) == 65536)
