@@ -1,7 +1,11 @@
-import CLinux
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TapCore
+import TapNet
 
 /// A command that 3dstape runs and must stay in control of (the client a `timeouts` sweep drives): started in a process
 /// group of its own, with its standard streams on /dev/null and the default action for the signals 3dstape ignores,
@@ -44,7 +48,7 @@ struct CommandGroup {
     /// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER): a member whose parent has
     /// exited (`sleep 12 &` in a shell that exits) is then reaped here when it ends, not left a zombie for init.
     static func adoptOrphans() {
-        _ = clinux_set_child_subreaper(1)
+        Platform.adoptOrphans()
     }
 
     /// Refuses, before anything starts, a command that cannot be started: no program, a path that does not exist or is not

@@ -1,5 +1,9 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Testing
 import TapCore
 import TapHTTP
@@ -141,7 +145,7 @@ final class RawClient {
     deinit { close(fd) }
     func send(_ text: String) throws {
         let b = Array(text.utf8)
-        guard Glibc.send(fd, b, b.count, 0) == b.count else { throw NetError("send", code: errno) }
+        guard SystemCall.send(fd, b, b.count, 0) == b.count else { throw NetError("send", code: errno) }
     }
     /// Reads bytes until `tail` ends them (or `count` have come, the timeout, or the peer closes).
     func readBytes(count: Int, until tail: [UInt8]) throws -> [UInt8] {

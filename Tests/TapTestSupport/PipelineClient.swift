@@ -1,5 +1,10 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import TapCore
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -124,7 +129,7 @@ public final class PipelineClient {
     private func sendRaw(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes { SystemCall.send(fd, $0.baseAddress! + sent, $0.count - sent, Platform.sendFlags) }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { throw NetError("send", code: errno) }
             sent += n
