@@ -89,7 +89,12 @@ struct CommandGroup {
     /// and error go to the file `output` (created or emptied) when one is given, to /dev/null otherwise.
     static func start(_ argv: [String], environment: [String: String], output: String? = nil) throws(StartFailure) -> CommandGroup {
         guard let program = argv.first, !program.isEmpty else { throw StartFailure(description: "no command") }
+        // Darwin's spawn types are opaque pointers that _init allocates; Glibc's are structs.
+        #if canImport(Darwin)
+        var attributes: posix_spawnattr_t? = nil
+        #else
         var attributes = posix_spawnattr_t()
+        #endif
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         var defaults = sigset_t(), mask = sigset_t()
@@ -102,7 +107,11 @@ struct CommandGroup {
         posix_spawnattr_setsigmask(&attributes, &mask)
         posix_spawnattr_setpgroup(&attributes, 0) // a group of its own, its id the leader's pid
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        #if canImport(Darwin)
+        var files: posix_spawn_file_actions_t? = nil
+        #else
         var files = posix_spawn_file_actions_t()
+        #endif
         posix_spawn_file_actions_init(&files)
         defer { posix_spawn_file_actions_destroy(&files) }
         // Standard input too: a command in a background group that read the terminal would be stopped (SIGTTIN).

@@ -102,7 +102,7 @@ public final class ResolvedAddress {
     public init(_ target: HostPort, passive: Bool = false) throws(NetError) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = Platform.streamType
         if passive { hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV }
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(target.host, String(target.port), &hints, &result)

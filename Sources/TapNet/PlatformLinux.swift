@@ -15,6 +15,9 @@ public enum Platform {
     /// Flags for every `send` on a socket: MSG_NOSIGNAL, so a peer that has gone gives EPIPE, not SIGPIPE.
     public static let sendFlags = Int32(MSG_NOSIGNAL)
 
+    /// SOCK_STREAM as `socket` and `getaddrinfo` take it.
+    static var streamType: Int32 { Int32(SOCK_STREAM.rawValue) }
+
     /// A TCP socket of `family`, non-blocking and close-on-exec in one call; -1 with errno set on failure.
     public static func streamSocket(family: Int32) -> Int32 {
         socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -20,7 +20,7 @@ public enum Platform {
     /// SIGPIPE is ignored process-wide, once, when the first socket is made (see `keepFromRaisingSIGPIPE`).
     public static let sendFlags: Int32 = 0
 
-    /// SOCK_STREAM as `socket` takes it (an enum in Glibc, an Int32 in Darwin).
+    /// SOCK_STREAM as `socket` and `getaddrinfo` take it (an enum in Glibc, an Int32 in Darwin).
     static var streamType: Int32 {
         #if canImport(Glibc)
         Int32(SOCK_STREAM.rawValue)
