@@ -145,7 +145,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs the timers that are due; returns nanoseconds until the next one (-1: none). Waits are in
     /// nanoseconds: with epoll (epoll_pwait2) a replayed delay fires within tens of microseconds of its deadline,
-    /// with poll(2) within a millisecond after it.
+    /// with poll(2) likewise (its last fraction of a millisecond slept: `PollBackend`).
     private func runDueTimers() -> Int64 {
         while let top = timerHeap.first {
             if timerActions[top.id] == nil { _ = popTimer(); continue }

@@ -8,8 +8,11 @@ import TapCore
 /// Level-triggered poll(2): what every POSIX system has (macOS, and Linux with `-Xswiftc -DTHREEDSTAPE_POSIX_ONLY`). The
 /// interest list lives here, one `pollfd` per registration with a slot index by id, so adding, changing and removing are
 /// O(1) (a removed slot takes the last one's place); each wait hands the whole list to the kernel, so a turn costs O(open
-/// descriptors), which is what poll pays beside epoll at thousands of idle connections. Timeouts are whole milliseconds,
-/// rounded up, so a timer fires up to a millisecond after its deadline, never before.
+/// descriptors), which is what poll pays beside epoll at thousands of idle connections. poll's timeout is in whole
+/// milliseconds: a wait is cut to the milliseconds below it, and its last fraction of a millisecond is a check of the
+/// descriptors without waiting and then, if none is ready, a nanosleep, so that a replayed delay fires within tens of
+/// microseconds of its deadline as with epoll_pwait2 (the price: a descriptor that becomes ready during that last fraction
+/// waits for it, under a millisecond).
 /// Compiled on every platform (the POSIX-only build selects it; the tests drive it directly in both builds).
 final class PollBackend {
     private var fds: [pollfd] = []
@@ -55,11 +58,11 @@ final class PollBackend {
         (r ? Int16(POLLIN) : 0) | (w ? Int16(POLLOUT) : 0)
     }
 
-    /// Whole milliseconds for poll(2) from a nanosecond wait, rounded up and capped (-1: for ever); never traps.
+    /// Whole milliseconds for poll(2) from a nanosecond wait, rounded down (the rest is slept, see `wait`) and capped
+    /// (-1: for ever); never traps.
     static func milliseconds(_ nanos: Int64) -> Int32 {
         guard nanos >= 0 else { return -1 }
-        let ms = nanos / 1_000_000 + (nanos % 1_000_000 == 0 ? 0 : 1)
-        return Int32(clamping: ms)
+        return Int32(clamping: nanos / 1_000_000)
     }
 
     /// Waits up to `timeoutNanos` (-1: for ever) and returns how many descriptors are ready, or -1 with errno set.
@@ -67,6 +70,12 @@ final class PollBackend {
         readyIDs.removeAll(keepingCapacity: true)
         readyEvents.removeAll(keepingCapacity: true)
         let n = poll(&fds, nfds_t(fds.count), PollBackend.milliseconds(timeoutNanos))
+        if n == 0, timeoutNanos > 0, timeoutNanos < 1_000_000 {
+            // Nothing ready and less than a millisecond to wait: sleep it, rather than wait a whole one in poll.
+            var rest = timespec(tv_sec: 0, tv_nsec: Int(timeoutNanos))
+            _ = nanosleep(&rest, nil)
+            return 0
+        }
         guard n > 0 else { return Int(n) }
         // The ready ones are copied out, so that handlers may add and remove registrations while they are dispatched.
         var left = Int(n)
