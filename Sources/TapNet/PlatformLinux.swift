@@ -16,7 +16,7 @@ public enum Platform {
     public static let sendFlags = Int32(MSG_NOSIGNAL)
 
     /// SOCK_STREAM as `socket` and `getaddrinfo` take it.
-    static var streamType: Int32 { Int32(SOCK_STREAM.rawValue) }
+    public static var streamType: Int32 { Int32(SOCK_STREAM.rawValue) }
 
     /// A TCP socket of `family`, non-blocking and close-on-exec in one call; -1 with errno set on failure.
     public static func streamSocket(family: Int32) -> Int32 {

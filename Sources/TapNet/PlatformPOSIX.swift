@@ -21,7 +21,7 @@ public enum Platform {
     public static let sendFlags: Int32 = 0
 
     /// SOCK_STREAM as `socket` and `getaddrinfo` take it (an enum in Glibc, an Int32 in Darwin).
-    static var streamType: Int32 {
+    public static var streamType: Int32 {
         #if canImport(Glibc)
         Int32(SOCK_STREAM.rawValue)
         #else

@@ -140,7 +140,7 @@ final class RawServer: @unchecked Sendable {
     let port: UInt16
 
     init(answer: @escaping @Sendable (Int32) -> Void) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Platform.streamType, 0)
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")

@@ -28,7 +28,7 @@ public final class PipelineClient {
     /// SO_RCVBUF before connecting (a client that reads nothing then holds little in its kernel).
     public init(port: UInt16, tls: Bool = false, serverName: String = "localhost", receiveBuffer: Int32? = nil,
                 timeout: Int = 10) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Platform.streamType, 0)
         guard fd >= 0 else { throw NetError("socket", code: errno) }
         self.fd = fd
         var tv = timeval(tv_sec: timeout, tv_usec: 0)
