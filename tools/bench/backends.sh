@@ -3,20 +3,21 @@
 # poll(2), what macOS compiles), alternated so that both see the same machine: proxy.sh (1 and 16 connections) epoll,
 # poll, epoll, poll; then connections.sh (idle keep-alive connections) epoll, poll. Prints 3dstape's rows of each run and
 # poll's figures as a ratio of epoll's (requests/s, p50, p99; CPU and latency at the idle connections).
-# Usage: tools/bench/backends.sh [SECONDS per proxy run, default 5] [CONNECTIONS, default 5000] [SECONDS of the connections run, default 30]
+# BENCH_PORT_BASE (default 18181): proxy.sh listens on it and the 3 ports after it, connections.sh on BASE+10 and BASE+11.
+# Usage: [BENCH_PORT_BASE=N] tools/bench/backends.sh [SECONDS per proxy run, default 5] [CONNECTIONS, default 5000] [SECONDS of the connections run, default 30]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 secs="${1:-5}"; conns="${2:-5000}"; csecs="${3:-30}"
 out="$(mktemp -d /tmp/3dstape-backends.XXXXXX)"
-trap 'rm -rf "$out"' EXIT
+trap 'status=$?; [ $status -eq 0 ] && rm -rf "$out" || echo "failed ($status); the runs so far are in $out"' EXIT
 for round in 1 2; do
   for b in epoll poll; do
-    BACKEND=$b bash "$here/proxy.sh" "$secs" > "$out/proxy-$b-$round.txt"
+    BACKEND=$b BENCH_PORT_BASE="${BENCH_PORT_BASE:-18181}" bash "$here/proxy.sh" "$secs" > "$out/proxy-$b-$round.txt"
     echo "== proxy.sh, $b, round $round"; grep -E '^-- (under|one)|^path|^3dstape ' "$out/proxy-$b-$round.txt"
   done
 done
 for b in epoll poll; do
-  BACKEND=$b bash "$here/connections.sh" "$conns" "$csecs" > "$out/conns-$b.txt"
+  BACKEND=$b BENCH_PORT_BASE="$(( ${BENCH_PORT_BASE:-18181} + 10 ))" bash "$here/connections.sh" "$conns" "$csecs" > "$out/conns-$b.txt"
   echo "== connections.sh $conns $csecs, $b"; cat "$out/conns-$b.txt"
 done
 python3 - "$out" <<'PY'

@@ -18,7 +18,8 @@ command -v nginx >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=nonintera
 build=(-c release); [ "${BACKEND:-epoll}" = poll ] && build+=(-Xswiftc -DTHREEDSTAPE_POSIX_ONLY --build-path .build-posix)
 (cd "$root" && swift build "${build[@]}" --product 3dstape >/dev/null)
 tape="$(cd "$root" && swift build "${build[@]}" --show-bin-path)/3dstape"
-UP=18191; TAPE=18192
+base="${BENCH_PORT_BASE:-18191}" # two ports from here
+UP=$base; TAPE=$((base + 1))
 cat > "$work/nginx.conf" <<NGX
 master_process off;
 daemon off;

@@ -30,7 +30,8 @@ build=(-c release); [ "${BACKEND:-epoll}" = poll ] && build+=(-Xswiftc -DTHREEDS
 (cd "$root" && swift build "${build[@]}" --product 3dstape >/dev/null)
 tape="$(cd "$root" && swift build "${build[@]}" --show-bin-path)/3dstape"
 
-UP=18181; NGX=18182; MITM=18183; TAPE=18184
+base="${BENCH_PORT_BASE:-18181}" # four ports from here
+UP=$base; NGX=$((base + 1)); MITM=$((base + 2)); TAPE=$((base + 3))
 ares=$(python3 -c 'import json;print(json.dumps({"messageType":"ARes","messageVersion":"2.2.0","transStatus":"Y","eci":"05","acsTransID":"13c701a3-5a88-4c45-89e9-ef65e50a8bf9","dsTransID":"d7c1ee99-9478-44a6-b1f2-391e29c6b340","threeDSServerTransID":"8a880dc0-d2d2-4067-bcb1-b08d1690b26e","padding":"x"*2750}))')
 printf '%s' "$ares" > "$work/ares.json"
 python3 - "$work/post.lua" <<'PY'
