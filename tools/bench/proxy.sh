@@ -85,7 +85,14 @@ check=$(curl -s -X POST -d '{}' "http://127.0.0.1:$TAPE/ds/areq" | head -c 40)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 # 3dstape's two busy threads: the network loop (the main thread) and the session writer (named 3dstape-writer).
-writer_tid() { for t in /proc/"$1"/task/*; do grep -q '^3dstape-writer' "$t/comm" && { basename "$t"; return; }; done; }
+# (Looked for up to 2 s: a thread's name can lag its start, and a failed lookup ended the whole run under set -e.)
+writer_tid() {
+  for _ in $(seq 20); do
+    for t in /proc/"$1"/task/*; do grep -qs '^3dstape-writer' "$t/comm" && { basename "$t"; return 0; }; done
+    sleep 0.1
+  done
+  echo "3dstape's session writer thread not found in /proc/$1/task" >&2; return 1
+}
 thread_ticks() { awk '{print $14 + $15}' "/proc/$1/task/$2/stat"; }
 declare -A SPLIT
 
