@@ -17,14 +17,17 @@ let package = Package(
     ],
     targets: [
         // C bindings: one system module per library; each is imported by exactly one Swift module.
+        // Found through pkg-config: Debian's packages, or Homebrew's on macOS (openssl@3 is keg-only: SwiftPM looks in its
+        // opt/ prefix for a brew provider). Without a sqlite3.pc, the macOS SDK's SQLite is linked by the module map.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
-                       providers: [.apt(["libssl-dev"])]),
+                       providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
-                       providers: [.apt(["libsqlite3-dev"])]),
+                       providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
 
-        // Linux calls Glibc does not export (epoll, eventfd, accept4); _GNU_SOURCE is set in the .c file.
+        // C calls for TapNet: SO_ERROR and TCP_NODELAY everywhere; on Linux only, the calls Glibc does not export (epoll,
+        // eventfd, accept4, prctl), used only by TapNet's Linux backend; _GNU_SOURCE is set in the .c file.
         .target(name: "CLinux", path: "Sources/CLinux"),
 
         // Pure Swift value types shared by every layer (JSON with key order kept, base64url, hex).
@@ -37,7 +40,7 @@ let package = Package(
         .target(name: "TapSQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // HTTP/1.1 messages and an incremental parser, free of I/O.
         .target(name: "TapHTTP", dependencies: ["TapCore"], swiftSettings: strict),
-        // Network I/O: epoll event loop, timers, non-blocking TCP connections with optional TLS, listeners.
+        // Network I/O: the event loop (epoll on Linux; poll(2) with -Xswiftc -DTHREEDSTAPE_POSIX_ONLY, what macOS compiles), timers, non-blocking TCP connections with optional TLS, listeners.
         .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto", "TapCore"], swiftSettings: strict),
         // How every 3dstape server takes requests (HTTPRequestIntake, also the proxy's client side), a small HTTP server on
         // the event loop, and a blocking HTTP client (proxy, TLS, timeouts).

@@ -6,6 +6,20 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <time.h>
+
+int clinux_socket_error(int fd) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
+    return err;
+}
+
+int clinux_set_nodelay(int fd) {
+    int one = 1;
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+#ifdef __linux__
 #include <sys/prctl.h>
 
 int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len) {
@@ -54,18 +68,7 @@ int clinux_epoll_wait_ns(int epfd, uint32_t *events, uint64_t *data, int max, in
     return n;
 }
 
-int clinux_socket_error(int fd) {
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
-    return err;
-}
-
-int clinux_set_nodelay(int fd) {
-    int one = 1;
-    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 int clinux_set_child_subreaper(int on) {
     return prctl(PR_SET_CHILD_SUBREAPER, on ? 1 : 0, 0, 0, 0);
 }
+#endif

@@ -6,7 +6,11 @@
 //                                the first submit until the writer has closed the file, divided by COUNT.
 //   TapBench mask ROUNDS SESSION...   the masking alone on each body, URL and header set of the sessions (MaskBench.swift).
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TapStore
 
 /// The process's CPU time (user + system), in microseconds.

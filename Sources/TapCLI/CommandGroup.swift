@@ -1,7 +1,11 @@
-import CLinux
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TapCore
+import TapNet
 
 /// A command that 3dstape runs and must stay in control of (the client a `timeouts` sweep drives): started in a process
 /// group of its own, with its standard streams on /dev/null and the default action for the signals 3dstape ignores,
@@ -44,7 +48,7 @@ struct CommandGroup {
     /// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER): a member whose parent has
     /// exited (`sleep 12 &` in a shell that exits) is then reaped here when it ends, not left a zombie for init.
     static func adoptOrphans() {
-        _ = clinux_set_child_subreaper(1)
+        Platform.adoptOrphans()
     }
 
     /// Refuses, before anything starts, a command that cannot be started: no program, a path that does not exist or is not
@@ -85,7 +89,12 @@ struct CommandGroup {
     /// and error go to the file `output` (created or emptied) when one is given, to /dev/null otherwise.
     static func start(_ argv: [String], environment: [String: String], output: String? = nil) throws(StartFailure) -> CommandGroup {
         guard let program = argv.first, !program.isEmpty else { throw StartFailure(description: "no command") }
+        // Darwin's spawn types are opaque pointers that _init allocates; Glibc's are structs.
+        #if canImport(Darwin)
+        var attributes: posix_spawnattr_t? = nil
+        #else
         var attributes = posix_spawnattr_t()
+        #endif
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         var defaults = sigset_t(), mask = sigset_t()
@@ -98,7 +107,11 @@ struct CommandGroup {
         posix_spawnattr_setsigmask(&attributes, &mask)
         posix_spawnattr_setpgroup(&attributes, 0) // a group of its own, its id the leader's pid
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        #if canImport(Darwin)
+        var files: posix_spawn_file_actions_t? = nil
+        #else
         var files = posix_spawn_file_actions_t()
+        #endif
         posix_spawn_file_actions_init(&files)
         defer { posix_spawn_file_actions_destroy(&files) }
         // Standard input too: a command in a background group that read the terminal would be stopped (SIGTTIN).

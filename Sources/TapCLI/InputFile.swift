@@ -1,4 +1,5 @@
 import Foundation
+import TapCore
 
 /// A file (or standard input, `-`) that a command reads, refused before a byte of it is read when it is larger than the
 /// command's limit (its size is the open file's, from fstat), and never read past the limit (a file that grows, a pipe):
@@ -51,7 +52,7 @@ final class InputFile {
         var out = [UInt8](repeating: 0, count: max(want, 1))
         var n: Int
         repeat {
-            n = out.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, want) }
+            n = out.withUnsafeMutableBytes { SystemCall.read(fd, $0.baseAddress, want) }
         } while n < 0 && errno == EINTR
         guard n >= 0 else { throw CommandFailure("cannot read \(name): \(String(cString: strerror(errno)))") }
         bytesRead += n

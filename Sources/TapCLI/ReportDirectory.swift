@@ -1,5 +1,9 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TapCore
 
 /// The directory a command writes its report into (`check --report`, `timeouts --report`): one that holds no earlier

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A value shared between threads, guarded by a pthread mutex. 3dstape uses it instead of Synchronization's `Mutex`
 /// because that one locks with futex calls inside the prebuilt toolchain library, which ThreadSanitizer cannot see:

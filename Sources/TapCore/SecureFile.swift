@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Files 3dstape writes that others may read (keys, certificates, key logs, session files): created with their final
 /// mode from the start (never world-readable for a moment), never through a symlink (O_NOFOLLOW), and never over an
@@ -54,7 +58,7 @@ public enum SecureFile {
     static func write(_ fd: Int32, _ bytes: [UInt8], _ path: String) throws(Failure) {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            let n = bytes[offset...].withUnsafeBytes { SystemCall.write(fd, $0.baseAddress, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw Failure("cannot write \(path): \(reason())")

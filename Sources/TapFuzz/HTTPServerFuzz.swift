@@ -6,7 +6,11 @@
 // (EventLoop.runOnce), so an input runs to its end without threads. After the client closes, the server must have
 // let go of everything: connections, request bytes, queued answers and pending exchanges.
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TapCrypto
 import TapNet
 import TapReplay
@@ -60,11 +64,7 @@ final class HTTPServerFuzz: @unchecked Sendable {
         // Pieces of 1 to 64 bytes, or the whole input at once; no more than 64 pieces (a run stays short).
         let size = flags >> 2 == 0 ? max(1, stream.count) : max(Int(flags >> 2), (stream.count + 63) / 64)
 
-        var fds: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
-            fatalError("socketpair: \(errno)")
-        }
-        let (server, client) = (fds[0], fds[1])
+        guard let (server, client) = Platform.streamSocketPair() else { fatalError("socketpair: \(errno)") }
         // Small kernel buffers on the server's side, so that a client that does not read soon leaves answers queued
         // in the server (the driver's own backpressure, not the kernel's).
         var small: Int32 = 4096
@@ -74,7 +74,7 @@ final class HTTPServerFuzz: @unchecked Sendable {
         var offset = 0, stalls = 0
         while offset < stream.count, stalls < 8 {
             let n = min(size, stream.count - offset)
-            let sent = stream.withUnsafeBytes { send(client, $0.baseAddress! + offset, n, Int32(MSG_NOSIGNAL)) }
+            let sent = stream.withUnsafeBytes { send(client, $0.baseAddress! + offset, n, Platform.sendFlags) }
             let full = sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
             loop.runOnce()
             if readsAsItGoes { drain(client) }

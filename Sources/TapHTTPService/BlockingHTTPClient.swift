@@ -1,5 +1,9 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TapCore
 import TapCrypto
 import TapHTTP
@@ -122,10 +126,10 @@ final class BlockingSocket {
         let resolved: ResolvedAddress
         do { resolved = try ResolvedAddress(target) } catch { throw HTTPClientError(.connect, "\(error)") }
         let ai = resolved.first
-        let fd = socket(ai.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = Platform.streamSocket(family: ai.ai_family)
         guard fd >= 0 else { throw HTTPClientError(.connect, "socket: \(String(cString: strerror(errno)))") }
         let s = BlockingSocket(fd: fd)
-        if withExtendedLifetime(resolved, { Glibc.connect(fd, ai.ai_addr, ai.ai_addrlen) }) != 0 {
+        if withExtendedLifetime(resolved, { SystemCall.connect(fd, ai.ai_addr, ai.ai_addrlen) }) != 0 {
             guard errno == EINPROGRESS else {
                 let e = errno
                 s.close()
@@ -157,7 +161,7 @@ final class BlockingSocket {
     func write(_ bytes: [UInt8], deadline: Date) throws(HTTPClientError) {
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + off, $0.count - off, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + off, $0.count - off, Platform.sendFlags) }
             if n > 0 { off += n; continue }
             if n < 0, errno == EAGAIN || errno == EINTR {
                 try wait(POLLOUT, deadline: deadline, what: "send")
@@ -181,5 +185,5 @@ final class BlockingSocket {
         }
     }
 
-    func close() { Glibc.close(fd) }
+    func close() { _ = SystemCall.close(fd) }
 }

@@ -1,6 +1,10 @@
 import TapCore
 import CLinux
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TapCrypto
 
 /// What a `Connection` tells its owner.
@@ -117,14 +121,14 @@ public final class Connection: EventHandler {
         let resolved: ResolvedAddress
         do { resolved = try ResolvedAddress(target) } catch { throw .resolve("\(target.host): \(error.reason)") }
         let ai = resolved.first
-        let fd = socket(ai.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = Platform.streamSocket(family: ai.ai_family)
         guard fd >= 0 else { throw .connect(NetError.errno("socket")) }
         _ = clinux_set_nodelay(fd)
         // ai_addr points into `resolved`, which must outlive the call.
-        let r = withExtendedLifetime(resolved) { Glibc.connect(fd, ai.ai_addr, ai.ai_addrlen) }
+        let r = withExtendedLifetime(resolved) { SystemCall.connect(fd, ai.ai_addr, ai.ai_addrlen) }
         if r != 0, errno != EINPROGRESS {
             let e = NetError.errno("connect to \(target)")
-            Glibc.close(fd)
+            _ = SystemCall.close(fd)
             throw .connect(e)
         }
         let c = Connection(loop: loop, fd: fd, peer: target.description, connecting: true)
@@ -132,7 +136,7 @@ public final class Connection: EventHandler {
         do {
             c.registration = try loop.register(fd: fd, handler: c, readable: true, writable: true)
         } catch {
-            Glibc.close(fd)
+            _ = SystemCall.close(fd)
             throw .io(error)
         }
         return c
@@ -178,8 +182,8 @@ public final class Connection: EventHandler {
     /// Closes with a TCP reset (SO_LINGER 0): the peer sees "connection reset by peer", not an orderly close.
     public func reset() {
         guard !isClosed else { return }
-        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
         finish(error: nil, notify: true)
     }
 
@@ -199,7 +203,7 @@ public final class Connection: EventHandler {
                         var message = msghdr()
                         message.msg_iov = iov.baseAddress
                         message.msg_iovlen = body.isEmpty ? 1 : 2
-                        return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                        return sendmsg(fd, &message, Platform.sendFlags)
                     }
                 }
             }
@@ -228,7 +232,7 @@ public final class Connection: EventHandler {
         var wrote = false
         defer { if wrote, !isClosed { delegate?.connectionWroteQueued(self) } }
         while outboxOffset < outbox.count {
-            let n = outbox.withUnsafeBytes { send(fd, $0.baseAddress! + outboxOffset, $0.count - outboxOffset, Int32(MSG_NOSIGNAL)) }
+            let n = outbox.withUnsafeBytes { send(fd, $0.baseAddress! + outboxOffset, $0.count - outboxOffset, Platform.sendFlags) }
             if n > 0 {
                 outboxOffset += n
                 bytesOut += n
@@ -267,7 +271,7 @@ public final class Connection: EventHandler {
         }
         if writable, !isClosed { flush() }
         if readingPaused {
-            // Not reading (backpressure, or the peer's input ended): a hang-up, which epoll reports whatever the interest
+            // Not reading (backpressure, or the peer's input ended): a hang-up, which epoll and poll report whatever the interest
             // set, means a reset or both directions closed. Nothing more can be sent, and waiting would spin on it.
             if hangup, !isClosed {
                 let err = clinux_socket_error(fd)
@@ -375,7 +379,7 @@ public final class Connection: EventHandler {
         outboxOffset = 0
         if let registration { loop.deregister(registration) }
         registration = nil
-        Glibc.close(fd)
+        _ = SystemCall.close(fd)
         if notify { delegate?.connectionClosed(self, error: error) }
         delegate = nil
     }
@@ -401,18 +405,18 @@ public final class Listener: EventHandler {
         self.onAccept = onAccept
         let resolved = try ResolvedAddress(address, passive: true)
         let ai = resolved.first
-        let fd = socket(ai.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = Platform.streamSocket(family: ai.ai_family)
         guard fd >= 0 else { throw NetError.errno("socket") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         guard withExtendedLifetime(resolved, { bind(fd, ai.ai_addr, ai.ai_addrlen) }) == 0 else {
             let e = NetError.errno("bind \(address)")
-            Glibc.close(fd)
+            _ = SystemCall.close(fd)
             throw e
         }
         guard listen(fd, 1024) == 0 else {
             let e = NetError.errno("listen \(address)")
-            Glibc.close(fd)
+            _ = SystemCall.close(fd)
             throw e
         }
         self.fd = fd
@@ -449,9 +453,9 @@ public final class Listener: EventHandler {
             let body = "{\"error\":\"\(reason)\"}"
             let bytes = Array(("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
                                + "Retry-After: 1\r\nConnection: close\r\n\r\n" + body).utf8)
-            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Platform.sendFlags | Int32(MSG_DONTWAIT)) }
         }
-        Glibc.close(fd)
+        _ = SystemCall.close(fd)
     }
 
     private func pauseAccepting(reason: String) {
@@ -473,21 +477,21 @@ public final class Listener: EventHandler {
         closed = true
         if let registration { loop.deregister(registration) }
         registration = nil
-        Glibc.close(fd)
+        _ = SystemCall.close(fd)
     }
 
     public func handleEvent(readable: Bool, writable: Bool, hangup: Bool) {
         for _ in 0..<64 {
             var storage = sockaddr_storage()
-            var len = UInt32(MemoryLayout<sockaddr_storage>.size)
+            var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let client = withUnsafeMutablePointer(to: &storage) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { clinux_accept4_nonblocking(fd, $0, &len) }
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Platform.acceptNonBlocking(fd, $0, &len) }
             }
             if client < 0 {
                 let code = errno
                 if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
                     // Out of descriptors: the pending connection stays in the backlog and the socket stays readable, so
-                    // level-triggered epoll would spin at 100% CPU. Stop watching it for a moment, say so once, retry.
+                    // a level-triggered loop would spin at 100% CPU. Stop watching it for a moment, say so once, retry.
                     pauseAccepting(reason: code == EMFILE ? "the process is out of file descriptors (EMFILE)"
                                    : code == ENFILE ? "the system is out of file descriptors (ENFILE)" : "out of memory for sockets")
                 }

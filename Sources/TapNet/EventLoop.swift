@@ -1,6 +1,9 @@
 import TapCore
-import CLinux
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// Something the event loop wakes when its file descriptor is ready.
@@ -18,7 +21,8 @@ public struct TimerHandle: Hashable, Sendable {
     let id: UInt64
 }
 
-/// A single-threaded epoll event loop with timers and a thread-safe task queue.
+/// A single-threaded event loop (epoll on Linux, poll(2) in the POSIX-only build: `Platform`) with timers from its own heap
+/// and a thread-safe task queue woken through `LoopWaker` (an eventfd on Linux, a pipe elsewhere).
 ///
 /// Design: 3dstape runs one network loop and one session-writer thread. On the 2-core machines it
 /// targets that uses both cores, and it keeps each client connection and its upstream connection on
@@ -29,8 +33,8 @@ public struct TimerHandle: Hashable, Sendable {
 /// only on the loop's own thread (enforced by `assertInLoop` in debug builds); `tasks` is `Locked` and
 /// `stopping` an `Atomic`.
 public final class EventLoop: @unchecked Sendable {
-    private let epfd: Int32
-    private let wakeFD: Int32
+    private let backend: EventBackend
+    private let waker: LoopWaker
     private var handlers: [UInt64: (fd: Int32, handler: any EventHandler)] = [:]
     private var nextID: UInt64 = 1
     private var timerHeap: [(deadline: UInt64, id: UInt64)] = []
@@ -40,21 +44,19 @@ public final class EventLoop: @unchecked Sendable {
     private var loopThread: pthread_t?
     /// One receive buffer shared by every connection on this loop (they read one at a time).
     var readBuffer = [UInt8](repeating: 0, count: 65536)
-    /// What one epoll_wait reports: each ready descriptor's events and registration id.
-    private var events = [UInt32](repeating: 0, count: 256)
-    private var datas = [UInt64](repeating: 0, count: 256)
 
     public init() throws(NetError) {
-        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard epfd >= 0 else { throw NetError.errno("epoll_create1") }
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else { close(epfd); throw NetError.errno("eventfd") }
-        _ = clinux_epoll_ctl(epfd, EPOLL_CTL_ADD, wakeFD, EPOLLIN.rawValue, 0)
+        backend = try EventBackend()
+        waker = try LoopWaker()
+        guard backend.add(fd: waker.readFD, readable: true, writable: false, id: 0) else {
+            let e = NetError.errno("watching the loop's waker")
+            waker.close()
+            throw e
+        }
     }
 
     deinit {
-        close(wakeFD)
-        close(epfd)
+        waker.close()
     }
 
     /// Monotonic nanoseconds.
@@ -76,7 +78,7 @@ public final class EventLoop: @unchecked Sendable {
         assertInLoop()
         let id = nextID
         nextID += 1
-        guard clinux_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, mask(readable, writable), id) == 0 else { throw NetError.errno("epoll_ctl(ADD)") }
+        guard backend.add(fd: fd, readable: readable, writable: writable, id: id) else { throw NetError.errno("watching fd \(fd)") }
         handlers[id] = (fd, handler)
         return Registration(id: id)
     }
@@ -85,18 +87,14 @@ public final class EventLoop: @unchecked Sendable {
     public func update(_ r: Registration, readable: Bool, writable: Bool) {
         assertInLoop()
         guard let h = handlers[r.id] else { return }
-        _ = clinux_epoll_ctl(epfd, EPOLL_CTL_MOD, h.fd, mask(readable, writable), r.id)
+        backend.modify(fd: h.fd, readable: readable, writable: writable, id: r.id)
     }
 
     /// Stops watching (call before closing the fd).
     public func deregister(_ r: Registration) {
         assertInLoop()
         guard let h = handlers.removeValue(forKey: r.id) else { return }
-        _ = clinux_epoll_ctl(epfd, EPOLL_CTL_DEL, h.fd, 0, 0)
-    }
-
-    private func mask(_ r: Bool, _ w: Bool) -> UInt32 {
-        (r ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0) | (w ? EPOLLOUT.rawValue : 0)
+        backend.remove(fd: h.fd, id: r.id)
     }
 
     // MARK: timers (loop thread)
@@ -146,7 +144,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs the timers that are due; returns nanoseconds until the next one (-1: none). Waits are in
-    /// nanoseconds (epoll_pwait2), so a replayed delay fires within tens of microseconds of its deadline.
+    /// nanoseconds: with epoll (epoll_pwait2) a replayed delay fires within tens of microseconds of its deadline,
+    /// with poll(2) likewise (its last fraction of a millisecond slept: `PollBackend`).
     private func runDueTimers() -> Int64 {
         while let top = timerHeap.first {
             if timerActions[top.id] == nil { _ = popTimer(); continue }
@@ -169,8 +168,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `task` on the loop thread soon. Safe from any thread.
     public func execute(_ task: @escaping @Sendable () -> Void) {
         tasks.withLock { $0.append(task) }
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        waker.wake()
     }
 
     /// Makes `run` return after the current iteration. Safe from any thread.
@@ -202,24 +200,21 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// One turn; `maxWaitNanos` nil waits until the next timer (or for ever). Returns the descriptors and tasks
-    /// handled, or nil when epoll failed (other than being interrupted).
+    /// handled, or nil when the wait failed (other than being interrupted).
     private func turn(maxWaitNanos: Int64?) -> Int? {
         var timeout = runDueTimers()
         if let cap = maxWaitNanos { timeout = timeout < 0 ? cap : min(timeout, cap) }
-        let n = clinux_epoll_wait_ns(epfd, &events, &datas, Int32(events.count), timeout)
-        if n < 0 { return Glibc.errno == EINTR ? 0 : nil }
-        for i in 0..<Int(n) {
-            let id = datas[i]
+        let n = backend.wait(timeoutNanos: timeout)
+        if n < 0 { return SystemCall.errorNumber == EINTR ? 0 : nil }
+        for i in 0..<n {
+            let id = backend.readyID(i)
             if id == 0 {
-                var v: UInt64 = 0
-                _ = read(wakeFD, &v, 8)
+                waker.drain()
                 continue
             }
             guard let h = handlers[id] else { continue } // stale event: already deregistered
-            let e = events[i]
-            h.handler.handleEvent(readable: e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0,
-                                  writable: e & EPOLLOUT.rawValue != 0,
-                                  hangup: e & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
+            let r = backend.readiness(i)
+            h.handler.handleEvent(readable: r.readable, writable: r.writable, hangup: r.hangup)
         }
         let pending = tasks.withLock { t -> [@Sendable () -> Void] in
             let p = t
@@ -227,6 +222,6 @@ public final class EventLoop: @unchecked Sendable {
             return p
         }
         for t in pending { t() }
-        return Int(n) + pending.count
+        return n + pending.count
     }
 }

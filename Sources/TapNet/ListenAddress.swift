@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Where a server will listen: its `HOST:PORT` resolved once to the numeric address that is then bound, so that the
 /// loopback check reads that address and not the text (`127.attacker.example` may resolve to 0.0.0.0, `localhost`

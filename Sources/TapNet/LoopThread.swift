@@ -15,9 +15,9 @@ public final class LoopThread {
         let ended = self.ended
         self.loop = loop
         thread = Thread {
-            // Set from the thread itself (Foundation on Linux does not pass a name given before start), and cut to the
-            // 15 bytes Linux keeps (a longer name is refused whole).
-            Thread.current.name = String(name.utf8.prefix(15)) ?? name
+            // Set from the thread itself (Foundation on Linux does not pass a name given before start; Foundation names it
+            // by each platform's call), and cut to what the platform keeps (Linux: 15 bytes, a longer name is refused whole).
+            Thread.current.name = String(name.utf8.prefix(Platform.threadNameLimit)) ?? name
             loop.run()
             ended.signal()
         }

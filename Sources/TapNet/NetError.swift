@@ -1,4 +1,9 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import TapCore
 
 /// A socket or address failure: what we were doing and the system's reason (strerror).
 public struct NetError: Error, Equatable, CustomStringConvertible {
@@ -14,7 +19,7 @@ public struct NetError: Error, Equatable, CustomStringConvertible {
     }
 
     /// From the current errno.
-    static func errno(_ what: String) -> NetError { NetError(what, code: Glibc.errno) }
+    static func errno(_ what: String) -> NetError { NetError(what, code: SystemCall.errorNumber) }
 
     public var description: String { "\(what): \(reason)" }
 
@@ -101,7 +106,7 @@ public final class ResolvedAddress {
     public init(_ target: HostPort, passive: Bool = false) throws(NetError) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = Platform.streamType
         if passive { hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV }
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(target.host, String(target.port), &hints, &result)

@@ -1,5 +1,9 @@
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One place that runs servers on an event loop and takes them down in order: each server's stop on the loop's
 /// thread (the last registered first), then the loop, then what must come after (closing the session writer, which

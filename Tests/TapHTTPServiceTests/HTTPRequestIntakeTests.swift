@@ -1,5 +1,9 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Testing
 import TapCore
 import TapHTTP
@@ -128,7 +132,7 @@ import TapNet
 final class RawClient {
     let fd: Int32
     init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Platform.streamType, 0)
         var tv = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var addr = sockaddr_in()
@@ -141,7 +145,7 @@ final class RawClient {
     deinit { close(fd) }
     func send(_ text: String) throws {
         let b = Array(text.utf8)
-        guard Glibc.send(fd, b, b.count, 0) == b.count else { throw NetError("send", code: errno) }
+        guard SystemCall.send(fd, b, b.count, 0) == b.count else { throw NetError("send", code: errno) }
     }
     /// Reads bytes until `tail` ends them (or `count` have come, the timeout, or the peer closes).
     func readBytes(count: Int, until tail: [UInt8]) throws -> [UInt8] {

@@ -1,7 +1,12 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 import Testing
+import TapCore
 import TapCrypto
 import TapHTTP
 import TapHTTPService
@@ -103,8 +108,8 @@ import TapNet
     }
 
     @Test func anAnswerEndedByCloseIsWholeAndOneEndedEarlyIsAnError() throws {
-        let untilClose = try RawServer { fd in _ = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it".withCString { Glibc.send(fd, $0, strlen($0), 0) } }
-        let cut = try RawServer { fd in _ = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart".withCString { Glibc.send(fd, $0, strlen($0), 0) } }
+        let untilClose = try RawServer { fd in _ = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it".withCString { SystemCall.send(fd, $0, strlen($0), 0) } }
+        let cut = try RawServer { fd in _ = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart".withCString { SystemCall.send(fd, $0, strlen($0), 0) } }
         let stack = try ServiceStack.background("loop-client-test")
         stack.start()
         defer { stack.stop() }
@@ -135,7 +140,7 @@ final class RawServer: @unchecked Sendable {
     let port: UInt16
 
     init(answer: @escaping @Sendable (Int32) -> Void) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Platform.streamType, 0)
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -155,14 +160,14 @@ final class RawServer: @unchecked Sendable {
             _ = recv(c, &buf, buf.count, 0)
             answer(c)
             usleep(100_000)
-            Glibc.close(c)
+            _ = SystemCall.close(c)
         }
     }
 
     func close() {
         guard fd >= 0 else { return }
         shutdown(fd, Int32(SHUT_RDWR))
-        Glibc.close(fd)
+        _ = SystemCall.close(fd)
         fd = -1
     }
 

@@ -1,5 +1,10 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import TapCore
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -23,7 +28,7 @@ public final class PipelineClient {
     /// SO_RCVBUF before connecting (a client that reads nothing then holds little in its kernel).
     public init(port: UInt16, tls: Bool = false, serverName: String = "localhost", receiveBuffer: Int32? = nil,
                 timeout: Int = 10) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Platform.streamType, 0)
         guard fd >= 0 else { throw NetError("socket", code: errno) }
         self.fd = fd
         var tv = timeval(tv_sec: timeout, tv_usec: 0)
@@ -124,7 +129,7 @@ public final class PipelineClient {
     private func sendRaw(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes { SystemCall.send(fd, $0.baseAddress! + sent, $0.count - sent, Platform.sendFlags) }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { throw NetError("send", code: errno) }
             sent += n

@@ -1,5 +1,5 @@
 """N keep-alive connections through a proxy, each sending a small POST every few seconds, for a given time.
-Prints one line: connections opened, requests, errors, and the proxy's RSS sampled every 5 s (peak).
+Prints one line: connections opened, requests, errors, the proxy's RSS sampled every 5 s (peak), and request latency (p50, p99).
 Usage: connections.py PORT PROXY_PID CONNECTIONS SECONDS"""
 import asyncio, os, random, re, sys, time
 
@@ -9,6 +9,7 @@ request = (b"POST /ds/areq HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: applicat
            + str(len(body)).encode() + b"\r\n\r\n" + body)
 stats = {"opened": 0, "requests": 0, "errors": 0}
 errors = []
+latencies = []  # seconds per request, from writing it to its whole response
 
 
 def rss_mb():
@@ -33,8 +34,10 @@ async def client(i, stop_at):
     await asyncio.sleep(random.random() * 3)
     try:
         while time.time() < stop_at:
+            sent = time.perf_counter()
             writer.write(request)
             status = await read_response(reader)
+            latencies.append(time.perf_counter() - sent)
             if status != 200:
                 stats["errors"] += 1; errors.append(f"status {status}")
             stats["requests"] += 1
@@ -43,6 +46,13 @@ async def client(i, stop_at):
         stats["errors"] += 1; errors.append(f"{type(e).__name__}: {e}")
     finally:
         writer.close()
+
+
+def latency():
+    if not latencies:
+        return "p50_ms - p99_ms -"
+    s = sorted(latencies)
+    return f"p50_ms {s[len(s) // 2] * 1000:.2f} p99_ms {s[min(len(s) - 1, len(s) * 99 // 100)] * 1000:.2f}"
 
 
 async def main():
@@ -60,7 +70,7 @@ async def main():
     await asyncio.gather(*tasks)
     r = rss_mb(); peak = max(peak, r)
     print(f"connections {stats['opened']}/{n} requests {stats['requests']} errors {stats['errors']} peak_rss_mb {peak:.0f} "
-          f"rss_samples_mb {','.join(map(str, samples))}")
+          f"rss_samples_mb {','.join(map(str, samples))} {latency()}")
     if errors:
         print("first errors:", errors[:5])
 

@@ -9,7 +9,7 @@
 # requests/s per core of it, its peak RSS, and the ratio to nginx; and whether every request wrk completed is in
 # the session file.
 # Needs: wrk, nginx (Debian), mitmproxy (PyPI, into tools/bench/.venv), sqlite3. Loopback only.
-# Usage: tools/bench/proxy.sh [SECONDS per run, default 10]
+# Usage: [BACKEND=epoll|poll] tools/bench/proxy.sh [SECONDS per run, default 10]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -24,10 +24,14 @@ command -v wrk >/dev/null && command -v nginx >/dev/null || {
 if [ ! -x "$here/.venv/bin/mitmdump" ]; then
   python3 -m venv "$here/.venv" && "$here/.venv/bin/pip" install -q --disable-pip-version-check mitmproxy
 fi
-(cd "$root" && swift build -c release --product 3dstape >/dev/null)
-tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+# BACKEND=poll measures the POSIX-only build (-DTHREEDSTAPE_POSIX_ONLY: the poll(2) loop, in .build-posix) instead of the
+# default epoll one; tools/bench/backends.sh runs both, alternated.
+build=(-c release); [ "${BACKEND:-epoll}" = poll ] && build+=(-Xswiftc -DTHREEDSTAPE_POSIX_ONLY --build-path .build-posix)
+(cd "$root" && swift build "${build[@]}" --product 3dstape >/dev/null)
+tape="$(cd "$root" && swift build "${build[@]}" --show-bin-path)/3dstape"
 
-UP=18181; NGX=18182; MITM=18183; TAPE=18184
+base="${BENCH_PORT_BASE:-18181}" # four ports from here
+UP=$base; NGX=$((base + 1)); MITM=$((base + 2)); TAPE=$((base + 3))
 ares=$(python3 -c 'import json;print(json.dumps({"messageType":"ARes","messageVersion":"2.2.0","transStatus":"Y","eci":"05","acsTransID":"13c701a3-5a88-4c45-89e9-ef65e50a8bf9","dsTransID":"d7c1ee99-9478-44a6-b1f2-391e29c6b340","threeDSServerTransID":"8a880dc0-d2d2-4067-bcb1-b08d1690b26e","padding":"x"*2750}))')
 printf '%s' "$ares" > "$work/ares.json"
 python3 - "$work/post.lua" <<'PY'
@@ -81,7 +85,14 @@ check=$(curl -s -X POST -d '{}' "http://127.0.0.1:$TAPE/ds/areq" | head -c 40)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 # 3dstape's two busy threads: the network loop (the main thread) and the session writer (named 3dstape-writer).
-writer_tid() { for t in /proc/"$1"/task/*; do grep -q '^3dstape-writer' "$t/comm" && { basename "$t"; return; }; done; }
+# (Looked for up to 2 s: a thread's name can lag its start, and a failed lookup ended the whole run under set -e.)
+writer_tid() {
+  for _ in $(seq 20); do
+    for t in /proc/"$1"/task/*; do grep -qs '^3dstape-writer' "$t/comm" && { basename "$t"; return 0; }; done
+    sleep 0.1
+  done
+  echo "3dstape's session writer thread not found in /proc/$1/task" >&2; return 1
+}
 thread_ticks() { awk '{print $14 + $15}' "/proc/$1/task/$2/stat"; }
 declare -A SPLIT
 
@@ -119,7 +130,7 @@ stored=$(sqlite3 "$work/bench.3dstape" "SELECT count(*) FROM exchanges WHERE pat
 expected=$((total_tape + 2)) # plus the readiness probe and the check request
 
 echo
-echo "3dstape recording-proxy benchmark: POST 2 KB AReq -> 3 KB ARes, keep-alive, ${secs}s per run, $(nproc) cores;"
+echo "3dstape (${BACKEND:-epoll} event loop) recording-proxy benchmark: POST 2 KB AReq -> 3 KB ARes, keep-alive, ${secs}s per run, $(nproc) cores;"
 echo "upstream: its own nginx process (one worker); nginx proxy: its own process (one worker)"
 for c in 16 1; do
   [ $c = 16 ] && echo "-- under load (wrk -t2 -c16)" || echo "-- one connection (wrk -t1 -c1)"

@@ -1,11 +1,18 @@
-// Linux calls Glibc's Swift module does not export: epoll, eventfd, accept4, prctl.
+// C calls the Swift side cannot make directly. The portable ones (SO_ERROR, TCP_NODELAY) build everywhere; the
+// Linux-only ones (epoll, eventfd, accept4, prctl) build only on Linux and are used only by TapNet's Linux backend
+// (Sources/TapNet/PlatformLinux.swift): a macOS build, or `-Xswiftc -DTHREEDSTAPE_POSIX_ONLY`, never calls them.
 // The header forward-declares struct sockaddr instead of including <sys/socket.h>, so that
 // SOCK_* names keep resolving through Glibc in release (whole-module) builds.
 #ifndef TAP_CLINUX_H
 #define TAP_CLINUX_H
+#include <stdint.h>
+
+int clinux_socket_error(int fd);
+int clinux_set_nodelay(int fd);
+
+#ifdef __linux__
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <stdint.h>
 
 struct sockaddr;
 int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len);
@@ -14,9 +21,8 @@ int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int t
 // Like clinux_epoll_wait with a nanosecond timeout (epoll_pwait2; -1 waits forever). Falls back to
 // millisecond epoll_wait, rounded up, on kernels without epoll_pwait2.
 int clinux_epoll_wait_ns(int epfd, uint32_t *events, uint64_t *data, int max, int64_t timeout_ns);
-int clinux_socket_error(int fd);
-int clinux_set_nodelay(int fd);
 // prctl(PR_SET_CHILD_SUBREAPER, on): orphaned descendants are re-parented to this process (which can then reap them)
 // instead of to init. 0 on success, -1 with errno set.
 int clinux_set_child_subreaper(int on);
+#endif
 #endif
