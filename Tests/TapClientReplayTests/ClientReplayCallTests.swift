@@ -4,6 +4,7 @@ import TapCore
 import TapJOSE
 import TapNet
 import TapReplay
+import TapStore
 @testable import TapClientReplay
 @testable import TapSandbox
 
@@ -97,5 +98,61 @@ struct ClientReplayCallTests {
         let keys = try SandboxKeys.loadOrCreate(in: dir + "/sandbox")
         try keys.writeClientCertificates(to: dir + "/certs", dsKeyType: .rsa)
         return try ClientReplayer.DSIdentity(directory: dir + "/certs")
+    }
+}
+
+/// A PReq recorded before a transaction's AReq (its own threeDSServerTransID) is a call of that transaction, re-sent
+/// with a fresh threeDSServerTransID; the PRes's fresh dsTransID is learned, not reported.
+struct ClientReplayPReqTests {
+    @Test func aPReqBeforeTheAReqIsReSentWithAFreshIDAndItsAnswerCompared() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("creplay-preq-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/preq.3dstape"
+        let writer = try SessionWriter(path: path, meta: [("label", "preq")])
+        writer.submit(.connectionOpened(ConnectionRecord(id: 1, clientAddress: "127.0.0.1:1", acceptedAt: 1_700_000_000, mode: "forward", upstream: nil)))
+        let preqID = "8a880dc0-d2d2-4067-bcb1-b08d1690b26e"
+        let bodies = [
+            (#"{"messageType":"PReq","messageVersion":"2.2.0","threeDSServerRefNumber":"X","threeDSServerTransID":"\#(preqID)"}"#,
+             #"{"messageType":"PRes","messageVersion":"2.2.0","threeDSServerTransID":"\#(preqID)","dsTransID":"11111111-2222-4333-8444-555555555555","serialNum":"1"}"#,
+             "/ds/preq"),
+            (#"{"messageType":"AReq","messageVersion":"2.2.0","deviceChannel":"02","messageCategory":"01","acctNumber":"4000000000001000","threeDSServerTransID":"0f8fad5b-d9cb-469f-a165-70867728950e"}"#,
+             #"{"messageType":"ARes","messageVersion":"2.2.0","transStatus":"Y","threeDSServerTransID":"0f8fad5b-d9cb-469f-a165-70867728950e","dsTransID":"9b2c1d5e-1111-4222-8333-444455556666"}"#,
+             "/ds/areq"),
+        ]
+        for (seq, (request, response, p)) in bodies.enumerated() {
+            var x = ExchangeRecord(connectionID: 1, seq: seq, method: "POST", url: "http://127.0.0.1:9/\(p.dropFirst())", host: "127.0.0.1", path: p,
+                                   upstream: nil, request: CapturedMessage(headers: [("Content-Type", "application/json")], body: Array(request.utf8),
+                                                                           wireSize: request.utf8.count),
+                                   requestStart: 1_700_000_000 + Double(seq))
+            x.status = 200
+            x.response = CapturedMessage(headers: [("Content-Type", "application/json")], body: Array(response.utf8), wireSize: response.utf8.count)
+            x.done = 1_700_000_000.5 + Double(seq)
+            writer.submit(.exchange(x))
+        }
+        writer.close()
+        let plan = try ClientReplayPlan.load(path: path, inputs: ClientReplayPlan.Inputs())
+        #expect(plan.transactions.count == 1)
+        let script = try #require(plan.transactions.first?.script)
+        #expect(script.callsBefore.map(\.label) == ["POST /ds/preq"] && script.callsAfter.isEmpty)
+        let ds = try ClientReplayCallTests.identity(dir)
+        let replayer = try ClientReplayer(ds: ds, options: ClientReplayer.Options())
+        defer { replayer.stop() }
+        var run = ClientReplayRun()
+        let sent = try JSON.parse(replayer.live(script.callsBefore[0].body, &run))
+        let fresh = try #require(sent["threeDSServerTransID"]?.stringValue)
+        #expect(fresh != preqID && ClientReplayIDMap.isUUID(fresh) && sent["threeDSServerRefNumber"]?.stringValue == "X")
+        // The live PRes echoes the fresh ID and has its own dsTransID: no difference; another serialNum is one.
+        for (serial, expected) in [("1", 0), ("2", 1)] {
+            var x = ClientReplayExchange(url: "http://127.0.0.1:9/ds/preq", requestHeaders: [], requestBody: [], started: 0)
+            x.call = script.callsBefore[0]
+            x.status = 200
+            x.responseBody = Array(#"{"messageType":"PRes","messageVersion":"2.2.0","threeDSServerTransID":"\#(fresh)","dsTransID":"aaaaaaaa-2222-4333-8444-555555555555","serialNum":"\#(serial)"}"#.utf8)
+            var r = run
+            r.ids.learn(recorded: ClientReplayCallBody.comparable(x.call!.recordedResponse)!, live: ClientReplayCallBody.comparable(x.responseBody)!)
+            r.exchanges = [x]
+            let d = ClientReplayRunner.callDifferences(r, masked: true)
+            #expect(d.count == expected, "\(d)")
+        }
     }
 }
