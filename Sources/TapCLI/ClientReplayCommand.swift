@@ -14,12 +14,16 @@ import TapStore
 struct ClientReplayCommand: Command {
     let name = "client-replay"
     let abstract = "Re-send a recorded session's client side to a live DS/ACS with fresh IDs and keys, and compare the answers"
-    let usage = "3dstape client-replay SESSION --certs DIR [--target URL] [--map HOST=URL]... [--card PAN]... [--secret [N=]VALUE]... "
+    let usage = "3dstape client-replay SESSION (--certs DIR | --ds-cert PEM --ds-root PEM [--ds-id ID]) [--target URL] [--map HOST=URL]... [--card PAN]... [--secret [N=]VALUE]... "
         + "[--transaction N]... [--concurrency N] [--rate R] [--speed F] [--repeat N] [--rreq-listen HOST:PORT] [--proxy URL] [--ca PEM] "
-        + "[--session OUT] [--json] [--quiet]"
+        + "[--jwt-secret SECRET] [--session OUT] [--json] [--quiet]"
     let maxPositionals = 1
     let options: [OptionSpec] = [
         .option("certs", "DIR", help: "the target DS's certificates as 'sandbox certs --out DIR' or 'ca export --ds DIR' writes them"),
+        .option("ds-cert", "PEM", help: "instead of --certs: the target DS's encryption certificate (deviceData is encrypted to it)"),
+        .option("ds-root", "PEM", help: "with --ds-cert: the roots acsSignedContent must chain to"),
+        .option("ds-id", "ID", help: "with --ds-cert: the DS's directoryServerID (needed for an EC DS key)"),
+        .option("jwt-secret", "SECRET", help: "sign the recorded gateway JWTs (Trust Payments style HS256) again with this secret, with the live IDs"),
         .option("target", "URL", help: "replaces the recorded DS (the host the first AReq went to), e.g. http://127.0.0.1:9443"),
         .option("map", "HOST=URL", repeatable: true, help: "replaces another recorded host (host or host:port)"),
         .option("card", "PAN", repeatable: true, help: "a full card number for an acctNumber the recording masked (matched by first 6 and last 4)"),
@@ -45,6 +49,8 @@ struct ClientReplayCommand: Command {
         var session: String
         var out: String
         var certs: String
+        /// The target DS read from `--ds-cert`/`--ds-root` (then `certs` is empty).
+        var dsIdentity: ClientReplayer.DSIdentity? = nil
         var inputs = ClientReplayPlan.Inputs()
         var only: Set<Int> = []
         var load = ClientReplayRunner.Load()
@@ -55,11 +61,50 @@ struct ClientReplayCommand: Command {
         var summaryOnlyOnDifference = false
     }
 
+    /// `--certs DIR`, or `--ds-cert PEM` with `--ds-root PEM` (and `--ds-id`): exactly one of the two forms.
+    /// The PEM form is read and checked here (a file that is missing or holds no certificate is a usage error).
+    static func dsSource(_ args: ParsedArguments) throws -> (certs: String, identity: ClientReplayer.DSIdentity?) {
+        let certs = args.value("certs"), cert = args.value("ds-cert"), root = args.value("ds-root"), id = args.value("ds-id")
+        if let certs {
+            guard cert == nil, root == nil, id == nil else {
+                throw InvalidArguments("--certs DIR or --ds-cert PEM --ds-root PEM: give one of the two, not both")
+            }
+            guard !certs.isEmpty else { throw InvalidArguments("--certs: expected a directory") }
+            return (certs, nil)
+        }
+        guard let cert, let root else {
+            if cert != nil || root != nil || id != nil {
+                throw InvalidArguments("--ds-cert PEM and --ds-root PEM go together (the DS's encryption certificate and its roots)")
+            }
+            throw InvalidArguments("--certs DIR is required: the target DS's certificates ('3dstape sandbox certs --out DIR' for the sandbox), "
+                                   + "or --ds-cert PEM --ds-root PEM")
+        }
+        guard !cert.isEmpty, !root.isEmpty else { throw InvalidArguments("--ds-cert, --ds-root: expected a file") }
+        if let id {
+            guard !id.isEmpty, id.count <= 64, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") }) else {
+                throw InvalidArguments("--ds-id \(TerminalText.escaped(id)): expected a directoryServerID (letters, digits, - _ ., at most 64)")
+            }
+        }
+        do {
+            return ("", try ClientReplayer.DSIdentity(certificatePEM: try readInput(cert), certificatePath: cert, rootsPEM: try readInput(root),
+                                                      rootsPath: root, directoryServerID: id))
+        } catch let e as SandboxError { throw InvalidArguments(e.message) } catch {
+            throw InvalidArguments("--ds-cert \(cert) / --ds-root \(root): \(error)")
+        }
+    }
+
+    /// `--jwt-secret`: the gateway's HS256 secret, printable and at most 1024 characters.
+    static func jwtSecret(_ args: ParsedArguments) throws -> [UInt8]? {
+        guard let s = args.value("jwt-secret") else { return nil }
+        guard !s.isEmpty, s.utf8.count <= 1024, s.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+            throw InvalidArguments("--jwt-secret: expected a printable secret of 1 to 1024 bytes")
+        }
+        return Array(s.utf8)
+    }
+
     static func plan(_ args: ParsedArguments) throws -> Plan {
         guard let session = args.positionals.first else { throw InvalidArguments("which session? usage: 3dstape client-replay SESSION --certs DIR [--target URL]") }
-        guard let certs = args.value("certs") else {
-            throw InvalidArguments("--certs DIR is required: the target DS's certificates ('3dstape sandbox certs --out DIR' for the sandbox)")
-        }
+        let (certs, identity) = try dsSource(args)
         let f = DateFormatter()
         f.dateFormat = "yyyyMMdd-HHmmss"
         let out = args.value("session") ?? "sessions/client-replay-\(f.string(from: Date())).3dstape"
@@ -67,6 +112,8 @@ struct ClientReplayCommand: Command {
         var st = stat()
         guard lstat(out, &st) != 0 else { throw InvalidArguments("--session \(out) already exists: choose another or remove it") }
         var p = Plan(session: session, out: out, certs: certs, json: args.has("json"), quiet: args.has("quiet"))
+        p.dsIdentity = identity
+        p.replayer.jwtSecret = try jwtSecret(args)
         if let t = args.value("target") {
             guard let u = HTTPURL(t) else { throw InvalidArguments("--target \(t): expected an http(s) URL") }
             p.inputs.target = u
@@ -134,7 +181,7 @@ struct ClientReplayCommand: Command {
             throw InvalidArguments(e.message)
         }
         guard !plan.transactions.isEmpty else { throw CommandFailure("\(p.session) holds no 3DS transaction to replay") }
-        let ds = try ClientReplayer.DSIdentity(directory: p.certs)
+        let ds = try p.dsIdentity ?? ClientReplayer.DSIdentity(directory: p.certs)
         let replayer = try ClientReplayer(ds: ds, options: p.replayer)
         defer { replayer.stop() }
         let dir = (p.out as NSString).deletingLastPathComponent
@@ -180,10 +227,12 @@ struct ClientReplayCommand: Command {
             ]).compact))
         } else {
             if !p.quiet, tally.count > 1 {
-                io.out("\nlatency (ms)       count      p50      p99      max")
-                for r in tally.latencyTable {
+                let rows = tally.latencyTable
+                let width = max(14, (rows.map { TerminalText.escaped($0.type).count }.max() ?? 0) + 1) // a gateway call's path is longer
+                io.out("\nlatency (ms)" + String(repeating: " ", count: width - 9) + "count      p50      p99      max")
+                for r in rows {
                     let type = TerminalText.escaped(r.type)
-                    io.out(type + String(repeating: " ", count: max(1, 14 - type.count))
+                    io.out(type + String(repeating: " ", count: max(1, width - type.count))
                            + String(format: "%9d %8.1f %8.1f %8.1f", r.count, r.p50, r.p99, r.max))
                 }
             }

@@ -50,6 +50,7 @@ public struct ClientReplayPlan: Sendable {
         let exchanges = catalog.exchanges
         let dsOrigin = catalog.flows.first.flatMap { ClientReplayPlan.origin(exchanges[$0.areq].url) }
         var out: [Transaction] = []
+        let calls = ClientReplayCallPlan.assign(catalog)
         for (i, flow) in catalog.flows.enumerated() where only.isEmpty || only.contains(i + 1) {
             let areqExchange = exchanges[flow.areq]
             var unplayable: String?
@@ -67,6 +68,14 @@ public struct ClientReplayPlan: Sendable {
             }
             var script = ClientReplayScript(areq: areq, dsURL: dsURL)
             script.recordedIDs = Set(flow.ids.values)
+            script.recordedIDsByName = flow.ids
+            for (indices, before) in [(calls[i].before, true), (calls[i].after, false)] {
+                for c in indices {
+                    let (call, why) = ClientReplayCallPlan.call(exchanges[c], dsOrigin: dsOrigin, inputs: inputs)
+                    if let call { if before { script.callsBefore.append(call) } else { script.callsAfter.append(call) } }
+                    if let why { unplayable = unplayable ?? why }
+                }
+            }
             script.secret = inputs.secrets[i + 1] ?? inputs.secrets[0]
             script.expectsRReq = flow.rreq != nil
             if areq["deviceChannel"]?.stringValue == "01" {

@@ -128,6 +128,8 @@ public final class ClientReplayRunner: Sendable {
         }
         let liveOutcome = run.failure == nil ? Self.outcome(live) : "failed"
         var differences = Self.compare(t.recorded, live)
+        differences += Self.callDifferences(run, masked: plan.masked)
+        for x in run.exchanges where x.call != nil { if let done = x.done { latencies.append((x.call!.label, (done - x.started) * 1000)) } }
         if recordedOutcome != liveOutcome, run.failure == nil {
             differences.insert(("transaction", "outcome", recordedOutcome, liveOutcome), at: 0)
         }
@@ -169,6 +171,31 @@ public final class ClientReplayRunner: Sendable {
         }
         let labelsA = Set(a.map(\.0))
         for (label, _) in b where !labelsA.contains(label) { out.append((label, "", "missing", "present")) }
+        return out
+    }
+
+    /// The non-3DS calls' answers against the recorded ones (labelled `POST /pxp/tokens`, `… #2` for the second), with
+    /// the IDs the run learned put in place of the recorded ones and the JWTs opened: the status, then element by element.
+    static func callDifferences(_ run: ClientReplayRun, masked: Bool) -> [(message: String, element: String, recorded: String, live: String)] {
+        var out: [(String, String, String, String)] = []
+        var seen: [String: Int] = [:]
+        for x in run.exchanges {
+            guard let call = x.call, x.error == nil else { continue }
+            seen[call.label, default: 0] += 1
+            let label = seen[call.label] == 1 ? call.label : "\(call.label) #\(seen[call.label]!)"
+            if let recorded = call.recordedStatus, recorded != x.status {
+                out.append((label, "status", String(recorded), x.status.map(String.init) ?? "none"))
+            }
+            guard let recorded = ClientReplayCallBody.comparable(call.recordedResponse) else { continue }
+            guard let answer = ClientReplayCallBody.comparable(x.responseBody) else {
+                out.append((label, "body", "JSON or a form", "\(x.responseBody.count) bytes of neither"))
+                continue
+            }
+            for c in SessionDiff.messageDifferences(run.ids.substituted(recorded), masked ? Masking.mask(answer) : answer,
+                                                    ignoring: ignored.union(ClientReplayCallBody.jwtTimes)) {
+                out.append((label, c.pointer ?? "", c.before ?? "absent", c.after ?? "absent"))
+            }
+        }
         return out
     }
 

@@ -31,6 +31,12 @@ public struct ClientReplayScript: Sendable {
     public var expectsRReq: Bool
     /// The app channel's content encryption the recorded CReqs used (nil: A128CBC-HS256).
     public var creqEncryption: ContentEncryption?
+    /// The recorded transaction IDs by name (threeDSServerTransID …), which the live ones replace in the calls.
+    public var recordedIDsByName: [String: String] = [:]
+    /// The transaction's non-3DS calls recorded before its AReq (gateway token and pre-initiation, 3DS Method) and
+    /// after its 3DS exchanges (the gateway's authorisation), re-sent in their place.
+    public var callsBefore: [ClientReplayCall] = []
+    public var callsAfter: [ClientReplayCall] = []
 
     public init(areq: JSON, dsURL: HTTPURL) {
         self.areq = areq
@@ -63,6 +69,8 @@ public struct ClientReplayExchange: Sendable {
     public var started: Double
     public var done: Double?
     public var error: String?
+    /// The recorded non-3DS call this exchange re-sent (its answer is compared with the recorded one), or nil.
+    public var call: ClientReplayCall? = nil
 }
 
 /// What the live run of one transaction did.
@@ -71,6 +79,8 @@ public struct ClientReplayRun: Sendable {
     /// Why the run stopped short (a network failure, an acsSignedContent that does not verify …), nil when it ran through.
     public var failure: String?
     public var notes: [String] = []
+    /// The recorded IDs and their live values, as the run learned them (the comparison of the calls' answers uses it).
+    public var ids = ClientReplayIDMap()
     public init() {}
 }
 
@@ -114,6 +124,8 @@ public final class ClientReplayer: Sendable {
         public var requestTimeout: Double = 10
         /// How long a transaction waits for its RReq after the challenge (or a decoupled ARes).
         public var rreqTimeout: Double = 10
+        /// The HS256 secret gateway JWTs (Trust Payments style) are signed again with; nil: sent as recorded.
+        public var jwtSecret: [UInt8]?
         public init() {}
     }
 
@@ -155,7 +167,7 @@ public final class ClientReplayer: Sendable {
                     held["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = x
                 }
                 respond(.json(rres.bytes))
-            } else if path.hasPrefix("/3ds/notify") {
+            } else if path.hasPrefix("/3ds/notify") || path.hasPrefix("/3ds/method") {
                 respond(.html("<p>Thank you</p>")) // the browser's cres post: the run itself sent it and holds the exchange
             } else {
                 respond(HTTPReply(status: 404))
@@ -190,7 +202,16 @@ public final class ClientReplayer: Sendable {
     /// Runs one transaction as recorded; what happened is in the result, never thrown.
     public func run(_ script: ClientReplayScript) -> ClientReplayRun {
         var run = ClientReplayRun()
-        do { try play(script, &run) } catch let e as Stop { run.failure = e.message } catch { run.failure = "\(error)" }
+        let serverTransID = UUID().uuidString.lowercased()
+        run.ids.learn(recorded: script.recordedIDsByName["threeDSServerTransID"], live: serverTransID)
+        do {
+            try send(script.callsBefore, &run)
+            try play(script, serverTransID: serverTransID, &run)
+            if let ares = run.exchanges.first(where: { $0.response?["messageType"]?.stringValue == "ARes" })?.response {
+                for k in ["dsTransID", "acsTransID", "sdkTransID"] { run.ids.learn(recorded: script.recordedIDsByName[k], live: ares[k]?.stringValue) }
+            }
+            try send(script.callsAfter, &run)
+        } catch let e as Stop { run.failure = e.message } catch { run.failure = "\(error)" }
         return run
     }
 
@@ -215,8 +236,7 @@ public final class ClientReplayer: Sendable {
         }
     }
 
-    func play(_ s: ClientReplayScript, _ run: inout ClientReplayRun) throws {
-        let serverTransID = UUID().uuidString.lowercased()
+    func play(_ s: ClientReplayScript, serverTransID: String, _ run: inout ClientReplayRun) throws {
         let sdkTransID = UUID().uuidString.lowercased()
         let app = s.areq["deviceChannel"]?.stringValue == "01"
         var areq = s.areq
