@@ -42,6 +42,21 @@ import TapNet
         #expect(Set(single).count == 5 && single.allSatisfy { $0.hasSuffix(" close") }, "without a pool, a connection per request")
     }
 
+    /// HTTPS: the TLS session goes back to the pool with its socket and carries the next requests.
+    @Test func aTLSConnectionIsKeptWithItsSession() throws {
+        let ca = try CertificateAuthority.selfSigned(commonName: "Test ACS CA", key: try PrivateKey.generateP256())
+        let local = try #require(try ResolvedAddress(HostPort(host: "localhost", port: 1)).numericHost)
+        let server = try LoopbackServer("pool-tls-test", host: local, tls: try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))) {
+            _, peer, respond in respond(HTTPReply(status: 200, body: Array(peer.utf8)))
+        }
+        defer { server.stop() }
+        let url = try #require(HTTPURL("https://localhost:\(server.address.port)/challenge"))
+        let pool = BlockingConnectionPool()
+        let peers = try Self.peers(BlockingHTTPClient(tls: try TLSContext(clientRoots: [ca.certificate]), timeout: 5, pool: pool), url, count: 6)
+        #expect(Set(peers).count == 1, "one TLS connection for 6 requests: \(Set(peers))")
+        #expect(pool.idleCount == 1)
+    }
+
     @Test func aConnectionTheServerClosesIsNotKept() throws {
         let server = try Self.peerEcho("pool-close-test", closeEach: true)
         defer { server.stop() }
