@@ -108,18 +108,22 @@ public struct Certificate: Sendable {
     public static func verifyChain(leaf: Certificate, intermediates: [Certificate], roots: [Certificate],
                                    at time: Date? = nil) throws(CryptoError) {
         guard !roots.isEmpty else { throw CryptoError(.untrustedChain, "no trusted roots were given") }
-        let store = try unwrap(X509_STORE_new(), "X509_STORE_new")
-        defer { X509_STORE_free(store) }
-        for root in roots { _ = X509_STORE_add_cert(store, root.handle.pointer) }
+        let store = X509StoreHandle(owning: try unwrap(X509_STORE_new(), "X509_STORE_new"))
+        for root in roots { _ = X509_STORE_add_cert(store.pointer, root.handle.pointer) }
         CryptoError.clearQueue() // a duplicate root is reported but harmless
+        try verifyChain(leaf: leaf, intermediates: intermediates, store: store, at: time)
+    }
+
+    /// `verifyChain` against a store already holding the roots (`TrustedCertificates` keeps one per run).
+    static func verifyChain(leaf: Certificate, intermediates: [Certificate], store: X509StoreHandle, at time: Date?) throws(CryptoError) {
         let untrusted = try unwrap(tap_sk_X509_new_null(), "sk_X509_new_null")
         defer { tap_sk_X509_free(untrusted) }
         for c in intermediates { _ = tap_sk_X509_push(untrusted, c.handle.pointer) }
         let ctx = try unwrap(X509_STORE_CTX_new(), "X509_STORE_CTX_new")
         defer { X509_STORE_CTX_free(ctx) }
-        try check(X509_STORE_CTX_init(ctx, store, leaf.handle.pointer, untrusted), "X509_STORE_CTX_init")
+        try check(X509_STORE_CTX_init(ctx, store.pointer, leaf.handle.pointer, untrusted), "X509_STORE_CTX_init")
         if let time { X509_STORE_CTX_set_time(ctx, 0, time_t(time.timeIntervalSince1970)) }
-        let ok = withExtendedLifetime((leaf, intermediates, roots)) { X509_verify_cert(ctx) }
+        let ok = withExtendedLifetime((leaf, intermediates, store)) { X509_verify_cert(ctx) }
         if ok != 1 {
             let code = X509_STORE_CTX_get_error(ctx)
             let reason = String(cString: X509_verify_cert_error_string(Int(code)))

@@ -57,6 +57,13 @@ public struct ACSSignedContent: Sendable {
         return (try ACSSignedContent(payload: jws), leaf)
     }
 
+    /// As `verify(_:roots:)`, with the roots' store and the ACS certificates kept by `trust` across calls.
+    public static func verify(_ compact: String, trust: TrustedCertificates) throws(JOSEError) -> (content: ACSSignedContent, signer: Certificate) {
+        let jws = try JWS(compact: compact)
+        let leaf = try jws.verifyWithX5C(trust: trust)
+        return (try ACSSignedContent(payload: jws), leaf)
+    }
+
     init(payload jws: JWS) throws(JOSEError) {
         guard let p = jws.payloadJSON, let acs = p["acsEphemPubKey"], let sdk = p["sdkEphemPubKey"], let url = p["acsURL"]?.stringValue else {
             throw JOSEError(.malformed, "acsSignedContent lacks acsEphemPubKey, sdkEphemPubKey or acsURL")

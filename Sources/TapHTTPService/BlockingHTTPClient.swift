@@ -21,54 +21,110 @@ public struct HTTPClientError: Error, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// A small blocking HTTP/1.1 client (one request per connection) with TLS, an optional forward proxy
-/// (absolute-form for http, CONNECT for https) and a whole-request timeout. For the SDK-like client.
+/// A small blocking HTTP/1.1 client with TLS, an optional forward proxy (absolute-form for http, CONNECT for https) and
+/// a whole-request timeout. For the SDK-like client and client-replay. Without a `pool` every request has a connection of
+/// its own (`Connection: close`); with one, connections are kept alive per target and reused.
 public struct BlockingHTTPClient: Sendable {
     public var tls: TLSContext
     /// `http://host:port` of a forward proxy, or nil.
     public var proxy: HostPort?
     public var timeout: Double
+    /// Where idle keep-alive connections wait for the next request to the same target; nil: one connection per request.
+    public var pool: BlockingConnectionPool?
 
-    public init(tls: TLSContext, proxy: HostPort? = nil, timeout: Double = 30) {
+    public init(tls: TLSContext, proxy: HostPort? = nil, timeout: Double = 30, pool: BlockingConnectionPool? = nil) {
         self.tls = tls
         self.proxy = proxy
         self.timeout = timeout
+        self.pool = pool
     }
 
-    /// Sends one request and returns the complete response.
+    /// Sends one request and returns the complete response. With a pool, an idle connection to the same target is
+    /// reused; when the server had closed it before answering (nothing of a response arrived), the request is sent
+    /// once more on a new connection, as browsers and HTTP libraries do.
     public func send(_ method: String, _ url: HTTPURL, headers: [(String, String)] = [], body: [UInt8] = [],
                      timeout: Double? = nil) throws(HTTPClientError) -> HTTPResponse {
         let deadline = Date().addingTimeInterval(timeout ?? self.timeout)
+        let key = pool.map { _ in PooledConnectionKey(target: url.address.description, tls: url.tls, proxy: proxy?.description) }
+        if let pool, let key, let idle = pool.take(key) {
+            var received = false
+            do {
+                return try exchange(idle, method, url, headers: headers, body: body, deadline: deadline, key: key, received: &received)
+            } catch {
+                idle.close()
+                // Only a connection the server closed before any answer is retried; anything else is the request's failure.
+                if received || error.kind == .timeout { throw error }
+            }
+        }
+        let fresh = try open(url, deadline: deadline)
+        var received = false
+        do {
+            return try exchange(fresh, method, url, headers: headers, body: body, deadline: deadline, key: key, received: &received)
+        } catch {
+            fresh.close()
+            throw error
+        }
+    }
+
+    /// A new connection to the target (through the proxy when one is set), TLS handshake done.
+    private func open(_ url: HTTPURL, deadline: Date) throws(HTTPClientError) -> PooledConnection {
         let socket = try BlockingSocket.connect(to: proxy ?? url.address, deadline: deadline)
-        defer { socket.close() }
-        var session: TLSSession?
-        if let proxy {
-            if url.tls {
+        do throws(HTTPClientError) {
+            if let proxy, url.tls {
                 let connect = HTTPRequestHead(method: "CONNECT", target: url.address.description,
                                               headers: HTTPHeaders([("Host", url.address.description)]))
                 try socket.write(connect.bytes, deadline: deadline)
                 var p = HTTPParser(mode: .response)
                 p.requestMethod = "CONNECT"
-                let r = try read(socket, &p, tls: nil, deadline: deadline)
+                var received = false
+                let r = try read(socket, &p, tls: nil, deadline: deadline, received: &received)
                 guard r.head.status == 200 else {
                     throw HTTPClientError(.connect, "proxy \(proxy) refused CONNECT \(url.address): \(r.head.status) \(String(decoding: r.body, as: UTF8.self))")
                 }
             }
+            var session: TLSSession?
+            if url.tls {
+                let s: TLSSession
+                do { s = try TLSSession(context: tls, serverName: url.address.host) } catch { throw HTTPClientError(.tls, error.message) }
+                try handshake(socket, s, deadline: deadline, url: url)
+                session = s
+            }
+            return PooledConnection(socket: socket, session: session)
+        } catch {
+            socket.close()
+            throw error
         }
-        if url.tls {
-            do { session = try TLSSession(context: tls, serverName: url.address.host) } catch { throw HTTPClientError(.tls, error.message) }
-            try handshake(socket, session!, deadline: deadline, url: url)
-        }
+    }
+
+    /// One request and its response on `connection`; the connection goes back to the pool when both sides keep it open
+    /// (HTTP/1.1, no `Connection: close`, a response with a length, nothing read beyond it), else it is closed.
+    private func exchange(_ connection: PooledConnection, _ method: String, _ url: HTTPURL, headers: [(String, String)], body: [UInt8],
+                          deadline: Date, key: PooledConnectionKey?, received: inout Bool) throws(HTTPClientError) -> HTTPResponse {
         var h = HTTPHeaders(headers)
         if h["Host"] == nil { h.add("Host", url.hostHeader) }
         h.replaceOrAdd("Content-Length", String(body.count))
-        h.replaceOrAdd("Connection", "close")
+        if key == nil { h.replaceOrAdd("Connection", "close") }
         let target = (proxy != nil && !url.tls) ? url.description : url.path
         let bytes = HTTPRequestHead(method: method, target: target, headers: h).bytes + body
-        try writeApp(socket, session, bytes, deadline: deadline)
+        try writeApp(connection.socket, connection.session, bytes, deadline: deadline)
         var parser = HTTPParser(mode: .response)
         parser.requestMethod = method
-        return try read(socket, &parser, tls: session, deadline: deadline)
+        var closeDelimited = false
+        let response = try read(connection.socket, &parser, tls: connection.session, deadline: deadline, received: &received,
+                                closeDelimited: &closeDelimited)
+        if let pool, let key, !closeDelimited, parser.isIdle, Self.keepsAlive(response.head) {
+            pool.put(connection, for: key)
+        } else {
+            connection.close()
+        }
+        return response
+    }
+
+    /// Whether the server leaves the connection open after this response.
+    static func keepsAlive(_ head: HTTPResponseHead) -> Bool {
+        guard head.version == "HTTP/1.1" else { return false }
+        guard let c = head.headers["Connection"] else { return true }
+        return !c.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
     }
 
     private func handshake(_ s: BlockingSocket, _ t: TLSSession, deadline: Date, url: HTTPURL) throws(HTTPClientError) {
@@ -89,7 +145,14 @@ public struct BlockingHTTPClient: Sendable {
         try s.write(t.takeCiphertext(), deadline: deadline)
     }
 
-    private func read(_ s: BlockingSocket, _ p: inout HTTPParser, tls t: TLSSession?, deadline: Date) throws(HTTPClientError) -> HTTPResponse {
+    private func read(_ s: BlockingSocket, _ p: inout HTTPParser, tls t: TLSSession?, deadline: Date, received: inout Bool) throws(HTTPClientError) -> HTTPResponse {
+        var closeDelimited = false
+        return try read(s, &p, tls: t, deadline: deadline, received: &received, closeDelimited: &closeDelimited)
+    }
+
+    /// Reads one response; `received` turns true with its first byte, `closeDelimited` when its end was the connection's.
+    private func read(_ s: BlockingSocket, _ p: inout HTTPParser, tls t: TLSSession?, deadline: Date, received: inout Bool,
+                      closeDelimited: inout Bool) throws(HTTPClientError) -> HTTPResponse {
         while true {
             do {
                 if let r = try p.nextResponse() { return r }
@@ -99,12 +162,13 @@ public struct BlockingHTTPClient: Sendable {
             let data = try s.read(deadline: deadline)
             if data.isEmpty {
                 do {
-                    if let r = try p.finish() { return r }
+                    if let r = try p.finish() { closeDelimited = true; return r }
                 } catch {
                     throw HTTPClientError(.protocolError, "connection closed before a complete response")
                 }
                 throw HTTPClientError(.protocolError, "connection closed without a response")
             }
+            received = true
             if let t {
                 t.feed(data)
                 do { p.append(try t.readPlaintext()) } catch { throw HTTPClientError(.tls, error.message) }
@@ -113,6 +177,66 @@ public struct BlockingHTTPClient: Sendable {
                 p.append(data)
             }
         }
+    }
+}
+
+/// Which idle connections can carry a request: the same target, scheme and proxy.
+public struct PooledConnectionKey: Hashable, Sendable {
+    var target: String
+    var tls: Bool
+    var proxy: String?
+}
+
+/// One open connection (TLS session included) between requests.
+///
+/// `@unchecked Sendable` is safe because a connection has one user at a time: the request that opened it or took it from
+/// the pool (under the pool's lock) uses it alone and either hands it back to the pool or closes it, never both.
+final class PooledConnection: @unchecked Sendable {
+    let socket: BlockingSocket
+    let session: TLSSession?
+    init(socket: BlockingSocket, session: TLSSession?) {
+        self.socket = socket
+        self.session = session
+    }
+    func close() { socket.close() }
+}
+
+/// Idle keep-alive connections of a `BlockingHTTPClient`, by target; at most `maxIdlePerTarget` wait per target (one
+/// more is closed), and a connection the server has closed meanwhile is dropped when taken. Closes what it holds when
+/// it ends (`closeAll`, or its deinit).
+public final class BlockingConnectionPool: Sendable {
+    public let maxIdlePerTarget: Int
+    private let idle = Locked<[PooledConnectionKey: [PooledConnection]]>([:])
+
+    public init(maxIdlePerTarget: Int = 32) { self.maxIdlePerTarget = max(1, maxIdlePerTarget) }
+
+    deinit { closeAll() }
+
+    /// Idle connections held now (for tests and diagnostics).
+    public var idleCount: Int { idle.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// Closes every idle connection.
+    public func closeAll() {
+        let all = idle.withLock { held in defer { held = [:] }; return held.values.flatMap { $0 } }
+        for c in all { c.close() }
+    }
+
+    /// The most recently used idle connection to `key` that is still open, or nil.
+    func take(_ key: PooledConnectionKey) -> PooledConnection? {
+        while let c = idle.withLock({ $0[key]?.popLast() }) {
+            if !c.socket.peerHasClosedOrSent() { return c }
+            c.close()
+        }
+        return nil
+    }
+
+    func put(_ connection: PooledConnection, for key: PooledConnectionKey) {
+        let kept = idle.withLock { held -> Bool in
+            guard held[key, default: []].count < maxIdlePerTarget else { return false }
+            held[key, default: []].append(connection)
+            return true
+        }
+        if !kept { connection.close() }
     }
 }
 
@@ -183,6 +307,13 @@ final class BlockingSocket {
             }
             throw HTTPClientError(.connect, "recv: \(String(cString: strerror(errno)))")
         }
+    }
+
+    /// Whether an idle connection has something to read: the server's close (or reset), or bytes nobody asked for; either
+    /// way it cannot carry another request.
+    func peerHasClosedOrSent() -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) != 0
     }
 
     func close() { _ = SystemCall.close(fd) }

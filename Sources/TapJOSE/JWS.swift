@@ -115,7 +115,10 @@ public struct JWS: Sendable {
     }
 
     /// The certificates of the `x5c` header (standard base64 DER, leaf first).
-    public func x5cChain() throws(JOSEError) -> [Certificate] {
+    public func x5cChain() throws(JOSEError) -> [Certificate] { try x5cChain(parsedBy: nil) }
+
+    /// The x5c certificates, each parsed by `trust` (once per DER) when given.
+    func x5cChain(parsedBy trust: TrustedCertificates?) throws(JOSEError) -> [Certificate] {
         guard let x5c = header["x5c"] else { return [] }
         guard case let .array(items) = x5c, !items.isEmpty else { throw JOSEError(.malformed, "x5c must be a non-empty array") }
         var certs: [Certificate] = []
@@ -123,7 +126,10 @@ public struct JWS: Sendable {
             guard let s = item.stringValue, let der = Data(base64Encoded: s) else {
                 throw JOSEError(.malformed, "x5c[\(i)] is not base64 DER")
             }
-            do { certs.append(try Certificate(der: [UInt8](der))) } catch {
+            do throws(CryptoError) {
+                let bytes = [UInt8](der)
+                if let trust { certs.append(try trust.certificate(der: bytes)) } else { certs.append(try Certificate(der: bytes)) }
+            } catch {
                 throw JOSEError(.malformed, "x5c[\(i)] is not a certificate: \(error.message)")
             }
         }
@@ -134,10 +140,25 @@ public struct JWS: Sendable {
     /// Returns the leaf certificate.
     @discardableResult
     public func verifyWithX5C(roots: [Certificate], at time: Date? = nil) throws(JOSEError) -> Certificate {
-        let chain = try x5cChain()
+        try verifyWithX5C(time: time, parsedBy: nil) { (leaf, intermediates) throws(CryptoError) in
+            try Certificate.verifyChain(leaf: leaf, intermediates: intermediates, roots: roots, at: time)
+        }
+    }
+
+    /// `verifyWithX5C(roots:at:)` with the roots' store made once and the x5c certificates parsed once per run.
+    @discardableResult
+    public func verifyWithX5C(trust: TrustedCertificates, at time: Date? = nil) throws(JOSEError) -> Certificate {
+        try verifyWithX5C(time: time, parsedBy: trust) { (leaf, intermediates) throws(CryptoError) in
+            try trust.verifyChain(leaf: leaf, intermediates: intermediates, at: time)
+        }
+    }
+
+    private func verifyWithX5C(time: Date?, parsedBy trust: TrustedCertificates?,
+                               chainCheck: (Certificate, [Certificate]) throws(CryptoError) -> Void) throws(JOSEError) -> Certificate {
+        let chain = try x5cChain(parsedBy: trust)
         guard let leaf = chain.first else { throw JOSEError(.missingKey, "JWS has no x5c header to verify against the trusted roots") }
         do {
-            try Certificate.verifyChain(leaf: leaf, intermediates: Array(chain.dropFirst()), roots: roots, at: time)
+            try chainCheck(leaf, Array(chain.dropFirst()))
         } catch {
             throw JOSEError(.untrustedChain, error.message)
         }

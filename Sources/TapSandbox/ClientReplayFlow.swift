@@ -132,19 +132,23 @@ public final class ClientReplayer: Sendable {
     let ds: DSIdentity
     let options: Options
     let http: BlockingHTTPClient
+    /// The target DS roots as one verification store, and the ACS certificates seen in acsSignedContent, parsed once per run.
+    let trust: TrustedCertificates
     /// The listener's loop thread, started once and stopped once (`stop`), behind a lock.
     let listenerThread: Locked<LoopThread?>
     let listenerServer: Locked<HTTPServer?> = Locked(nil)
     /// RReqs taken by the listener, by `rreq:` and threeDSServerTransID, until their transaction takes them.
-    let received = Locked<[String: ClientReplayExchange]>([:])
+    let received = RReqMailbox()
     /// The listener's base URL (`http://127.0.0.1:PORT`).
     public let listenerURL: String
 
     public init(ds: DSIdentity, options: Options) throws {
         self.ds = ds
         self.options = options
+        // Keep-alive per target: a new TCP connection per request was a fifth of a flow's CPU.
         http = BlockingHTTPClient(tls: try TLSContext(clientRoots: options.extraRoots.isEmpty ? nil : options.extraRoots), proxy: options.proxy,
-                                  timeout: options.requestTimeout)
+                                  timeout: options.requestTimeout, pool: BlockingConnectionPool())
+        trust = try TrustedCertificates(roots: ds.roots)
         let thread = try LoopThread(name: "3dstape-creplay")
         let box = received
         let base = Locked("") // the listener's own URL, known once it is bound (never the request's Host header)
@@ -162,10 +166,7 @@ public final class ClientReplayer: Sendable {
                 x.done = Date().timeIntervalSince1970
                 // Kept until its transaction takes it; one no transaction waits for (the recording had none) is dropped
                 // once 10 000 are waiting, so that a long --repeat does not grow without bound.
-                box.withLock { held in
-                    if held.count >= 10_000 { held.removeAll() }
-                    held["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = x
-                }
+                box.deliver(x, for: rreq["threeDSServerTransID"]?.stringValue ?? "")
                 respond(.json(rres.bytes))
             } else if path.hasPrefix("/3ds/notify") || path.hasPrefix("/3ds/method") {
                 respond(.html("<p>Thank you</p>")) // the browser's cres post: the run itself sent it and holds the exchange
@@ -183,6 +184,7 @@ public final class ClientReplayer: Sendable {
 
     /// Closes the listener and waits for its thread to end.
     public func stop() {
+        http.pool?.closeAll()
         let server = listenerServer.withLock { s in defer { s = nil }; return s }
         listenerThread.withLock { t in
             t?.stop { server?.stop() }
@@ -287,15 +289,11 @@ public final class ClientReplayer: Sendable {
     }
 
     func waitForRReq(_ id: String, _ run: inout ClientReplayRun) throws {
-        let deadline = Date().addingTimeInterval(options.rreqTimeout)
-        while Date() < deadline {
-            if let x = received.withLock({ $0.removeValue(forKey: "rreq:" + id) }) {
-                run.exchanges.append(x)
-                return
-            }
-            usleep(5_000)
+        // Woken by the listener when the RReq arrives (polling every 5 ms had each flow wait 2.5 ms on average for nothing).
+        guard let x = received.take(id, waitingUntil: Date().addingTimeInterval(options.rreqTimeout)) else {
+            throw Stop(message: "no RReq from the ACS within \(CheckedDuration.describe(options.rreqTimeout)) (--rreq-timeout)")
         }
-        throw Stop(message: "no RReq from the ACS within \(CheckedDuration.describe(options.rreqTimeout)) (--rreq-timeout)")
+        run.exchanges.append(x)
     }
 
     /// A recorded entry as sent now: a masked value (`***`) takes the secret.
@@ -309,7 +307,7 @@ public final class ClientReplayer: Sendable {
                       _ run: inout ClientReplayRun) throws {
         guard let signed = ares["acsSignedContent"]?.stringValue else { throw Stop(message: "challenge ARes without acsSignedContent") }
         let content: ACSSignedContent
-        do { content = try ACSSignedContent.verify(signed, roots: ds.roots).content } catch {
+        do { content = try ACSSignedContent.verify(signed, trust: trust).content } catch {
             throw Stop(message: "acsSignedContent rejected: \(error.message)")
         }
         guard let acsURL = HTTPURL(content.acsURL) else { throw Stop(message: "acsSignedContent: acsURL is not an http(s) URL") }
@@ -396,5 +394,33 @@ public final class ClientReplayer: Sendable {
         gmtime_r(&now, &t)
         return String(format: "%04d%02d%02d%02d%02d%02d", Int(t.tm_year) + 1900, Int(t.tm_mon) + 1, Int(t.tm_mday), Int(t.tm_hour), Int(t.tm_min),
                       Int(t.tm_sec))
+    }
+}
+
+/// The RReqs the listener took, by threeDSServerTransID, until their transaction takes them; a transaction waiting for its
+/// RReq is woken when it arrives. One no transaction waits for (the recording had none) is dropped once 10 000 are held,
+/// so that a long --repeat does not grow without bound.
+///
+/// `@unchecked Sendable` is safe because `held` is only read or written while `condition`'s lock is held.
+final class RReqMailbox: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var held: [String: ClientReplayExchange] = [:]
+
+    func deliver(_ exchange: ClientReplayExchange, for transID: String) {
+        condition.lock()
+        if held.count >= 10_000 { held.removeAll() }
+        held[transID] = exchange
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The RReq of `transID`, waiting for it until `deadline`; nil when it has not come by then.
+    func take(_ transID: String, waitingUntil deadline: Date) -> ClientReplayExchange? {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let x = held.removeValue(forKey: transID) { return x }
+            if !condition.wait(until: deadline) { return held.removeValue(forKey: transID) }
+        }
     }
 }

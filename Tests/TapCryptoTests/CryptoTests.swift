@@ -257,3 +257,31 @@ private func b64u(_ s: String) -> [UInt8] { Base64URL.decode(s)! }
         #expect(try openssl(["x509", "-noout", "-text", "-in", dir.appendingPathComponent("rsa.pem").path]).1.contains("Key Encipherment"))
     }
 }
+
+/// `TrustedCertificates`: the roots' store made once and certificates parsed once per DER, verifying as
+/// `Certificate.verifyChain` does.
+@Suite struct TrustedCertificatesTests {
+    @Test func verifiesAsVerifyChainDoesAndKeepsItsCacheBounded() throws {
+        let root = try CertificateAuthority.selfSigned(commonName: "Test DS Root", key: try PrivateKey.generateP256())
+        let interKey = try PrivateKey.generateP256()
+        let interCert = try root.issue(commonName: "Test Intermediate", subjectKey: interKey.publicKey, profile: .authority)
+        let leaf = try CertificateAuthority(certificate: interCert, key: interKey)
+            .issue(commonName: "acs.test", subjectKey: try PrivateKey.generateP256().publicKey, profile: .signing)
+        let trust = try TrustedCertificates(roots: [root.certificate], maxCached: 2)
+        for _ in 0..<3 {
+            try trust.verifyChain(leaf: try trust.certificate(der: leaf.der), intermediates: [try trust.certificate(der: interCert.der)])
+            #expect(throws: CryptoError.self) { try trust.verifyChain(leaf: leaf, intermediates: []) }
+            #expect(throws: CryptoError.self) { try trust.verifyChain(leaf: leaf, intermediates: [interCert], at: Date().addingTimeInterval(86400 * 4000)) }
+        }
+        #expect(try trust.certificate(der: leaf.der).sha256Fingerprint == leaf.sha256Fingerprint)
+        #expect(trust.cachedCount == 2)
+        _ = try trust.certificate(der: root.certificate.der) // a third: the cache starts again rather than grow
+        #expect(trust.cachedCount == 1)
+        #expect(throws: CryptoError.self) { _ = try trust.certificate(der: [0x30, 0x03, 0x02, 0x01, 0x01]) }
+        #expect(throws: CryptoError.self) { _ = try TrustedCertificates(roots: []) }
+        let otherRoot = try CertificateAuthority.selfSigned(commonName: "Other", key: try PrivateKey.generateP256())
+        #expect(throws: CryptoError.self) {
+            try TrustedCertificates(roots: [otherRoot.certificate]).verifyChain(leaf: leaf, intermediates: [interCert])
+        }
+    }
+}

@@ -42,3 +42,31 @@ import TapJOSE
         #expect(e.compact == #"{"threeDSServerTransID":"t","acsTransID":"a","errorCode":"301","errorComponent":"A","errorDescription":"Transaction ID not recognised","errorDetail":"acsTransID a","errorMessageType":"CReq","messageType":"Erro","messageVersion":"2.3.1"}"#)
     }
 }
+
+/// client-replay verifies thousands of acsSignedContents with one `TrustedCertificates` (the roots' store and the ACS
+/// certificates kept): each one is still verified, chain and signature.
+@Suite struct ACSSignedContentTrustReuseTests {
+    @Test func aKeptStoreStillRefusesWhatTheRootsDoNotSignAndEveryBadSignature() throws {
+        let ca = try CertificateAuthority.selfSigned(commonName: "DS root", key: try PrivateKey.generateP256())
+        let other = try CertificateAuthority.selfSigned(commonName: "Other", key: try PrivateKey.generateP256())
+        let trust = try TrustedCertificates(roots: [ca.certificate])
+        let sdkJWK = JWK(publicKey: try PrivateKey.generateP256().publicKey).json()
+        let (_, acsEphem) = try ACSChannel.open(sdkEphemPubKey: sdkJWK, sdkReferenceNumber: "3DS_LOA_SDK_TEST", acsTransID: "a-1")
+        let key = try PrivateKey.generateRSA()
+        let good = try ACSSignedContent(acsEphemPubKey: acsEphem, sdkEphemPubKey: sdkJWK, acsURL: "https://acs.test/c")
+            .sign(key: key, certificate: try ca.issue(commonName: "ACS", subjectKey: key.publicKey, profile: .signing), algorithm: .ps256)
+        let foreign = try ACSSignedContent(acsEphemPubKey: acsEphem, sdkEphemPubKey: sdkJWK, acsURL: "https://acs.test/c")
+            .sign(key: key, certificate: try other.issue(commonName: "ACS", subjectKey: key.publicKey, profile: .signing), algorithm: .ps256)
+        var parts = good.split(separator: ".").map(String.init)
+        var sig = Base64URL.decode(parts[2])!
+        sig[sig.count / 2] ^= 1
+        parts[2] = Base64URL.encode(sig)
+        let flipped = parts.joined(separator: ".")
+        for round in 0..<3 { // the same certificates again and again, from the cache after the first round
+            #expect(try ACSSignedContent.verify(good, trust: trust).content.acsURL == "https://acs.test/c", "round \(round)")
+            #expect(throws: JOSEError.self, "round \(round)") { _ = try ACSSignedContent.verify(foreign, trust: trust) }
+            #expect(throws: JOSEError.self, "round \(round)") { _ = try ACSSignedContent.verify(flipped, trust: trust) }
+        }
+        #expect(trust.cachedCount == 2, "the two ACS certificates, each parsed once")
+    }
+}

@@ -9,20 +9,29 @@
 #      as an ECDSA P-256 signature costs), ECDH P-256, the deviceData RSA-OAEP-256 encryption (an RSA-2048 public
 #      operation) and the acsSignedContent JWS verification with its certificate (two RSA-2048 verifications). Target:
 #      CPU per flow at most 2x that crypto.
-#   3. the peer: Locust's HTTP flow from tools/load (one process, 4 users, AReq -> ARes on the same replay; Locust has no
-#      app challenge) in the same run, its requests per second beside client-replay's (AReq, CReqs). Skipped when
-#      Locust cannot be installed into tools/load/.venv.
-# Usage: tools/bench/client-replay.sh [REPEAT, default 50] [CONCURRENCY, default 2] [LOCUST SECONDS, default 10]
+#   3. the peer: Locust's app-channel user from tools/load (AppChallengeUser: fresh SDK key, deviceData to the DS key,
+#      acsSignedContent verified, ECDH, CReq/CRes JWEs, the RReq on its own listener), one master and one worker with 10
+#      users for LOCUST SECONDS against the same replay, in the same run: its app challenge flows per second beside
+#      client-replay's, and the ratio (target >= 5x). Skipped when Locust cannot be installed into tools/load/.venv.
+# THREEDSTAPE_BENCH_BIN=PATH measures that 3dstape binary instead of building this tree's (to alternate two builds).
+# Usage: tools/bench/client-replay.sh [REPEAT, default 50] [CONCURRENCY, default 2] [LOCUST SECONDS, default 15]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-repeat="${1:-50}"; conc="${2:-2}"; lsecs="${3:-10}"
+repeat="${1:-50}"; conc="${2:-2}"; lsecs="${3:-15}"
+case "$repeat$conc$lsecs" in *[!0-9]*|"") echo "usage: tools/bench/client-replay.sh [REPEAT] [CONCURRENCY] [LOCUST SECONDS] (whole numbers)" >&2; exit 2;; esac
+[ "$repeat" -ge 2 ] && [ "$conc" -ge 1 ] && [ "$lsecs" -ge 1 ] || { echo "client-replay.sh: REPEAT >= 2, CONCURRENCY >= 1, LOCUST SECONDS >= 1" >&2; exit 2; }
 work="$(mktemp -d /tmp/3dstape-creplay-bench.XXXXXX)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-(cd "$root" && swift build -c release --product 3dstape >/dev/null)
-tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
+  tape="$THREEDSTAPE_BENCH_BIN"
+  [ -x "$tape" ] || { echo "THREEDSTAPE_BENCH_BIN=$tape is not an executable" >&2; exit 2; }
+else
+  (cd "$root" && swift build -c release --product 3dstape >/dev/null)
+  tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+fi
 export THREEDSTAPE_HOME="$work/home"
 cp "$root/sessions/demo-app.3dstape" "$work/demo.3dstape"
 "$tape" ca export --ds "$work/certs" >/dev/null
@@ -78,34 +87,44 @@ print(1e6 / f["+F4"][0], 1e6 / f["+F5"][0], 1e6 / f["+F2"][1])
 PY
 )
 
-# ---- 3. Locust's HTTP flow, same replay, same run
-lrps="-"
-if [ ! -x "$root/tools/load/.venv/bin/locust" ]; then
-  (python3 -m venv "$root/tools/load/.venv" && "$root/tools/load/.venv/bin/pip" install -q --disable-pip-version-check locust) >/dev/null 2>&1 || true
+# ---- 3. the peer: Locust's AppChallengeUser (1 master, 1 worker, 10 users), same replay, same run
+lfps="-"
+if ! "$root/tools/load/.venv/bin/python" -c "import locust, cryptography" 2>/dev/null; then
+  (python3 -m venv "$root/tools/load/.venv" && "$root/tools/load/.venv/bin/pip" install -q --disable-pip-version-check locust cryptography jwcrypto) >/dev/null 2>&1 || true
 fi
 if [ -x "$root/tools/load/.venv/bin/locust" ]; then
-  THREEDSTAPE_SESSION="$work/demo.3dstape" THREEDSTAPE_PAN=4000000000001000 "$root/tools/load/.venv/bin/locust" -f "$root/tools/load/locustfile.py" \
-    --headless -u 4 -r 4 -t "${lsecs}s" --host "http://127.0.0.1:$port" --csv "$work/locust" --only-summary >"$work/locust.log" 2>&1 || true
-  lrps=$(python3 -c "
+  locust="$root/tools/load/.venv/bin/locust"; mport=$((20000 + RANDOM % 20000))
+  export THREEDSTAPE_SESSION="$work/demo.3dstape" THREEDSTAPE_CERTS="$work/certs"
+  "$locust" -f "$root/tools/load/locustfile.py" AppChallengeUser --headless --master --master-bind-host 127.0.0.1 --master-bind-port "$mport" \
+    --expect-workers 1 -u 10 -r 10 -t "${lsecs}s" --host "http://127.0.0.1:$port" --csv "$work/locust" --only-summary >"$work/locust.log" 2>&1 &
+  lmaster=$!
+  pids+=($lmaster)
+  "$locust" -f "$root/tools/load/locustfile.py" AppChallengeUser --worker --master-host 127.0.0.1 --master-port "$mport" >"$work/locust-worker.log" 2>&1 &
+  pids+=($!)
+  wait "$lmaster" || true
+  lfps=$(python3 -c "
 import csv,sys
-rows=[r for r in csv.DictReader(open(sys.argv[1])) if r['Name']=='Aggregated']
-print(f\"{float(rows[0]['Requests/s']):.1f}\" if rows else '-')" "$work/locust_stats.csv" 2>/dev/null || echo "-")
+rows={r['Name']: r for r in csv.DictReader(open(sys.argv[1]))}
+n=int(rows['app challenge']['Request Count']) if 'app challenge' in rows else 0
+failed=int(rows['Aggregated']['Failure Count']) if 'Aggregated' in rows else 0
+print(f'{n / float(sys.argv[2]):.1f}' if n and not failed else '-')" "$work/locust_stats.csv" "$lsecs" 2>/dev/null || echo "-")
+  [ "$lfps" != "-" ] || { echo "Locust's run failed or completed no challenge:"; grep -v '^ *$' "$work/locust.log" | tail -n 15; }
 fi
 
-python3 - "$flows" "$wall" "$perflow" "$requests" "$keygen" "$ecdh" "$rsapub" "$lrps" "$conc" "$startcpu" <<'PY'
+python3 - "$flows" "$wall" "$perflow" "$requests" "$keygen" "$ecdh" "$rsapub" "$lfps" "$conc" "$startcpu" "$lsecs" <<'PY'
 import sys
 flows, wall, per, requests = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 keygen, ecdh, rsapub = float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
-lrps, conc, start = sys.argv[8], sys.argv[9], float(sys.argv[10])
+lfps, conc, start, lsecs = sys.argv[8], sys.argv[9], float(sys.argv[10]), sys.argv[11]
 crypto = keygen + ecdh + 3 * rsapub   # key generation, ECDH, RSA-OAEP deviceData, JWS + certificate verification
 print(f"client-replay: {flows} app challenge flows against replay --timing none at --concurrency {conc}: "
       f"{flows / wall:.1f} flows/s, {requests / wall:.1f} requests/s, CPU {per:.0f} us per flow (beyond the process's start: "
       f"{start * 1000:.0f} ms for a one-pass run)")
 print(f"openssl speed: P-256 keygen {keygen:.0f} us + ECDH {ecdh:.0f} us + 3 RSA-2048 public ops {3 * rsapub:.0f} us = {crypto:.0f} us per flow; "
       f"client-replay CPU per flow is {per / crypto:.1f}x that (target <= 2x)")
-if lrps != "-":
-    print(f"peer: Locust (1 process, 4 users, AReq -> ARes on the same replay) {lrps} requests/s; client-replay {requests / wall:.1f} requests/s "
-          f"({requests / wall / float(lrps):.1f}x; target >= 5x)")
+if lfps != "-":
+    print(f"peer: Locust AppChallengeUser (1 master, 1 worker, 10 users, {lsecs} s, same replay) {lfps} app challenge flows/s; "
+          f"client-replay {flows / wall:.1f} flows/s ({flows / wall / float(lfps):.1f}x; target >= 5x)")
 else:
-    print("peer: Locust not available (pip install into tools/load/.venv failed); no peer figure")
+    print("peer: Locust not available or its run failed; no peer figure")
 PY
