@@ -39,7 +39,7 @@ struct ClientReplayCommand: Command {
         .option("timeout", "DURATION", help: "each request's timeout (default 10s)"),
         .option("proxy", "URL", help: "send everything through this HTTP proxy (e.g. 3dstape record)"),
         .option("ca", "PEM", repeatable: true, help: "extra TLS roots for https targets"),
-        .option("session", "OUT", help: "where the live run is written (default sessions/client-replay-<time>.3dstape)"),
+        .option("session", "OUT", help: "where the live run is written (default sessions/client-replay-<time>-<pid>.3dstape)"),
         .flag("json", help: "one JSON object per transaction, then a summary"),
         .flag("quiet", help: "print only the transactions that differ and the summary"),
     ]
@@ -107,7 +107,9 @@ struct ClientReplayCommand: Command {
         let (certs, identity) = try dsSource(args)
         let f = DateFormatter()
         f.dateFormat = "yyyyMMdd-HHmmss"
-        let out = args.value("session") ?? "sessions/client-replay-\(f.string(from: Date())).3dstape"
+        // The default carries the process ID too: two runs started in the same second (a quick rerun, runs in parallel)
+        // each get their own file.
+        let out = args.value("session") ?? "sessions/client-replay-\(f.string(from: Date()))-\(getpid()).3dstape"
         guard !out.isEmpty else { throw InvalidArguments("--session: expected a file name") }
         var st = stat()
         guard lstat(out, &st) != 0 else { throw InvalidArguments("--session \(out) already exists: choose another or remove it") }
@@ -197,6 +199,8 @@ struct ClientReplayCommand: Command {
             if p.json {
                 io.out(TerminalText.escapedJSON(Masking.maskText(o.json.compact))) // an error text may quote a card number
             } else if !(p.quiet && o.matches) {
+                // On a terminal the progress line (stderr, no newline) is cleared first, so the two do not run together.
+                if tty, !p.quiet, total > 1 { StandardStreams.err(Data("\r\u{1B}[2K".utf8)) }
                 io.out(ClientReplayCommand.line(o, io))
             }
             // The progress line (a terminal only, at most twice a second): done/total, rate, differing, p50/p99 per message type.

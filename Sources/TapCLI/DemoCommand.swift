@@ -163,6 +163,7 @@ struct DemoCommand: Command {
         options.decoupledDelay = 0.2
         let sandbox = Sandbox(keys: keys, options: options, loop: loop)
         try sandbox.start(on: plan.sandbox.bound, tls: false)
+        stack.onStop { sandbox.stop() } // its address is free again for the last step's sandbox
         stack.start()
         io.err("sandbox \(sandbox.baseURL), recorder http://\(proxyAddress), session \(out)")
 
@@ -277,8 +278,10 @@ struct DemoCommand: Command {
         options.decoupledDelay = 0.2
         let stack = try ServiceStack.background("3dstape-demo-creplay")
         let sandbox = Sandbox(keys: keys, options: options, loop: stack.loop)
-        // A free port beside the first sandbox's (a pinned --sandbox-listen port may still be held by the stopped one).
-        try sandbox.start(on: HostPort(host: listen.host, port: 0), tls: false)
+        // On the first sandbox's address when --sandbox-listen pinned it (that one has stopped: a firewall or a container's
+        // published port lets this one through too); else a free port.
+        try sandbox.start(on: listen.port == 0 ? HostPort(host: listen.host, port: 0) : listen, tls: false)
+        stack.onStop { sandbox.stop() }
         stack.start()
         defer { stack.stop() }
         let certs = (UserHome.resolve().path as NSString).appendingPathComponent("sandbox/client-certs-ec")

@@ -59,12 +59,20 @@ public struct ClientReplayPlan: Sendable {
                 unplayable = "the recorded AReq URL \(Masking.maskText(areqExchange.url)) is not an http(s) URL"
             }
             var areq = flow.areqJSON
+            var testCard: TestCard?
             if let pan = areq["acctNumber"]?.stringValue, !pan.allSatisfy(\.isNumber) {
-                if let full = inputs.cards.first(where: { $0.count == pan.count && $0.prefix(6) == pan.prefix(6) && $0.suffix(4) == pan.suffix(4) }) {
+                func fits(_ full: String) -> Bool { full.count == pan.count && full.prefix(6) == pan.prefix(6) && full.suffix(4) == pan.suffix(4) }
+                if let full = inputs.cards.first(where: fits) {
                     areq = areq.setting("acctNumber", to: .string(full))
+                } else if let card = TestCard.all.first(where: { fits($0.pan) }) {
+                    // One of 3dstape's own test cards (public test PANs): the sandbox's sessions replay without --card.
+                    areq = areq.setting("acctNumber", to: .string(card.pan))
+                    testCard = card
                 } else {
                     unplayable = unplayable ?? "the recording masked acctNumber (\(pan)); give --card with the full number"
                 }
+            } else if let pan = areq["acctNumber"]?.stringValue {
+                testCard = TestCard.find(pan)
             }
             var script = ClientReplayScript(areq: areq, dsURL: dsURL)
             script.recordedIDs = Set(flow.ids.values)
@@ -112,12 +120,31 @@ public struct ClientReplayPlan: Sendable {
                     script.browserForms.append(form)
                 }
             }
+            if script.secret == nil, let testCard {
+                script.secret = sandboxAnswer(testCard, recordedOutcome: ClientReplayRunner.outcome(recorded))
+            }
             out.append(Transaction(number: i + 1, script: script, recorded: recorded, startedAt: areqExchange.requestStart, unplayable: unplayable))
         }
         for n in only where n < 1 || n > catalog.flows.count {
             throw SandboxError("--transaction \(n): the session holds \(catalog.flows.count) transactions (1 to \(catalog.flows.count))")
         }
+        for n in inputs.secrets.keys where n != 0 && (n < 1 || n > catalog.flows.count) {
+            throw SandboxError("--secret \(n)=…: the session holds \(catalog.flows.count) transactions (1 to \(catalog.flows.count))")
+        }
         return ClientReplayPlan(path: path, masked: catalog.masked, transactions: out)
+    }
+
+    /// What the sandbox's cardholder types on a test card's challenge screen (its masked entries in a recording): the
+    /// passing answer when the recording ended Y, a failing one otherwise, so that the recorded outcome is reproduced.
+    static func sandboxAnswer(_ card: TestCard, recordedOutcome: String) -> String? {
+        guard case let .challenge(uiType) = card.behaviour else { return nil }
+        let pass = recordedOutcome == "Y"
+        switch uiType {
+        case "01", "05": return pass ? TestCard.otp : "0000"
+        case "02": return pass ? TestCard.singleSelectAnswer : "1"
+        case "03": return pass ? TestCard.multiSelectAnswer : "2"
+        default: return nil
+        }
     }
 
     /// The members of a CReq that every round has (the rest are what the cardholder did).
@@ -153,7 +180,7 @@ public struct ClientReplayPlan: Sendable {
                 return (json, "")
             }
         }
-        return (nil, "deviceData: the recorded sdkEncData does not open with 3dstape's DS keys (a real DS's key); sent a minimal one")
+        return (nil, "deviceData: the recorded sdkEncData does not open with this home's DS keys (another machine's sandbox, or a real DS); sent a minimal one")
     }
 }
 

@@ -97,6 +97,12 @@ public final class Sandbox: @unchecked Sendable {
         self.log = { line in log(ThreeDSContent.printable(line)) }
     }
 
+    /// Stops listening and closes its connections (on the loop thread, as a ServiceStack's `onStop` runs it).
+    public func stop() {
+        server?.stop()
+        server = nil
+    }
+
     /// Starts listening (plain HTTP, or HTTPS with the sandbox TLS certificate). Call before `loop.run()`
     /// or on the loop thread.
     @discardableResult

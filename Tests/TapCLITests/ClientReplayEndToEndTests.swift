@@ -50,6 +50,26 @@ import TapCore
         #expect(objects.last?["summary"]?["differed"]?.numberValue == "8")
     }
 
+    /// Newcomer (issue 25): the README's example on the checked-in app demo session needed 17 --card and 4 --secret flags.
+    /// Its cards are 3dstape's test cards: they and the sandbox cardholder's answers (passing where the recording ended Y,
+    /// failing where it did not) are filled in. A --secret for a transaction the session does not hold is refused.
+    @Test func theCheckedInDemoSessionReplaysWithoutCardsOrSecrets() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let certs = dir.appendingPathComponent("certs-ec").path
+        #expect(try CLIRunner.run(["sandbox", "certs", "--out", certs, "--ds-key", "ec"], environment: env).status == 0)
+        let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--ds-key", "ec", "--quiet"], environment: env)
+        defer { sandbox.stop() }
+        let port = try sandbox.port(after: "on http://127.0.0.1:")
+        let session = CheckEndToEndTests.root.appendingPathComponent("sessions/demo-app.3dstape").path
+        let base = ["client-replay", session, "--certs", certs, "--target", "http://127.0.0.1:\(port)"]
+        let r = try CLIRunner.run(base + ["--session", dir.appendingPathComponent("live.3dstape").path], environment: env)
+        #expect(r.status == 0 && r.stdout.contains("16 of 16 transactions answered as recorded"), "\(r.stdout.suffix(2500)) \(r.stderr)")
+        let bad = try CLIRunner.run(base + ["--secret", "99=1", "--session", dir.appendingPathComponent("x.3dstape").path], environment: env)
+        #expect(bad.status == 2 && bad.stderr.contains("--secret 99=…: the session holds 16 transactions"), "\(bad.stderr)")
+    }
+
     @Test func usageErrorsExitTwo() throws {
         let dir = try CLIRunner.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
