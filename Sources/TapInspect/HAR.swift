@@ -199,7 +199,9 @@ public enum HAR {
         let request = try need(e["request"], "request")
         let response = try need(e["response"], "response")
         let method = try string(request["method"], "request.method")
-        let url = try string(request["url"], "request.url")
+        var url = try string(request["url"], "request.url")
+        // A CONNECT's target is in authority form (`host:port`), as 3dstape exports a tunnel: read it as the https origin.
+        if method == "CONNECT", !url.contains("://") { url = "https://" + url }
         guard let u = URLComponents(string: url), u.scheme != nil, u.host != nil else { throw ImportError("request.url '\(url)' is not an absolute URL") }
         let requestHeaders = try headerList(request["headers"], "request.headers")
         var requestBody: [UInt8] = []

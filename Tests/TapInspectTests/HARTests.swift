@@ -39,6 +39,19 @@ import TapStore
         }
     }
 
+    /// Newcomer (issue 27): a pass-through session's HAR could not be imported back: its CONNECT entry's request.url is the
+    /// authority form `host:port`, refused as "not an absolute URL". A CONNECT's target is read as the https origin; any
+    /// other method still needs an absolute URL.
+    @Test func aCONNECTEntryInAuthorityFormIsImported() throws {
+        func har(_ method: String, _ url: String) -> [UInt8] {
+            Array(("{\"log\":{\"version\":\"1.2\",\"entries\":[{\"startedDateTime\":\"2026-01-01T00:00:00Z\",\"request\":{\"method\":\"\(method)\","
+                   + "\"url\":\"\(url)\",\"headers\":[]},\"response\":{\"status\":200,\"headers\":[]},\"_tunnel\":{}}]}}").utf8)
+        }
+        let entries = try HAR.parse(har("CONNECT", "localhost:19104"))
+        #expect(entries.count == 1 && entries[0].method == "CONNECT" && entries[0].url == "https://localhost:19104")
+        #expect(throws: (any Error).self) { try HAR.parse(har("GET", "localhost:19104")) }
+    }
+
     @Test(arguments: [
         ("{", "not JSON"),
         ("{\"x\":1}", "no \"log\" object"),
