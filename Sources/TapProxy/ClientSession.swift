@@ -1,3 +1,4 @@
+import TapCore
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -119,7 +120,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         // The intercepted TLS handshake with the client is done.
         if let tls = connection.tlsSession {
             server.writer?.submit(.connectionTLS(id: id, version: tls.protocolVersion, cipher: tls.cipher, sni: tls.serverName, alpn: tls.alpn,
-                                                 alpnOffered: connection.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn.joined(separator: ",") }))
+                                                 alpnOffered: connection.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn }))
         }
     }
 
@@ -143,7 +144,9 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         if let error, case .tls = error { tlsFailure = true }
         if tlsFailure, let offered = connection.clientHello?.alpn, !offered.isEmpty, !offered.contains(TLSContext.applicationProtocol) {
             // Refused in the handshake (no_application_protocol): say why, with what the client offered.
-            let detail = "\(peer) (SNI \(connection.clientHello?.serverName ?? "none")) offered ALPN \(offered.joined(separator: ",")) only: 3dstape "
+            // The SNI and ALPN names are the client's: cut short, so a 15 KB SNI or 60 long names make one short line.
+            let sni = connection.clientHello?.serverName.map { TerminalText.abbreviated($0) } ?? "none"
+            let detail = "\(peer) (SNI \(sni)) offered ALPN \(TerminalText.nameList(offered, limit: 32)) only: 3dstape "
                 + "intercepts \(TLSContext.applicationProtocol) and answered no_application_protocol; let the client fall back to HTTP/1.1, "
                 + "or tunnel the host untouched with --pass-through"
             server.note("client-alpn-refused", detail)

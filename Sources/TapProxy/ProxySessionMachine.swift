@@ -682,10 +682,10 @@ struct PassThrough {
         r.done = now
         r.error = error
         var sni: String?
-        var alpn: String?
+        var alpn: [String]?
         if case let .hello(h) = hello {
             sni = h.serverName
-            alpn = h.alpn.isEmpty ? nil : h.alpn.joined(separator: ",")
+            alpn = h.alpn.isEmpty ? nil : h.alpn
         }
         r.tunnel = TunnelAnnotation(host: target.host, port: Int(target.port), sni: sni, alpnOffered: alpn, bytesUp: bytesUp,
                                     bytesDown: bytesDown, ended: ended, decidedBy: decidedBy)

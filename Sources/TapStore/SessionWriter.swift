@@ -378,7 +378,7 @@ private final class Statements {
         case let .connectionOpened(c):
             try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
         case let .connectionTLS(id, version, cipher, sni, alpn, alpnOffered):
-            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ThreeDSContent.printable)), .integer(id)])
+            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ALPNOffer.stored)), .integer(id)])
         case let .connectionClosed(id, at):
             try exec(connectionClosed, [.real(at), .integer(id)])
         case let .note(at, kind, detail):
@@ -418,7 +418,7 @@ private final class Statements {
             if let t = x.tunnel {
                 // The SNI and ALPN names are the client's bytes: stored printable, as notes are.
                 try exec(tunnel, [.integer(exchangeID), .text(t.host), .integer(Int64(t.port)), opt(t.sni.map(ThreeDSContent.printable)),
-                                  opt(t.alpnOffered.map(ThreeDSContent.printable)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
+                                  opt(t.alpnOffered.map(ALPNOffer.stored)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
                                   opt(t.ended), opt(t.decidedBy)])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
