@@ -66,6 +66,9 @@ public final class Connection: EventHandler {
     public private(set) var readingPaused = false
     /// The peer finished sending and the delegate kept the connection open to answer (`connectionInputEnded`).
     public private(set) var inputEnded = false
+    /// This end finished sending (`shutdownWrite`): nothing more is written; the peer reads its end of the stream.
+    public private(set) var outputEnded = false
+    private var shutdownAfterFlush = false
 
     /// Bytes queued for the socket and not yet taken by it (what a peer that does not read leaves in memory).
     public var unsentByteCount: Int { outbox.count - outboxOffset }
@@ -154,7 +157,7 @@ public final class Connection: EventHandler {
     /// Queues `head` then `body` (a message's head and its body): on a plain socket with nothing queued, both go in one
     /// `sendmsg` from where they lie, without first being joined into one array; with TLS, in one record.
     public func write(_ head: [UInt8], _ body: [UInt8]) {
-        guard !isClosed, !head.isEmpty || !body.isEmpty else { return }
+        guard !isClosed, !outputEnded, !head.isEmpty || !body.isEmpty else { return }
         guard let tls else { return sendRaw(head, body) }
         do {
             try tls.writePlaintext(body.isEmpty ? head : (head.isEmpty ? body : head + body))
@@ -163,6 +166,25 @@ public final class Connection: EventHandler {
             return
         }
         sendRaw(tls.takeCiphertext())
+    }
+
+    /// Finishes sending, once queued bytes are out: a TCP FIN (`shutdown(SHUT_WR)`), so the peer reads the end of the
+    /// stream while this end still reads what it sends (a tunnel passes a client's half-close on). Later writes are
+    /// dropped. On a TLS connection, which has no half-close of its own here, it closes once flushed instead.
+    public func shutdownWrite() {
+        guard !isClosed, !outputEnded else { return }
+        guard tls == nil else { return close(afterFlush: true) }
+        outputEnded = true
+        if outboxOffset < outbox.count || connecting {
+            shutdownAfterFlush = true
+            return
+        }
+        sendFIN()
+    }
+
+    private func sendFIN() {
+        shutdownAfterFlush = false
+        if Glibc.shutdown(fd, Int32(SHUT_WR)) != 0, errno != ENOTCONN { fail(.io(NetError.errno("shutdown to \(peer)"))) }
     }
 
     /// Closes now, or once queued bytes are sent.
@@ -243,7 +265,7 @@ public final class Connection: EventHandler {
         outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 16) // a large backlog's storage is given back
         outboxOffset = 0
         if let registration { loop.update(registration, readable: !readingPaused, writable: false) }
-        if closeAfterFlush { finish(error: nil, notify: true) }
+        if closeAfterFlush { finish(error: nil, notify: true) } else if shutdownAfterFlush { sendFIN() }
     }
 
     public func handleEvent(readable: Bool, writable: Bool, hangup: Bool) {

@@ -63,6 +63,8 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case .closeUpstream:
             upstream?.close()
             upstream = nil
+        case .shutdownClientWrite: client.shutdownWrite()
+        case .shutdownUpstreamWrite: upstream?.connection?.shutdownWrite()
         case let .record(record): server.record(record)
         case let .note(kind, detail): server.note(kind, detail)
         case let .certificateRefused(host, alert): server.clientRefusedCertificate(host: host, peer: peer, alert: alert)
@@ -185,6 +187,14 @@ final class UpstreamDriver: ConnectionDelegate {
     func connection(_ c: Connection, received bytes: [UInt8]) { session.upstreamEvent(from: self, .upstreamBytes(bytes)) }
 
     func connectionWroteQueued(_ c: Connection) { session.upstreamDrained(self) }
+
+    /// In a tunnel the upstream's FIN is passed on to the client and the connection stays open for the client's bytes;
+    /// otherwise it closes, and the machine takes that as the upstream closing.
+    func connectionInputEnded(_ c: Connection) -> Bool {
+        guard session.machine.passThrough != nil else { return false }
+        session.upstreamEvent(from: self, .upstreamFinishedSending)
+        return true
+    }
 
     func connectionClosed(_ c: Connection, error: ConnectionError?) {
         let failure: ProxySessionMachine.UpstreamFailure?

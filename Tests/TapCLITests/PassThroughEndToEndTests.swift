@@ -204,3 +204,53 @@ import TapCore
         }
     }
 }
+
+/// Tester's find: a client's FIN was not passed on in a tunnel. 10 tunnels whose clients shut down writing to an upstream
+/// that answers only at the end of its input held `--max-connections 10` full (503 for the 11th) until the idle timeout;
+/// and an upstream that finished sending first closed the whole tunnel (the client's later bytes got EPIPE). Each side's
+/// FIN is now passed on, the tunnel ending when both have finished: in `record --pass-through` and `replay --pass-through`.
+@Suite(.serialized) struct TunnelHalfCloseEndToEndTests {
+    let record = RecordEndToEndTests()
+    var script: String { RecordEndToEndTests.root.appendingPathComponent("tools/testing/halfclose.py").path }
+
+    func upstream(_ mode: String) throws -> (Spawned, UInt16) {
+        let s = try Spawned("/usr/bin/env", ["python3", script, "upstream", mode])
+        return (s, try s.port(after: "listening "))
+    }
+
+    /// Runs both scenarios through the proxy listening on `port`.
+    func bothWays(through port: UInt16, _ server: Spawned) throws {
+        let (silent, silentPort) = try upstream("silent")
+        defer { silent.stop() }
+        let started = Date()
+        let ten = try sh(["python3", script, "client", String(port), String(silentPort), "silent"])
+        #expect(ten.status == 0 && ten.out.contains("11th: HTTP/1.1 200"), "\(ten.out) \(ten.err) \(server.stderr)")
+        #expect(Date().timeIntervalSince(started) < 10, "well before the 60 s idle timeout")
+        try silent.waitFor("the upstream read each client's end") { o, _ in o.components(separatedBy: "upstream got 100 bytes").count - 1 >= 10 }
+        let (finishes, finishesPort) = try upstream("finishes")
+        defer { finishes.stop() }
+        let reverse = try sh(["python3", script, "client", String(port), String(finishesPort), "finishes"])
+        #expect(reverse.status == 0, "\(reverse.err)")
+        #expect(reverse.out.contains("client read: bye") && reverse.out.contains("client saw the end: True"), "\(reverse.out) \(reverse.err)")
+        try finishes.waitFor("the upstream got the client's bytes") { o, _ in o.contains("upstream got 27 bytes: after the upstream finished") }
+    }
+
+    @Test func eachSidesFINIsPassedOnInRecordAndReplay() throws {
+        try record.withFixture { f in
+            let (rec, port) = try record.recorder(f, ["--pass-through", "127.0.0.1", "--max-connections", "10", "--idle-timeout", "60"])
+            defer { rec.stop() }
+            try bothWays(through: port, rec)
+            try record.stopRecorder(rec)
+            let ended = try record.sqlite(f.session, "SELECT count(*) FROM tunnels WHERE ended = 'both sides finished sending'")
+            let all = try record.sqlite(f.session, "SELECT ended FROM tunnels")
+            #expect((Int(ended) ?? 0) >= 11, "\(ended): \(all)")
+
+            let out = f.path("replay.3dstape")
+            let rep = try Spawned(CLIRunner.binary.path, ["replay", f.session, "--listen", "127.0.0.1:0", "--session", out, "--timing", "none",
+                                                          "--pass-through", "127.0.0.1", "--max-connections", "10", "--idle-timeout", "60"],
+                                  environment: ["THREEDSTAPE_HOME": f.home])
+            defer { rep.stop() }
+            try bothWays(through: try rep.port(after: "on http://127.0.0.1:"), rep)
+        }
+    }
+}
