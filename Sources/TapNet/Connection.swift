@@ -45,7 +45,8 @@ public enum ConnectionError: Error, Equatable, CustomStringConvertible {
 /// Used only on its loop's thread.
 public final class Connection: EventHandler {
     public let loop: EventLoop
-    public let fd: Int32
+    /// The socket; -1 while the host name is being looked up (`connect`).
+    public private(set) var fd: Int32
     public weak var delegate: (any ConnectionDelegate)?
     /// `host:port` of the peer.
     public let peer: String
@@ -114,9 +115,24 @@ public final class Connection: EventHandler {
         return c
     }
 
-    /// Starts a non-blocking connect. Name resolution uses getaddrinfo on the loop thread (fast for
-    /// loopback and literal addresses; a slow resolver would stall the loop).
+    /// Starts a non-blocking connect. A literal address is connected to at once; a host name is looked up off the loop
+    /// (`loop.resolver`: getaddrinfo may block for seconds), and the connect starts when the answer is back. Writes and
+    /// `startTLS` before then wait for it; a failed lookup ends the connection with `.resolve` (`connectionClosed`).
     public static func connect(to target: HostPort, loop: EventLoop, delegate: any ConnectionDelegate) throws(ConnectionError) -> Connection {
+        guard ResolvedAddress.isLiteral(target.host) else {
+            let c = Connection(loop: loop, fd: -1, peer: target.description, connecting: true)
+            c.delegate = delegate
+            loop.resolver.resolve(target, on: loop) { [c] result in c.resolved(result, port: target.port) }
+            return c
+        }
+        let c = Connection(loop: loop, fd: -1, peer: target.description, connecting: true)
+        c.delegate = delegate
+        try c.open(target)
+        return c
+    }
+
+    /// Opens the socket and starts connecting to `target` (a literal address).
+    private func open(_ target: HostPort) throws(ConnectionError) {
         let resolved: ResolvedAddress
         do { resolved = try ResolvedAddress(target) } catch { throw .resolve("\(target.host): \(error.reason)") }
         let ai = resolved.first
@@ -126,19 +142,28 @@ public final class Connection: EventHandler {
         // ai_addr points into `resolved`, which must outlive the call.
         let r = withExtendedLifetime(resolved) { Glibc.connect(fd, ai.ai_addr, ai.ai_addrlen) }
         if r != 0, errno != EINPROGRESS {
-            let e = NetError.errno("connect to \(target)")
+            let e = NetError.errno("connect to \(peer)")
             Glibc.close(fd)
             throw .connect(e)
         }
-        let c = Connection(loop: loop, fd: fd, peer: target.description, connecting: true)
-        c.delegate = delegate
+        self.fd = fd
         do {
-            c.registration = try loop.register(fd: fd, handler: c, readable: true, writable: true)
+            registration = try loop.register(fd: fd, handler: self, readable: !readingPaused, writable: true)
         } catch {
             Glibc.close(fd)
+            self.fd = -1
             throw .io(error)
         }
-        return c
+    }
+
+    /// The host name's lookup answered (on the loop): connect to the address, or end with why there is none.
+    private func resolved(_ result: Result<String, ConnectionError>, port: UInt16) {
+        guard !isClosed else { return }
+        do throws(ConnectionError) {
+            try open(HostPort(host: try result.get(), port: port))
+        } catch {
+            fail(error)
+        }
     }
 
     /// Wraps the connection in TLS. A client session sends its ClientHello as soon as TCP is up.
@@ -397,7 +422,7 @@ public final class Connection: EventHandler {
         outboxOffset = 0
         if let registration { loop.deregister(registration) }
         registration = nil
-        Glibc.close(fd)
+        if fd >= 0 { Glibc.close(fd) }
         if notify { delegate?.connectionClosed(self, error: error) }
         delegate = nil
     }

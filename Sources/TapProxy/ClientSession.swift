@@ -201,7 +201,7 @@ final class UpstreamDriver: ConnectionDelegate {
         switch error {
         case let .connect(e)?: failure = .connect(e.reason)
         case let .tls(m)?: failure = .tls(m)
-        case let e?: failure = .other("\(e)")
+        case let e?: if case .resolve = e { failure = .connect("\(e)") } else { failure = .other("\(e)") } // looked up off the loop
         case nil: failure = nil
         }
         session.upstreamEvent(from: self, .upstreamClosed(failure))

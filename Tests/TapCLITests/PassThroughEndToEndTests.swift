@@ -44,7 +44,7 @@ import TapCore
             // Which side closes first is the client's and the server's race: either is a clean end.
             let row = try record.sqlite(f.session, """
                 SELECT e.method, e.url, e.status, t.host, t.port, t.sni, t.alpn_offered LIKE '%http/1.1%', t.bytes_up > 200, t.bytes_down > 500,
-                       e.request_wire_size = t.bytes_up, t.ended IN ('client closed', 'upstream closed'), t.decided_by
+                       e.request_wire_size = t.bytes_up, t.ended IN ('client closed', 'upstream closed', 'both sides finished sending'), t.decided_by
                 FROM exchanges e JOIN tunnels t ON t.exchange_id = e.id
                 """)
             #expect(row == "CONNECT|localhost:\(upPort)|200|localhost|\(upPort)|localhost|1|1|1|1|1|--pass-through LOCALHOST:\(upPort)", "\(row)")
