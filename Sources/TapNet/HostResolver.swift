@@ -1,9 +1,9 @@
-import Dispatch
+import Foundation
 import TapCore
 
 /// Looks host names up off the event loop for `Connection.connect`: getaddrinfo blocks for as long as the system's
 /// resolver takes (seconds for a name that does not exist), and on the loop thread one client choosing names would
-/// freeze every other connection. A lookup runs on a Dispatch queue, at most `maxInFlight` at once (more are refused
+/// freeze every other connection. A lookup runs on a thread of its own, at most `maxInFlight` at once (more are refused
 /// at once, not queued), and its answer is posted back to the loop; a lookup with no answer within `timeout` fails
 /// there (its thread finishes in the background and still counts until it does). Literal addresses need no lookup.
 /// Each `EventLoop` has one (`EventLoop.resolver`); a test replaces `lookUp` with a slow one.
@@ -15,7 +15,6 @@ public final class HostResolver: Sendable {
     public let maxInFlight: Int
     private let lookUp: LookUp
     private let inFlight = Locked(0)
-    private let queue = DispatchQueue(label: "3dstape.resolver", attributes: .concurrent)
 
     public init(timeout: Double = 5, maxInFlight: Int = 16, lookUp: LookUp? = nil) {
         self.timeout = timeout
@@ -50,7 +49,9 @@ public final class HostResolver: Sendable {
         }
         let lookUp = self.lookUp, inFlight = self.inFlight
         let carried = LoopBound((answer, timer))
-        queue.async {
+        // A thread per lookup, not a Dispatch queue: Dispatch runs blocking work on a pool as wide as the cores, so two
+        // lookups that hang would hold every other one back (seen in the tests on 2 cores). `maxInFlight` bounds them.
+        Thread {
             let result: Result<String, ConnectionError>
             do {
                 result = .success(try lookUp(target))
@@ -63,7 +64,7 @@ public final class HostResolver: Sendable {
                 loop.cancel(timer)
                 answer.take()?(result)
             }
-        }
+        }.start()
     }
 }
 

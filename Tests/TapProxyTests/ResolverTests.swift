@@ -10,7 +10,7 @@ import TapTestSupport
 /// Tester's find: `CONNECT random.junk:443` through a recorder with pass-through made `Connection.connect` call
 /// getaddrinfo on the event loop, freezing every other client for the ~5 s the resolver took (a probe's median latency
 /// went from 5 ms to 4.93 s). Names are now looked up off the loop (`HostResolver`), with a time limit answered 502;
-/// the test injects a resolver that takes 3 s for one name and shows another client served meanwhile.
+/// the test injects a resolver that takes 4 s for one name and shows another client served meanwhile.
 @Suite struct ResolverTests {
     /// A forward proxy that tunnels every CONNECT (`--pass-through '*'`).
     static func forwardConfiguration() throws -> ProxyConfiguration {
@@ -24,10 +24,10 @@ import TapTestSupport
         let upstream = HTTPServer(loop: stack.loop) { _, _, respond in respond(.json(Array(#"{"ok":true}"#.utf8))) }
         let up = try upstream.start(on: HostPort(host: "127.0.0.1", port: 0))
         let slowLookups = Locked(0)
-        stack.loop.resolver = HostResolver(timeout: 1, maxInFlight: 4) { target in
+        stack.loop.resolver = HostResolver(timeout: 2, maxInFlight: 4) { target in
             if target.host == "random.junk" {
                 slowLookups.withLock { $0 += 1 }
-                Thread.sleep(forTimeInterval: 3) // as a resolver that gets no answer does
+                Thread.sleep(forTimeInterval: 4) // as a resolver that gets no answer does
                 throw NetError("cannot resolve random.junk", code: 0, reason: "Name or service not known")
             }
             return "127.0.0.1" // every other name: the upstream on loopback
@@ -50,14 +50,14 @@ import TapTestSupport
             try probe.send("GET http://upstream.test:\(up.port)/probe HTTP/1.1\r\nHost: upstream.test:\(up.port)\r\n\r\n")
             let answer = try probe.responses(1)
             #expect(answer.first?.head.status == 200)
-            #expect(Date().timeIntervalSince(sent) < 0.5, "served while a lookup hangs: \(Date().timeIntervalSince(sent)) s")
+            #expect(Date().timeIntervalSince(sent) < 1, "served while a lookup hangs: \(Date().timeIntervalSince(sent)) s")
         }
         let refused = try junk.responses(1)
         let waited = Date().timeIntervalSince(started)
         #expect(refused.first?.head.status == 502, "\(refused)")
         let body = String(decoding: refused.first?.body ?? [], as: UTF8.self)
-        #expect(body.contains("random.junk: no answer within 1s"), "\(body)")
-        #expect(waited >= 0.9 && waited < 2.5, "answered at the time limit, not when the lookup ended: \(waited) s")
+        #expect(body.contains("random.junk: no answer within 2s"), "\(body)")
+        #expect(waited >= 1.9 && waited < 3.8, "answered at the time limit, not when the lookup ended: \(waited) s")
         #expect(slowLookups.withLock { $0 } == 1)
     }
 
