@@ -34,9 +34,13 @@ struct CACommand: Command {
             describe(ca.certificate, home: home, io: io)
         case "export" where args.value("ds") != nil:
             let dir = args.value("ds")!
+            // --ds writes the DS identity, not the CA: a --format or --out given with it would be ignored, so refuse it.
+            if let other = ["format", "out"].first(where: { args.value($0) != nil }) {
+                throw InvalidArguments("--ds DIR exports the test DS identity, --\(other) the CA: give one or the other")
+            }
             guard let type = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw InvalidArguments("--ds-key: expected rsa or ec") }
             try substitutionKeys().writeClientCertificates(to: dir, dsKeyType: type, replace: args.has("force"))
-            io.out("wrote 3dstape's test DS identity (\(type.rawValue)) to \(dir): give it to the client as its DS certificate and root, "
+            io.out("wrote 3dstape's test DS identity (\(type.rawValue)) to \(TerminalText.escaped(dir)): give it to the client as its DS certificate and root, "
                    + "and record with --decrypt substitute")
         case "export":
             let (ca, _) = try home.interceptionCA()
@@ -52,7 +56,7 @@ struct CACommand: Command {
                 do { try SecureFile.create(out, contents: bytes, mode: 0o644, replace: args.has("force")) } catch {
                     throw CommandFailure(error.description)
                 }
-                io.err("wrote \(out)")
+                io.err("wrote \(TerminalText.escaped(out))")
             } else {
                 StandardStreams.out(Data(bytes))
             }

@@ -187,7 +187,7 @@ struct ShowCommand: Command {
         io.out(io.bold("\(safe(x.method)) \(safe(x.url))") + "  → \(x.status.map(String.init) ?? "no response")")
         if let e = x.error { io.out(io.red("error: \(safe(e))")) }
         if let t = x.tunnel {
-            io.out(safe(ExchangeJSON.describe(t)) + "; passed through by \(safe(t.decidedBy ?? "-")) (bytes not decrypted or stored)")
+            io.out(ExchangeJSON.describe(t, brief: false) + "; passed through by \(safe(t.decidedBy ?? "-")) (bytes not decrypted or stored)")
         }
         if let r = x.replay {
             io.out("replay: " + safe(r.miss.map { "missed: \($0)" } ?? "matched recorded exchange #\(r.recordedExchangeID.map(String.init) ?? "-") by \(r.matchedBy ?? "-")")

@@ -130,13 +130,13 @@ struct RecordCommand: Command {
             writer.discard() // nothing was recorded: no empty session is left to block the next run's --session
             throw error
         }
-        let upstreamText: String = { if case let .reverse(u) = mode { return " → \(u)" }; return " (forward proxy; CONNECT intercepted)" }()
+        let upstreamText: String = { if case let .reverse(u) = mode { return " → \(u)" }; return " (forward proxy; \(config.routing.summary))" }()
         io.err("recording on \(bound.map { "http://\($0)" }.joined(separator: ", "))\(upstreamText)")
         if let caFingerprint {
             // What a phone's or simulator's proxy settings and its certificate check need, on one line.
             io.err("proxy \(bound.map(\.description).joined(separator: ", "))   CA SHA-256 \(caFingerprint)")
         }
-        io.err("session: \(sessionPath)   Ctrl-C to stop")
+        io.err("session: \(TerminalText.escaped(sessionPath))   Ctrl-C to stop")
 
         stack.onStop { server.shutdown() }
         stack.finally { writer.close() }
@@ -148,7 +148,7 @@ struct RecordCommand: Command {
                + (types.isEmpty ? "none" : TerminalText.escaped(types)))
         if let line = s.backpressureSummary { io.err(line) }
         if let e = writer.writeError { io.err("recording stopped early: \(e); \(writer.exchangesDropped) exchanges were not recorded") }
-        io.err("session: \(sessionPath) (\(writer.exchangesWritten) exchanges written)")
+        io.err("session: \(TerminalText.escaped(sessionPath)) (\(writer.exchangesWritten) exchanges written)")
         return writer.writeError == nil ? 0 : 1
     }
 

@@ -96,12 +96,12 @@ struct ReplayCommand: Command {
         }
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")
-        io.err("replay session: \(out)   Ctrl-C to stop")
+        io.err("replay session: \(TerminalText.escaped(out))   Ctrl-C to stop")
         stack.onStop { replayer.stop() }
         stack.finally { writer.close() }
         stack.runUntilSignal()
         let c = replayer.counts
-        io.err("\nstopped: \(ReplayCommand.summary(c)); session: \(out)")
+        io.err("\nstopped: \(ReplayCommand.summary(c)); session: \(TerminalText.escaped(out))")
         if replayer.forwardLoops > 0 {
             io.err("\(replayer.forwardLoops) forwarded request(s) came back to the replayer and were answered 508: --on-miss forward:URL "
                    + "(or a live endpoint) leads to the replayer itself")

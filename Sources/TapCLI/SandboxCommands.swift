@@ -56,7 +56,7 @@ struct SandboxCommand: Command {
         if args.positionals.first == "certs" {
             guard let out = args.value("out") else { throw InvalidArguments("sandbox certs needs --out DIR") }
             try keys.writeClientCertificates(to: out, dsKeyType: dsKey, replace: args.has("force"))
-            io.out("wrote ds-root.pem, ds-root.der, ds-cert.pem (\(dsKey.rawValue)) and ds.json to \(out)")
+            io.out("wrote ds-root.pem, ds-root.der, ds-cert.pem (\(dsKey.rawValue)) and ds.json to \(TerminalText.escaped(out))")
             return 0
         }
         if let p = args.positionals.first { throw InvalidArguments("unknown action '\(p)'; expected 'certs' or nothing") }

@@ -72,7 +72,7 @@ public enum Checked {
     public static func byteSize(_ text: some StringProtocol, within range: ClosedRange<Int>) throws(CheckedValueError) -> Int {
         func refusal() -> CheckedValueError {
             CheckedValueError("expected a size from \(describe(bytes: range.lowerBound)) to \(describe(bytes: range.upperBound)), "
-                              + "such as 4096, 64KiB or 512MiB")
+                              + "such as " + sizeExamples(within: range))
         }
         let t = String(text).trimmedSpaces
         var digits = Substring(t), factor = 1
@@ -84,6 +84,15 @@ public enum Checked {
         let (v, overflow) = n.multipliedReportingOverflow(by: factor)
         guard !overflow, range.contains(v) else { throw refusal() }
         return v
+    }
+
+    /// Sizes to show in a refusal, every one of them valid: those of `4096`, `64KiB`, `512MiB` within `range`, with the
+    /// smallest valid size first when fewer than two are (`--max-session-size` starts at 64KiB, so not "4096").
+    static func sizeExamples(within range: ClosedRange<Int>) -> String {
+        var examples = [(4096, "4096"), (64 << 10, "64KiB"), (512 << 20, "512MiB")].filter { range.contains($0.0) }.map(\.1)
+        let lowest = describe(bytes: range.lowerBound)
+        if examples.count < 2, !examples.contains(lowest) { examples.insert(lowest, at: 0) }
+        return examples.count > 2 ? examples.dropLast().joined(separator: ", ") + " or " + examples.last! : examples.joined(separator: " or ")
     }
 
     /// The suffixes `byteSize` takes, the longer first.

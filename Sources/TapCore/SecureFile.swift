@@ -6,8 +6,9 @@ import Darwin
 
 /// Files 3dstape writes that others may read (keys, certificates, key logs, session files): created with their final
 /// mode from the start (never world-readable for a moment), never through a symlink (O_NOFOLLOW), and never over an
-/// existing file unless the caller says so, in which case the existing entry itself (a file, or a planted symlink,
-/// never its target) is removed first.
+/// existing file unless the caller says so. Replacing writes a temporary file beside the target (O_EXCL, the final mode)
+/// and renames it over the target, so a reader sees the old file or the new one, never a half-written one; only a
+/// regular file or a symlink (the link itself, never its target) is replaced, never a device, FIFO, socket or directory.
 public enum SecureFile {
     /// Why a file could not be written.
     public struct Failure: Error, CustomStringConvertible {
@@ -20,8 +21,8 @@ public enum SecureFile {
         if replace {
             var st = stat()
             if lstat(path, &st) == 0 {
-                guard (st.st_mode & S_IFMT) != S_IFDIR else { throw Failure("\(path) is a directory") }
-                guard unlink(path) == 0 else { throw Failure("cannot replace \(path): \(reason())") }
+                try refuseUnlessReplaceable(path, st.st_mode & S_IFMT)
+                return try replaceAtomically(path, contents: contents, mode: mode)
             }
         }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
@@ -31,6 +32,47 @@ public enum SecureFile {
         }
         defer { close(fd) }
         try write(fd, contents, path)
+    }
+
+    /// Only a regular file or a symlink may be replaced; `--force` never turns a device, FIFO or socket into a file.
+    static func refuseUnlessReplaceable(_ path: String, _ type: mode_t) throws(Failure) {
+        switch type {
+        case S_IFREG, S_IFLNK: return
+        case S_IFDIR: throw Failure("\(path) is a directory")
+        case S_IFCHR, S_IFBLK: throw Failure("\(path) is a device, not a regular file; refusing to replace it")
+        case S_IFIFO: throw Failure("\(path) is a FIFO, not a regular file; refusing to replace it")
+        case S_IFSOCK: throw Failure("\(path) is a socket, not a regular file; refusing to replace it")
+        default: throw Failure("\(path) is not a regular file; refusing to replace it")
+        }
+    }
+
+    /// Writes a temporary file in `path`'s directory and renames it over `path` (rename(2) replaces the entry itself,
+    /// a symlink included, and is atomic); the temporary file is removed if anything fails.
+    static func replaceAtomically(_ path: String, contents: [UInt8], mode: mode_t) throws(Failure) {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        var attempt = 0
+        while true {
+            var random = SystemRandomNumberGenerator()
+            let temporary = directory + "." + name + ".tmp-" + String(random.next() as UInt64, radix: 36)
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            if fd < 0 {
+                attempt += 1
+                if errno == EEXIST && attempt < 8 { continue }
+                throw Failure("cannot replace \(path): cannot create a temporary file beside it: \(reason())")
+            }
+            do throws(Failure) {
+                defer { close(fd) }
+                try write(fd, contents, temporary)
+                guard fsync(fd) == 0 else { throw Failure("cannot write \(temporary): \(reason())") }
+                guard rename(temporary, path) == 0 else { throw Failure("cannot replace \(path): \(reason())") }
+            } catch {
+                unlink(temporary)
+                throw error
+            }
+            return
+        }
     }
 
     /// Appends `bytes` to `path`, creating it with `mode` if absent; a symlink is refused.

@@ -1,9 +1,5 @@
 #if canImport(Glibc)
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -21,6 +17,8 @@ public enum SystemCall {
     @inline(__always) public static func connect(_ fd: Int32, _ address: UnsafePointer<sockaddr>?, _ length: socklen_t) -> Int32 {
         libcConnect(fd, address, length)
     }
+    /// Ends sending on a socket (a TCP FIN); receiving goes on.
+    @inline(__always) public static func shutdownWrite(_ fd: Int32) -> Int32 { libcShutdown(fd, Int32(SHUT_WR)) }
     /// The calling thread's errno.
     @inline(__always) public static var errorNumber: Int32 { errno }
 }
@@ -31,3 +29,4 @@ public enum SystemCall {
 @inline(__always) private func libcWrite(_ fd: Int32, _ b: UnsafeRawPointer?, _ n: Int) -> Int { write(fd, b, n) }
 @inline(__always) private func libcSend(_ fd: Int32, _ b: UnsafeRawPointer?, _ n: Int, _ f: Int32) -> Int { send(fd, b, n, f) }
 @inline(__always) private func libcConnect(_ fd: Int32, _ a: UnsafePointer<sockaddr>?, _ l: socklen_t) -> Int32 { connect(fd, a, l) }
+@inline(__always) private func libcShutdown(_ fd: Int32, _ how: Int32) -> Int32 { shutdown(fd, how) }

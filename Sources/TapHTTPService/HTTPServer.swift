@@ -338,7 +338,11 @@ private final class ServerConnection: ConnectionDelegate {
     }
 
     func connectionInputEnded(_ connection: Connection) -> Bool {
-        if tunnel != nil { return true } // the tunnel ends when the upstream closes (or at the idle timeout)
+        if let tunnel {
+            // Passed on to the upstream; the tunnel ends when both sides have finished (or either closes, or it idles).
+            tunnel.clientFinishedSending()
+            return true
+        }
         // A half-close is not an abort: what was asked is answered, then the connection closes.
         inputEnded = true
         pausedForReadAhead = false

@@ -34,6 +34,8 @@ final class TunnelRelay: ConnectionDelegate {
     private var helloBytes: [UInt8] = []
     private var helloSettled = false
     private var finished = false
+    /// Each side's FIN, passed on to the other (`Connection.shutdownWrite`): the tunnel ends once both have sent theirs.
+    private var clientDone = false, upstreamDone = false
     private var lastActivity = EventLoop.nowNanos()
     private var timer: TimerHandle?
 
@@ -84,6 +86,34 @@ final class TunnelRelay: ConnectionDelegate {
         if client.unsentByteCount <= Self.highWater / 4 { upstream?.resumeReading() }
     }
 
+    /// The client finished sending (its FIN): the upstream gets it once the client's bytes are out; the tunnel ends
+    /// when the upstream has finished too. Before the upstream is reached, what the client sent still goes to it.
+    func clientFinishedSending() {
+        guard !finished else { return }
+        clientDone = true
+        if upstreamDone { return endBothFinished() }
+        if let upstream, upstream.isReady { upstream.shutdownWrite() }
+    }
+
+    /// The upstream finished sending: the client reads the end of the stream and may still send.
+    func connectionInputEnded(_ c: Connection) -> Bool {
+        guard !finished else { return false }
+        upstreamDone = true
+        if clientDone {
+            endBothFinished()
+            return true
+        }
+        client.shutdownWrite()
+        return true
+    }
+
+    private func endBothFinished() {
+        end("both sides finished sending")
+        upstream?.delegate = nil
+        upstream?.close()
+        client.close(afterFlush: true)
+    }
+
     func clientClosed() {
         end("client closed")
         upstream?.delegate = nil
@@ -97,7 +127,7 @@ final class TunnelRelay: ConnectionDelegate {
         client.write(HTTPRequestIntake.connectEstablished)
         if !pending.isEmpty { c.write(pending) }
         pending = []
-        client.resumeReading()
+        if clientDone { c.shutdownWrite() } else { client.resumeReading() }
     }
 
     func connection(_ c: Connection, received bytes: [UInt8]) {

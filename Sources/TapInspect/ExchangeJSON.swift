@@ -17,16 +17,20 @@ public enum ExchangeJSON {
     /// A CONNECT passed through without interception: what was seen of it.
     public static func tunnel(_ t: TunnelAnnotation) -> JSON {
         .object([("host", .string(t.host)), ("port", .number(String(t.port))), ("sni", t.sni.map(JSON.string) ?? .null),
-                 ("alpn_offered", t.alpnOffered.map { .array($0.split(separator: ",").map { .string(String($0)) }) } ?? .null),
+                 ("alpn_offered", t.alpnOffered.map { .array($0.map(JSON.string)) } ?? .null),
                  ("bytes_up", .number(String(t.bytesUp))), ("bytes_down", .number(String(t.bytesDown))),
                  ("ended", t.ended.map(JSON.string) ?? .null), ("decided_by", t.decidedBy.map(JSON.string) ?? .null)])
     }
 
-    /// One line on a tunnel, for `show`: `tunnel host:port, SNI …, ALPN …, N B up, M B down, ended …`.
-    public static func describe(_ t: TunnelAnnotation) -> String {
+    /// One line on a tunnel, for `show`: `tunnel host:port, SNI …, ALPN ["h2", "http/1.1"], N B up, M B down, ended …`,
+    /// safe for a terminal. `brief` (a table cell, a HAR comment): the SNI and the ALPN names cut short
+    /// (`TerminalText.abbreviated`), so a 15 KB SNI cannot widen every row; in full otherwise (`show --exchange N`).
+    public static func describe(_ t: TunnelAnnotation, brief: Bool = true) -> String {
         let target = t.host.contains(":") ? "[\(t.host)]:\(t.port)" : "\(t.host):\(t.port)"
-        return "tunnel \(target), SNI \(t.sni ?? "none"), ALPN \(t.alpnOffered ?? "none"), \(t.bytesUp) B up, \(t.bytesDown) B down"
-            + (t.ended.map { ", \($0)" } ?? "")
+        let sni = t.sni.map { brief ? TerminalText.abbreviated($0) : TerminalText.escaped($0) } ?? "none"
+        let alpn = t.alpnOffered.map { TerminalText.nameList($0, limit: brief ? 32 : nil) } ?? "none"
+        return TerminalText.escaped("tunnel \(target), SNI ") + sni + ", ALPN " + alpn + ", \(t.bytesUp) B up, \(t.bytesDown) B down"
+            + (t.ended.map { ", " + TerminalText.escaped($0) } ?? "")
     }
 
     public static func replay(_ r: ReplayAnnotation) -> JSON {

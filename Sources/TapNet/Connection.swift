@@ -49,7 +49,8 @@ public enum ConnectionError: Error, Equatable, CustomStringConvertible {
 /// Used only on its loop's thread.
 public final class Connection: EventHandler {
     public let loop: EventLoop
-    public let fd: Int32
+    /// The socket; -1 while the host name is being looked up (`connect`).
+    public private(set) var fd: Int32
     public weak var delegate: (any ConnectionDelegate)?
     /// `host:port` of the peer.
     public let peer: String
@@ -70,6 +71,9 @@ public final class Connection: EventHandler {
     public private(set) var readingPaused = false
     /// The peer finished sending and the delegate kept the connection open to answer (`connectionInputEnded`).
     public private(set) var inputEnded = false
+    /// This end finished sending (`shutdownWrite`): nothing more is written; the peer reads its end of the stream.
+    public private(set) var outputEnded = false
+    private var shutdownAfterFlush = false
 
     /// Bytes queued for the socket and not yet taken by it (what a peer that does not read leaves in memory).
     public var unsentByteCount: Int { outbox.count - outboxOffset }
@@ -115,9 +119,24 @@ public final class Connection: EventHandler {
         return c
     }
 
-    /// Starts a non-blocking connect. Name resolution uses getaddrinfo on the loop thread (fast for
-    /// loopback and literal addresses; a slow resolver would stall the loop).
+    /// Starts a non-blocking connect. A literal address is connected to at once; a host name is looked up off the loop
+    /// (`loop.resolver`: getaddrinfo may block for seconds), and the connect starts when the answer is back. Writes and
+    /// `startTLS` before then wait for it; a failed lookup ends the connection with `.resolve` (`connectionClosed`).
     public static func connect(to target: HostPort, loop: EventLoop, delegate: any ConnectionDelegate) throws(ConnectionError) -> Connection {
+        guard ResolvedAddress.isLiteral(target.host) else {
+            let c = Connection(loop: loop, fd: -1, peer: target.description, connecting: true)
+            c.delegate = delegate
+            loop.resolver.resolve(target, on: loop) { [c] result in c.resolved(result, port: target.port) }
+            return c
+        }
+        let c = Connection(loop: loop, fd: -1, peer: target.description, connecting: true)
+        c.delegate = delegate
+        try c.open(target)
+        return c
+    }
+
+    /// Opens the socket and starts connecting to `target` (a literal address).
+    private func open(_ target: HostPort) throws(ConnectionError) {
         let resolved: ResolvedAddress
         do { resolved = try ResolvedAddress(target) } catch { throw .resolve("\(target.host): \(error.reason)") }
         let ai = resolved.first
@@ -127,19 +146,28 @@ public final class Connection: EventHandler {
         // ai_addr points into `resolved`, which must outlive the call.
         let r = withExtendedLifetime(resolved) { SystemCall.connect(fd, ai.ai_addr, ai.ai_addrlen) }
         if r != 0, errno != EINPROGRESS {
-            let e = NetError.errno("connect to \(target)")
+            let e = NetError.errno("connect to \(peer)")
             _ = SystemCall.close(fd)
             throw .connect(e)
         }
-        let c = Connection(loop: loop, fd: fd, peer: target.description, connecting: true)
-        c.delegate = delegate
+        self.fd = fd
         do {
-            c.registration = try loop.register(fd: fd, handler: c, readable: true, writable: true)
+            registration = try loop.register(fd: fd, handler: self, readable: !readingPaused, writable: true)
         } catch {
             _ = SystemCall.close(fd)
+            self.fd = -1
             throw .io(error)
         }
-        return c
+    }
+
+    /// The host name's lookup answered (on the loop): connect to the address, or end with why there is none.
+    private func resolved(_ result: Result<String, ConnectionError>, port: UInt16) {
+        guard !isClosed else { return }
+        do throws(ConnectionError) {
+            try open(HostPort(host: try result.get(), port: port))
+        } catch {
+            fail(error)
+        }
     }
 
     /// Wraps the connection in TLS. A client session sends its ClientHello as soon as TCP is up.
@@ -158,7 +186,7 @@ public final class Connection: EventHandler {
     /// Queues `head` then `body` (a message's head and its body): on a plain socket with nothing queued, both go in one
     /// `sendmsg` from where they lie, without first being joined into one array; with TLS, in one record.
     public func write(_ head: [UInt8], _ body: [UInt8]) {
-        guard !isClosed, !head.isEmpty || !body.isEmpty else { return }
+        guard !isClosed, !outputEnded, !head.isEmpty || !body.isEmpty else { return }
         guard let tls else { return sendRaw(head, body) }
         do {
             try tls.writePlaintext(body.isEmpty ? head : (head.isEmpty ? body : head + body))
@@ -167,6 +195,25 @@ public final class Connection: EventHandler {
             return
         }
         sendRaw(tls.takeCiphertext())
+    }
+
+    /// Finishes sending, once queued bytes are out: a TCP FIN (`shutdown(SHUT_WR)`), so the peer reads the end of the
+    /// stream while this end still reads what it sends (a tunnel passes a client's half-close on). Later writes are
+    /// dropped. On a TLS connection, which has no half-close of its own here, it closes once flushed instead.
+    public func shutdownWrite() {
+        guard !isClosed, !outputEnded else { return }
+        guard tls == nil else { return close(afterFlush: true) }
+        outputEnded = true
+        if outboxOffset < outbox.count || connecting {
+            shutdownAfterFlush = true
+            return
+        }
+        sendFIN()
+    }
+
+    private func sendFIN() {
+        shutdownAfterFlush = false
+        if SystemCall.shutdownWrite(fd) != 0, errno != ENOTCONN { fail(.io(NetError.errno("shutdown to \(peer)"))) }
     }
 
     /// Closes now, or once queued bytes are sent.
@@ -247,7 +294,7 @@ public final class Connection: EventHandler {
         outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 16) // a large backlog's storage is given back
         outboxOffset = 0
         if let registration { loop.update(registration, readable: !readingPaused, writable: false) }
-        if closeAfterFlush { finish(error: nil, notify: true) }
+        if closeAfterFlush { finish(error: nil, notify: true) } else if shutdownAfterFlush { sendFIN() }
     }
 
     public func handleEvent(readable: Bool, writable: Bool, hangup: Bool) {
@@ -379,7 +426,7 @@ public final class Connection: EventHandler {
         outboxOffset = 0
         if let registration { loop.deregister(registration) }
         registration = nil
-        _ = SystemCall.close(fd)
+        if fd >= 0 { _ = SystemCall.close(fd) }
         if notify { delegate?.connectionClosed(self, error: error) }
         delegate = nil
     }

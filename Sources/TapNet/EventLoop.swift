@@ -42,6 +42,9 @@ public final class EventLoop: @unchecked Sendable {
     private let tasks = Locked<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
     private var loopThread: pthread_t?
+    /// Looks up the host names of this loop's outgoing connections off its thread (set before connecting; a test sets
+    /// a slow one). Touched only on the loop's thread.
+    public var resolver = HostResolver()
     /// One receive buffer shared by every connection on this loop (they read one at a time).
     var readBuffer = [UInt8](repeating: 0, count: 65536)
 

@@ -48,14 +48,16 @@ public struct HostPattern: Sendable, Equatable, CustomStringConvertible {
             port = p
         }
         var host = hostPart.lowercased()
-        if host.hasSuffix("."), host.count > 1 { host.removeLast() }
-        guard !host.isEmpty else { return bad("has no host (use * for every host)") }
-        if host == "*" { return .success(HostPattern(host: .any, port: port, description: text)) }
+        // The wildcard comes off before the trailing dot: `*.` is an empty domain, not `*`.
         var wildcard = false
         if host.hasPrefix("*.") {
             wildcard = true
             host.removeFirst(2)
+            guard !host.isEmpty, host != "." else { return bad("has no domain after '*.' (use * for every host)") }
         }
+        if host.hasSuffix("."), host.count > 1 { host.removeLast() }
+        guard !host.isEmpty else { return bad("has no host (use * for every host)") }
+        if host == "*", !wildcard { return .success(HostPattern(host: .any, port: port, description: text)) }
         guard !host.contains("*") else { return bad("has '*' other than as the whole first label (*.example.com)") }
         if !text.hasPrefix("[") {
             guard host.unicodeScalars.allSatisfy({ ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || $0 == "-" || $0 == "." || $0 == "_" }) else {
@@ -115,6 +117,26 @@ public struct HostRouting: Sendable, Equatable {
 
     /// Every target is intercepted (no pattern given).
     public var interceptsEverything: Bool { passThrough.isEmpty && intercept.isEmpty }
+
+    /// The routing in words, for the start line: "CONNECT intercepted", "CONNECT tunnelled (pass-through *)",
+    /// "CONNECT intercepted except 2 pass-through patterns (a.example, *.b.example)", "CONNECT intercepted only for …".
+    public var summary: String {
+        if let every = passThrough.first(where: { $0.host == .any && $0.port == nil }) {
+            return "CONNECT tunnelled (pass-through \(HostPattern.shown(every.description)))"
+        }
+        var text = intercept.isEmpty ? "CONNECT intercepted" : "CONNECT intercepted only for " + Self.listed(intercept) + ", others tunnelled"
+        if !passThrough.isEmpty {
+            let n = passThrough.count
+            text += (intercept.isEmpty ? " except " : "; except ") + "\(n) pass-through pattern\(n == 1 ? "" : "s") (\(Self.listed(passThrough)))"
+        }
+        return text
+    }
+
+    /// At most three patterns, each as shown in messages, then how many more.
+    static func listed(_ patterns: [HostPattern]) -> String {
+        let shown = patterns.prefix(3).map { HostPattern.shown($0.description) }.joined(separator: ", ")
+        return patterns.count > 3 ? shown + " and \(patterns.count - 3) more" : shown
+    }
 
     /// Whether the target is tunnelled without interception, and the pattern (or rule) that decided it.
     public func passesThrough(_ target: HostPort) -> (Bool, reason: String) {

@@ -1,3 +1,4 @@
+import TapCore
 import TapCrypto
 import TapHTTP
 import TapNet
@@ -62,6 +63,8 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case .closeUpstream:
             upstream?.close()
             upstream = nil
+        case .shutdownClientWrite: client.shutdownWrite()
+        case .shutdownUpstreamWrite: upstream?.connection?.shutdownWrite()
         case let .record(record): server.record(record)
         case let .note(kind, detail): server.note(kind, detail)
         case let .certificateRefused(host, alert): server.clientRefusedCertificate(host: host, peer: peer, alert: alert)
@@ -119,7 +122,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         // The intercepted TLS handshake with the client is done.
         if let tls = connection.tlsSession {
             server.writer?.submit(.connectionTLS(id: id, version: tls.protocolVersion, cipher: tls.cipher, sni: tls.serverName, alpn: tls.alpn,
-                                                 alpnOffered: connection.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn.joined(separator: ",") }))
+                                                 alpnOffered: connection.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn }))
         }
     }
 
@@ -143,7 +146,9 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         if let error, case .tls = error { tlsFailure = true }
         if tlsFailure, let offered = connection.clientHello?.alpn, !offered.isEmpty, !offered.contains(TLSContext.applicationProtocol) {
             // Refused in the handshake (no_application_protocol): say why, with what the client offered.
-            let detail = "\(peer) (SNI \(connection.clientHello?.serverName ?? "none")) offered ALPN \(offered.joined(separator: ",")) only: 3dstape "
+            // The SNI and ALPN names are the client's: cut short, so a 15 KB SNI or 60 long names make one short line.
+            let sni = connection.clientHello?.serverName.map { TerminalText.abbreviated($0) } ?? "none"
+            let detail = "\(peer) (SNI \(sni)) offered ALPN \(TerminalText.nameList(offered, limit: 32)) only: 3dstape "
                 + "intercepts \(TLSContext.applicationProtocol) and answered no_application_protocol; let the client fall back to HTTP/1.1, "
                 + "or tunnel the host untouched with --pass-through"
             server.note("client-alpn-refused", detail)
@@ -183,12 +188,20 @@ final class UpstreamDriver: ConnectionDelegate {
 
     func connectionWroteQueued(_ c: Connection) { session.upstreamDrained(self) }
 
+    /// In a tunnel the upstream's FIN is passed on to the client and the connection stays open for the client's bytes;
+    /// otherwise it closes, and the machine takes that as the upstream closing.
+    func connectionInputEnded(_ c: Connection) -> Bool {
+        guard session.machine.passThrough != nil else { return false }
+        session.upstreamEvent(from: self, .upstreamFinishedSending)
+        return true
+    }
+
     func connectionClosed(_ c: Connection, error: ConnectionError?) {
         let failure: ProxySessionMachine.UpstreamFailure?
         switch error {
         case let .connect(e)?: failure = .connect(e.reason)
         case let .tls(m)?: failure = .tls(m)
-        case let e?: failure = .other("\(e)")
+        case let e?: if case .resolve = e { failure = .connect("\(e)") } else { failure = .other("\(e)") } // looked up off the loop
         case nil: failure = nil
         }
         session.upstreamEvent(from: self, .upstreamClosed(failure))

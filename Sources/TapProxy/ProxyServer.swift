@@ -56,7 +56,8 @@ public final class ProxyServer: @unchecked Sendable {
     public var writerBacklogLimit = 2048
     private let statsBox = Locked(ProxyStats())
     /// Hosts whose clients refused 3dstape's certificate: the hint is given once per host (and for at most
-    /// `maxHintedHosts` hosts, so that a client cycling names cannot grow it without bound).
+    /// `maxHintedHosts` hosts, so that a client cycling names cannot grow it without bound). Host names compare
+    /// case-folded, without a trailing dot: `localhost` and `LocalHost.` are one host.
     private var certificateRefusals: Set<String> = []
     static let maxHintedHosts = 1024
 
@@ -216,10 +217,16 @@ public final class ProxyServer: @unchecked Sendable {
     /// A client ended the intercepted handshake for `host` with a certificate alert: the hint goes to the log and the
     /// session's events once per host; each connection's failure is noted apart (`client-tls-failed`).
     func clientRefusedCertificate(host: String, peer: String, alert: TLSAlert) {
-        guard certificateRefusals.count < Self.maxHintedHosts, certificateRefusals.insert(host).inserted else { return }
+        guard certificateRefusals.count < Self.maxHintedHosts, certificateRefusals.insert(Self.foldedHost(host)).inserted else { return }
         let hint = Self.certificateRefusedHint(host: host)
         log("\(hint); the client sent TLS alert \(alert) (\(peer))")
         note("certificate-refused", "\(hint); TLS alert \(alert) from \(peer)")
+    }
+
+    /// A host name as DNS compares it: lower case, no trailing dot.
+    static func foldedHost(_ host: String) -> String {
+        let lower = host.lowercased()
+        return lower.count > 1 && lower.hasSuffix(".") ? String(lower.dropLast()) : lower
     }
 
     /// Records an event in the session (and the log).

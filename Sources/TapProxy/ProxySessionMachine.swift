@@ -72,6 +72,8 @@ struct ProxySessionMachine {
         /// The upstream connection is ready (TCP and, for https, TLS), with those moments in wall-clock seconds.
         case upstreamConnected(connectedAt: Double?, tlsDoneAt: Double?)
         case upstreamBytes([UInt8])
+        /// The upstream finished sending (its FIN) and may still read: only a tunnel keeps it open for that.
+        case upstreamFinishedSending
         case upstreamClosed(UpstreamFailure?)
         /// The deadline the machine set (`deadline`) has passed.
         case deadlinePassed
@@ -99,6 +101,10 @@ struct ProxySessionMachine {
         case connectUpstream(Target)
         case writeUpstream([UInt8], then: [UInt8] = [])
         case closeUpstream
+        /// Pass a half-close on in a tunnel: finish sending to the client, or to the upstream (`shutdown(SHUT_WR)`
+        /// once what is queued is out), while still reading from it.
+        case shutdownClientWrite
+        case shutdownUpstreamWrite
         /// A finished exchange for the session writer.
         case record(ExchangeRecord)
         /// An event for the session file's `events` table.
@@ -218,6 +224,7 @@ struct ProxySessionMachine {
         case let .upstreamConnected(connectedAt, tlsDoneAt): upstreamConnected(connectedAt, tlsDoneAt, env)
         case let .upstreamBytes(bytes): upstreamBytes(bytes, env)
         case let .upstreamClosed(failure): upstreamClosed(failure, env)
+        case .upstreamFinishedSending: upstreamClosed(nil, env) // not kept open outside a tunnel; the driver closes it
         case .deadlinePassed: deadlinePassed(env)
         case .resume: resume(env)
         }
@@ -667,8 +674,10 @@ struct PassThrough {
     var bytesUp = 0
     var bytesDown = 0
     var recorded = false
-    /// The client finished sending (its FIN): the tunnel ends when the upstream closes, or at the idle timeout.
+    /// The client finished sending (its FIN, passed on to the upstream), and the upstream (its FIN, passed on to the
+    /// client): the tunnel ends when both have, when either side fails or closes, or at the idle timeout.
     var clientDone = false
+    var upstreamDone = false
 
     /// The record of the tunnel (an exchange with method CONNECT), as it ended.
     func record(connectionID: Int64, status: Int, ended: String, error: String?, mask: Bool, at now: Double) -> ExchangeRecord {
@@ -682,10 +691,10 @@ struct PassThrough {
         r.done = now
         r.error = error
         var sni: String?
-        var alpn: String?
+        var alpn: [String]?
         if case let .hello(h) = hello {
             sni = h.serverName
-            alpn = h.alpn.isEmpty ? nil : h.alpn.joined(separator: ",")
+            alpn = h.alpn.isEmpty ? nil : h.alpn
         }
         r.tunnel = TunnelAnnotation(host: target.host, port: Int(target.port), sni: sni, alpnOffered: alpn, bytesUp: bytesUp,
                                     bytesDown: bytesDown, ended: ended, decidedBy: decidedBy)
@@ -712,7 +721,21 @@ extension ProxySessionMachine {
             tunnelClientBytes(bytes, env)
         case .clientFinishedSending:
             passThrough?.clientDone = true
-            if passThrough?.connected != true { endTunnel(status: 502, ended: "client finished sending before the upstream was reached", error: nil, env) }
+            if passThrough?.connected != true {
+                endTunnel(status: 502, ended: "client finished sending before the upstream was reached", error: nil, env)
+            } else if passThrough?.upstreamDone == true {
+                endBothFinished(env)
+            } else {
+                actions.append(.shutdownUpstreamWrite) // the upstream reads the end of the client's stream
+            }
+        case .upstreamFinishedSending:
+            guard passThrough?.connected == true else { return tunnelEvent(.upstreamClosed(nil), env) }
+            passThrough?.upstreamDone = true
+            if passThrough?.clientDone == true {
+                endBothFinished(env)
+            } else {
+                actions.append(.shutdownClientWrite) // the client reads the end, and may still send
+            }
         case let .clientClosed(error, _, _):
             endTunnel(status: passThrough?.connected == true ? 200 : 502, ended: "client closed" + (error.map { " (\($0))" } ?? ""),
                       error: nil, env)
@@ -781,6 +804,13 @@ extension ProxySessionMachine {
             // The upstream is not up yet: hold a little, then stop reading until it is.
             if t.pending.count > Self.pipelineAllowance, !readingPaused { pauseReading() }
         }
+    }
+
+    /// Both sides finished sending, each FIN passed on: the tunnel is over (the client's queued bytes go out first).
+    private mutating func endBothFinished(_ env: some ProxySessionEnvironment) {
+        endTunnel(status: 200, ended: "both sides finished sending", error: nil, env)
+        actions.append(.closeUpstream)
+        actions.append(.closeClient(afterFlush: true))
     }
 
     /// The upstream could not be reached: the client gets the error instead of `200 Connection established`.

@@ -337,7 +337,7 @@ public final class Replayer: @unchecked Sendable {
         if !reached { record.error = t.ended }
         let pattern = passThroughPattern(t.target).map { "--pass-through \($0)" }
         record.tunnel = TunnelAnnotation(host: t.target.host, port: Int(t.target.port), sni: t.clientHello?.serverName,
-                                         alpnOffered: t.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn.joined(separator: ",") },
+                                         alpnOffered: t.clientHello.flatMap { $0.alpn.isEmpty ? nil : $0.alpn },
                                          bytesUp: t.bytesUp, bytesDown: t.bytesDown, ended: t.ended, decidedBy: pattern)
         record.replay = ReplayAnnotation(recordedExchangeID: nil, matchedBy: "passed through (\(pattern ?? "--pass-through"))", miss: nil,
                                          scheduledDelayMs: nil, actualDelayMs: nil, outcome: reached ? "tunnelled" : "tunnel failed")

@@ -204,7 +204,7 @@ public final class SessionReader {
         var tunnels: [Int64: TunnelAnnotation] = [:]
         for t in try db.query("SELECT exchange_id, host, port, sni, alpn_offered, bytes_up, bytes_down, ended, decided_by FROM tunnels \(condition)", args) {
             tunnels[t[0].integer ?? 0] = TunnelAnnotation(host: t[1].text ?? "", port: Int(clamping: min(max(t[2].integer ?? 0, 0), 65535)),
-                                                          sni: t[3].text, alpnOffered: t[4].text,
+                                                          sni: t[3].text, alpnOffered: t[4].text.map(ALPNOffer.read),
                                                           bytesUp: Int(clamping: max(t[5].integer ?? 0, 0)),
                                                           bytesDown: Int(clamping: max(t[6].integer ?? 0, 0)),
                                                           ended: t[7].text, decidedBy: t[8].text)

@@ -5,8 +5,8 @@ import TapEMV
 /// What the proxy reports to the session writer. Times are Unix seconds (wall clock, microsecond precision).
 public enum SessionEvent: Sendable {
     case connectionOpened(ConnectionRecord)
-    /// `alpnOffered`: the client's ALPN offer, comma-separated (nil: none; `alpn` is what was chosen from it).
-    case connectionTLS(id: Int64, version: String, cipher: String?, sni: String?, alpn: String?, alpnOffered: String? = nil)
+    /// `alpnOffered`: the client's ALPN offer, in its order (nil: none; `alpn` is what was chosen from it).
+    case connectionTLS(id: Int64, version: String, cipher: String?, sni: String?, alpn: String?, alpnOffered: [String]? = nil)
     case connectionClosed(id: Int64, at: Double)
     case exchange(ExchangeRecord)
     case note(at: Double, kind: String, detail: String)
@@ -225,8 +225,9 @@ public struct TunnelAnnotation: Sendable, Equatable {
     public var port: Int
     /// The server name of the client's TLS ClientHello (nil when it sent none, or the tunnel did not carry TLS).
     public var sni: String?
-    /// The ALPN protocols the ClientHello offered, comma-separated (nil: no ALPN extension, or no ClientHello).
-    public var alpnOffered: String?
+    /// The ALPN protocols the ClientHello offered, in its order (nil: no ALPN extension, or no ClientHello). A name may
+    /// hold a comma: stored as a JSON array (`ALPNOffer`).
+    public var alpnOffered: [String]?
     /// Bytes from the client to the upstream, and back.
     public var bytesUp: Int
     public var bytesDown: Int
@@ -235,7 +236,7 @@ public struct TunnelAnnotation: Sendable, Equatable {
     /// The pattern or rule that sent it through (`--pass-through *.example.com`, `matches no --intercept pattern`).
     public var decidedBy: String?
 
-    public init(host: String, port: Int, sni: String?, alpnOffered: String?, bytesUp: Int, bytesDown: Int, ended: String?,
+    public init(host: String, port: Int, sni: String?, alpnOffered: [String]?, bytesUp: Int, bytesDown: Int, ended: String?,
                 decidedBy: String?) {
         self.host = host
         self.port = port
@@ -245,5 +246,22 @@ public struct TunnelAnnotation: Sendable, Equatable {
         self.bytesDown = bytesDown
         self.ended = ended
         self.decidedBy = decidedBy
+    }
+}
+
+/// How an ALPN offer is stored (`tunnels.alpn_offered`, `connections.alpn_offered`): a JSON array of the names, each
+/// printable as notes are (they are the client's bytes), so a name holding a comma stays one name. A value that is not
+/// a JSON array of strings is read as the comma-separated form the first v4 builds wrote.
+public enum ALPNOffer {
+    public static func stored(_ names: [String]) -> String {
+        JSON.array(names.map { .string(ThreeDSContent.printable($0)) }).compact
+    }
+
+    public static func read(_ text: String) -> [String] {
+        if text.hasPrefix("["), case let .array(items)? = try? JSON.parse(text) {
+            let names = items.compactMap { item -> String? in if case let .string(s) = item { return s }; return nil }
+            if names.count == items.count { return names }
+        }
+        return text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
     }
 }

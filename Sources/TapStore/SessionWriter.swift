@@ -282,6 +282,20 @@ public final class SessionWriter: Sendable {
     /// Writes a batch in transactions of at most `maxTransaction` events, each counted off the backlog as it commits,
     /// so that a large backlog shrinks in steps and the proxy's backpressure eases step by step. On a lock held by
     /// another process the rest stays queued; on any other error recording stops.
+    /// Writes `part` one event per transaction until one fails; returns how many were written (and counted).
+    private func writeOneByOne(_ part: ArraySlice<SessionEvent>, with s: Statements, in db: Database) -> Int {
+        var kept = 0
+        for event in part {
+            var line: ExchangeLine?
+            do { try db.transaction { line = try s.write(event) } } catch { break }
+            if let onExchange, let line { onExchange(line) }
+            written.add(SessionWriter.exchanges(in: [event]), ordering: .relaxed)
+            countOff([event])
+            kept += 1
+        }
+        return kept
+    }
+
     private func write(_ batch: [SessionEvent], with s: Statements, in db: Database, locked: inout Bool) {
         do {
             var start = 0
@@ -290,6 +304,12 @@ public final class SessionWriter: Sendable {
                 var lines: [ExchangeLine] = []
                 do {
                     try db.transaction { for e in part { if let l = try s.write(e) { lines.append(l) } } }
+                } catch let e as SQLiteError where e.isFull && part.count > 1 {
+                    // One exchange that does not fit fails the whole transaction: keep those before it, written one
+                    // at a time, then stop below (a 64KiB cap lost the whole first batch).
+                    let kept = writeOneByOne(part, with: s, in: db)
+                    queue.withLock { $0.insert(contentsOf: batch[(start + kept)...], at: 0) }
+                    throw e
                 } catch {
                     // What was not committed goes back to the queue's front, for the handlers below.
                     queue.withLock { $0.insert(contentsOf: batch[start...], at: 0) }
@@ -313,6 +333,9 @@ public final class SessionWriter: Sendable {
         } catch let e as SQLiteError where e.isFull {
             stop("the session file is full (\(e.message))")
             drop(takeQueued())
+            // The cap (max_page_count) counts the file's pages, not the WAL: the frames of the transaction that did
+            // not fit stay in the WAL until a checkpoint truncates it; do that now rather than at close.
+            try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         } catch {
             stop("\(error)")
             drop(takeQueued())
@@ -378,7 +401,7 @@ private final class Statements {
         case let .connectionOpened(c):
             try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
         case let .connectionTLS(id, version, cipher, sni, alpn, alpnOffered):
-            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ThreeDSContent.printable)), .integer(id)])
+            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ALPNOffer.stored)), .integer(id)])
         case let .connectionClosed(id, at):
             try exec(connectionClosed, [.real(at), .integer(id)])
         case let .note(at, kind, detail):
@@ -418,7 +441,7 @@ private final class Statements {
             if let t = x.tunnel {
                 // The SNI and ALPN names are the client's bytes: stored printable, as notes are.
                 try exec(tunnel, [.integer(exchangeID), .text(t.host), .integer(Int64(t.port)), opt(t.sni.map(ThreeDSContent.printable)),
-                                  opt(t.alpnOffered.map(ThreeDSContent.printable)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
+                                  opt(t.alpnOffered.map(ALPNOffer.stored)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
                                   opt(t.ended), opt(t.decidedBy)])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {

@@ -53,6 +53,36 @@ import TapCore
         }
     }
 
+    /// Tester's finds on `ca export`: `--out FILE --force` deleted whatever FILE was (a FIFO here; /dev/null as root) and
+    /// wrote a regular file there; an ESC in the --out path went raw to the terminal in "wrote …"; `--ds DIR` silently
+    /// ignored `--format` and `--out`.
+    @Test func caExportReplacesOnlyFilesAndSaysSoSafely() throws {
+        try withFixture { f in
+            let fifo = f.path("fifo")
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let refused = try CLIRunner.run(["ca", "export", "--format", "mobileconfig", "--out", fifo, "--force"], environment: f.env)
+            #expect(refused.status == 1 && refused.stderr.contains("is a FIFO, not a regular file"), "\(refused.stderr)")
+            var st = stat()
+            #expect(lstat(fifo, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO, "the FIFO is still there")
+            // A regular file is replaced by a new one renamed over it: a hard link to the old one keeps the old bytes.
+            let pem = f.path("ca.pem"), old = f.path("old.pem")
+            try Data("old".utf8).write(to: URL(fileURLWithPath: pem))
+            #expect(link(pem, old) == 0)
+            #expect(try CLIRunner.run(["ca", "export", "--out", pem, "--force"], environment: f.env).status == 0)
+            #expect(FileManager.default.contents(atPath: old) == Data("old".utf8), "replaced by rename, not written in place")
+            #expect(String(decoding: FileManager.default.contents(atPath: pem) ?? Data(), as: UTF8.self).hasPrefix("-----BEGIN CERTIFICATE-----"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: f.dir.path).allSatisfy { !$0.contains(".tmp-") }, "no temporary file is left")
+            let hostile = f.path("x\u{1B}[31m.mc")
+            let wrote = try CLIRunner.run(["ca", "export", "--format", "mobileconfig", "--out", hostile], environment: f.env)
+            #expect(wrote.status == 0 && !wrote.stderr.contains("\u{1B}") && wrote.stderr.contains("wrote \(f.path("x"))\\x1B[31m.mc"), "\(wrote.stderr)")
+            for other in [["--out", f.path("a.pem")], ["--format", "der"]] {
+                let both = try CLIRunner.run(["ca", "export", "--ds", f.path("ds")] + other, environment: f.env)
+                #expect(both.status == 2 && both.stderr.contains("give one or the other"), "\(both.stderr)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: f.path("ds")) && !FileManager.default.fileExists(atPath: f.path("a.pem")))
+        }
+    }
+
     func recorder(_ f: Fixture) throws -> (Spawned, UInt16) {
         let s = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--session", f.session], environment: f.env)
         return (s, try s.port(after: "recording on http://127.0.0.1:"))
@@ -82,8 +112,9 @@ import TapCore
         try withFixture { f in
             let (rec, port) = try recorder(f)
             defer { rec.stop() }
-            for _ in 0..<2 {
-                let curl = try sh(["curl", "-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(port)", "https://acs.example.test/challenge"])
+            // The same host twice, the second time in other case (the hint was printed for each spelling).
+            for host in ["acs.example.test", "ACS.Example.Test"] {
+                let curl = try sh(["curl", "-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(port)", "https://\(host)/challenge"])
                 #expect(curl.status == 60, "curl refuses the certificate: \(curl.err)")
             }
             let s = try sh(["openssl", "s_client", "-proxy", "127.0.0.1:\(port)", "-connect", "ds.example.test:443",
@@ -96,6 +127,7 @@ import TapCore
             #expect(try rec.wait() == 0)
             let hint = "acs.example.test refused 3dstape's certificate: the client does not trust the CA, or pins its certificate (see --pass-through)"
             #expect(rec.stderr.components(separatedBy: hint).count - 1 == 1, "once per host: \(rec.stderr)")
+            #expect(rec.stderr.lowercased().components(separatedBy: hint.lowercased()).count - 1 == 1, "host names compare case-folded: \(rec.stderr)")
             #expect(rec.stderr.contains("\(hint); the client sent TLS alert unknown_ca (48)"))
             #expect(rec.stderr.components(separatedBy: "ds.example.test refused 3dstape's certificate").count - 1 == 1)
             let events = try sh(["sqlite3", f.session, "SELECT kind, count(*) FROM events WHERE kind IN ('certificate-refused', 'client-tls-failed') GROUP BY kind ORDER BY kind"])

@@ -59,10 +59,16 @@ import TapCore
         }
         #expect(try Checked.byteSize("4096", within: 1...(1 << 20)) == 4096 && Checked.byteSize("64KiB", within: 1...(1 << 20)) == 65536)
         #expect(try Checked.byteSize("2G", within: 1...(4 << 30)) == 2 << 30 && Checked.byteSize("1TiB", within: 1...(1 << 40)) == 1 << 40)
-        let refusal = CheckedValueError("expected a size from 1MiB to 64GiB, such as 4096, 64KiB or 512MiB")
+        // The examples in the refusal are sizes the option takes (they said "such as 4096" where 4096 was refused).
+        let refusal = CheckedValueError("expected a size from 1MiB to 64GiB, such as 1MiB or 512MiB")
         for text in ["0", "-1", "1e9", "65GiB", "99999999999999999999", "9999999999999999G", "1.5MiB", "KiB", "", "+5M", "512KiB"] {
             #expect(throws: refusal, "\(text)") { try Checked.byteSize(text, within: (1 << 20)...(64 << 30)) }
         }
+        #expect(throws: CheckedValueError("expected a size from 64KiB to 16TiB, such as 64KiB or 512MiB")) {
+            try Checked.byteSize("1", within: (64 << 10)...(16 << 40))
+        }
+        #expect(throws: CheckedValueError("expected a size from 1 to 512MiB, such as 4096, 64KiB or 512MiB")) { try Checked.byteSize("x", within: 1...(512 << 20)) }
+        #expect(throws: CheckedValueError("expected a size from 1 to 100, such as 1")) { try Checked.byteSize("x", within: 1...100) }
         #expect(Checked.describe(bytes: 65536) == "64KiB" && Checked.describe(bytes: 1000) == "1000" && Checked.describe(bytes: 16 << 40) == "16TiB")
     }
 }

@@ -35,6 +35,33 @@ struct HostPatternTests {
         #expect((try? HostPattern.parse("*").get()) != nil)
     }
 
+    /// Tester's find: `--pass-through '*.'` lost its trailing dot and became `*` (every host). An empty domain after `*.`
+    /// is refused like `.` and `x..y`, with or without a port; `*.example.com.` keeps meaning the subdomains.
+    @Test func aWildcardWithAnEmptyDomainIsRefusedNotWidenedToEveryHost() throws {
+        for bad in ["*.", "*.:443", "*..", "*..:443", "[*.]"] {
+            guard case let .failure(e) = HostPattern.parse(bad) else {
+                Issue.record("'\(bad)' was accepted")
+                continue
+            }
+            #expect(e.message.hasPrefix("host pattern '"), "\(e.message)")
+        }
+        let trailing = try pattern("*.example.com.")
+        #expect(trailing.host == .subdomains(of: "example.com"))
+        #expect(!trailing.matches(HostPort(host: "other.test", port: 443)))
+    }
+
+    /// Tester's find: the start line said "CONNECT intercepted" whatever the routing was.
+    @Test func theRoutingIsDescribedAsItIs() throws {
+        #expect(HostRouting().summary == "CONNECT intercepted")
+        #expect(HostRouting(passThrough: [try pattern("*")]).summary == "CONNECT tunnelled (pass-through *)")
+        #expect(HostRouting(passThrough: [try pattern("pinned.test"), try pattern("*.bank.test")]).summary
+                == "CONNECT intercepted except 2 pass-through patterns (pinned.test, *.bank.test)")
+        #expect(HostRouting(intercept: [try pattern("*.acs.test")]).summary == "CONNECT intercepted only for *.acs.test, others tunnelled")
+        let both = HostRouting(passThrough: [try pattern("pinned.acs.test")], intercept: (1...5).map { try! pattern("h\($0).test") })
+        #expect(both.summary == "CONNECT intercepted only for h1.test, h2.test, h3.test and 2 more, others tunnelled; "
+                + "except 1 pass-through pattern (pinned.acs.test)")
+    }
+
     @Test func passThroughWinsOverIntercept() throws {
         let routing = HostRouting(passThrough: [try pattern("pinned.acs.test")], intercept: [try pattern("*.acs.test")])
         #expect(routing.passesThrough(HostPort(host: "pinned.acs.test", port: 443)).0)
@@ -123,7 +150,7 @@ struct PassThroughMachineTests {
         #expect(closed.closesClient)
         let record = try #require(closed.records.first)
         #expect(record.method == "CONNECT" && record.url == "api.pinned.test:443" && record.status == 200)
-        #expect(record.tunnel == TunnelAnnotation(host: "api.pinned.test", port: 443, sni: "api.pinned.test", alpnOffered: "http/1.1",
+        #expect(record.tunnel == TunnelAnnotation(host: "api.pinned.test", port: 443, sni: "api.pinned.test", alpnOffered: ["http/1.1"],
                                                    bytesUp: hello.count + 3, bytesDown: 25, ended: "upstream closed",
                                                    decidedBy: "--pass-through *.pinned.test"))
         // The client's close afterwards ends the connection without a second record.

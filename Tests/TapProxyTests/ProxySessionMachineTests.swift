@@ -72,6 +72,8 @@ extension Array where Element == ProxySessionMachine.Action {
             case .connectUpstream: "connect"
             case .writeUpstream: "writeUpstream"
             case .closeUpstream: "closeUpstream"
+            case .shutdownClientWrite: "shutdownClientWrite"
+            case .shutdownUpstreamWrite: "shutdownUpstreamWrite"
             case .record: "record"
             case .note: "note"
             case .certificateRefused: "certificateRefused"

@@ -67,6 +67,27 @@ import TapEMV
         #expect(try reader.exchangeCount == writer.exchangesWritten)
     }
 
+    /// Tester's find: with `--max-session-size 64KiB` the first batch that did not fit wrote 0 exchanges (the one too
+    /// large failed the whole transaction) and left its frames in a 1.3 MB WAL. The exchanges before it are kept, and
+    /// the WAL is truncated when recording stops.
+    @Test func theExchangesBeforeOneThatDoesNotFitAreKept() throws {
+        let path = try Self.tempPath()
+        defer { Self.removeTemp(path) }
+        let writer = try SessionWriter(path: path, meta: [("label", "full")], maxBytes: 64 << 10)
+        writer.submit(Self.opened())
+        for i in 0..<5 { writer.submit(Self.exchange(i, body: 100)) }
+        guard case var .exchange(big) = Self.exchange(5, body: 0) else { return }
+        var generator = SystemRandomNumberGenerator()
+        big.request.body = (0..<1_300_000).map { _ in UInt8.random(in: 0...255, using: &generator) } // incompressible
+        writer.submit(.exchange(big)) // in one batch with the five, most likely: it does not fit
+        #expect(Self.waitUntil(5) { writer.writeError != nil })
+        var st = stat()
+        #expect(stat(path + "-wal", &st) != 0 || st.st_size < 64 << 10, "the WAL is truncated at once: \(st.st_size) bytes")
+        writer.close()
+        #expect(writer.exchangesWritten == 5 && writer.exchangesDropped == 1, "\(writer.exchangesWritten) written")
+        #expect(try SessionReader(path: path).exchangeCount == 5)
+    }
+
     @Test func aDeletedFileIsNoticed() throws {
         let path = try Self.tempPath()
         defer { Self.removeTemp(path) }
