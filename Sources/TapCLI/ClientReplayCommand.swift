@@ -105,11 +105,9 @@ struct ClientReplayCommand: Command {
     static func plan(_ args: ParsedArguments) throws -> Plan {
         guard let session = args.positionals.first else { throw InvalidArguments("which session? usage: 3dstape client-replay SESSION --certs DIR [--target URL]") }
         let (certs, identity) = try dsSource(args)
-        let f = DateFormatter()
-        f.dateFormat = "yyyyMMdd-HHmmss"
         // The default carries the process ID too: two runs started in the same second (a quick rerun, runs in parallel)
         // each get their own file.
-        let out = args.value("session") ?? "sessions/client-replay-\(f.string(from: Date()))-\(getpid()).3dstape"
+        let out = args.value("session") ?? "sessions/client-replay-\(ReplayCommand.stamp())-\(getpid()).3dstape"
         guard !out.isEmpty else { throw InvalidArguments("--session: expected a file name") }
         var st = stat()
         guard lstat(out, &st) != 0 else { throw InvalidArguments("--session \(out) already exists: choose another or remove it") }

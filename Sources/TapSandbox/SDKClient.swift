@@ -116,21 +116,11 @@ public final class SDKClient {
 
     public init(options: ClientOptions) throws {
         self.options = options
-        func file(_ name: String) throws -> [UInt8] {
-            let path = (options.certsDirectory as NSString).appendingPathComponent(name)
-            guard let d = FileManager.default.contents(atPath: path) else {
-                throw SandboxError("\(path) is missing; give --certs a directory written by '3dstape sandbox certs --out DIR'")
-            }
-            return [UInt8](d)
-        }
-        let ds = try JSON.parse(try file("ds.json"))
-        guard let id = ds["directoryServerID"]?.stringValue, let kid = ds["keyID"]?.stringValue else {
-            throw SandboxError("ds.json needs directoryServerID and keyID")
-        }
-        dsID = id
-        keyID = kid
-        dsCert = try Certificate(pemOrDER: try file("ds-cert.pem"))
-        dsRoot = try Certificate.parseAll(try file("ds-root.pem"))
+        let ds = try ClientReplayer.DSIdentity(directory: options.certsDirectory) // the one reader of a --certs directory
+        dsID = ds.directoryServerID
+        keyID = ds.keyID
+        dsCert = ds.certificate
+        dsRoot = ds.roots
         let ctx = try TLSContext(clientRoots: options.extraRoots.isEmpty ? nil : options.extraRoots)
         http = BlockingHTTPClient(tls: ctx, proxy: options.proxy, timeout: 30) // each call below that has its own timeout says so
         listenerThread = try LoopThread(name: "3dstape-client-listener")
