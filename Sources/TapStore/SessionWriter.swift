@@ -331,11 +331,12 @@ public final class SessionWriter: Sendable {
                 onProblem?("the session file is locked by another process (\(e.message)); events wait in memory and are written when it is released")
             }
         } catch let e as SQLiteError where e.isFull {
+            // The cap (max_page_count) counts the file's pages, not the WAL: the frames of the transaction that did
+            // not fit stay in the WAL until a checkpoint truncates it; do that now rather than at close, and before
+            // the stop is visible (`writeError`), so that whoever sees it sees the WAL already cut.
+            try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             stop("the session file is full (\(e.message))")
             drop(takeQueued())
-            // The cap (max_page_count) counts the file's pages, not the WAL: the frames of the transaction that did
-            // not fit stay in the WAL until a checkpoint truncates it; do that now rather than at close.
-            try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         } catch {
             stop("\(error)")
             drop(takeQueued())

@@ -77,8 +77,15 @@ import TapEMV
         writer.submit(Self.opened())
         for i in 0..<5 { writer.submit(Self.exchange(i, body: 100)) }
         guard case var .exchange(big) = Self.exchange(5, body: 0) else { return }
-        var generator = SystemRandomNumberGenerator()
-        big.request.body = (0..<1_300_000).map { _ in UInt8.random(in: 0...255, using: &generator) } // incompressible
+        // Incompressible: a xorshift stream (1.3M calls into the system generator took most of a minute in a debug
+        // build under CI's load).
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(UInt32.random(in: 0...UInt32.max))
+        var body = [UInt8](repeating: 0, count: 1_300_000)
+        for i in body.indices {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            body[i] = UInt8(truncatingIfNeeded: state >> 24)
+        }
+        big.request.body = body
         writer.submit(.exchange(big)) // in one batch with the five, most likely: it does not fit
         #expect(Self.waitUntil(5) { writer.writeError != nil })
         var st = stat()
