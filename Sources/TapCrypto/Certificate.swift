@@ -114,8 +114,12 @@ public struct Certificate: Sendable {
         try verifyChain(leaf: leaf, intermediates: intermediates, store: store, at: time)
     }
 
-    /// `verifyChain` against a store already holding the roots (`TrustedCertificates` keeps one per run).
-    static func verifyChain(leaf: Certificate, intermediates: [Certificate], store: X509StoreHandle, at time: Date?) throws(CryptoError) {
+    /// `verifyChain` against a store already holding the roots (`TrustedCertificates` keeps one per run). Returns the
+    /// span of time in which every certificate of the verified chain, its root included, is valid (nil when a date
+    /// cannot be read): the chain verifies the same way at any time inside it.
+    @discardableResult
+    static func verifyChain(leaf: Certificate, intermediates: [Certificate], store: X509StoreHandle,
+                            at time: Date?) throws(CryptoError) -> ClosedRange<Date>? {
         let untrusted = try unwrap(tap_sk_X509_new_null(), "sk_X509_new_null")
         defer { tap_sk_X509_free(untrusted) }
         for c in intermediates { _ = tap_sk_X509_push(untrusted, c.handle.pointer) }
@@ -130,6 +134,15 @@ public struct Certificate: Sendable {
             CryptoError.clearQueue()
             throw CryptoError(.untrustedChain, "certificate chain for \(leaf.subject) did not verify: \(reason)")
         }
+        guard let chain = tap_X509_STORE_CTX_get1_chain(ctx) else { return nil }
+        defer { tap_sk_X509_pop_free(chain) }
+        var from = Date.distantPast, until = Date.distantFuture
+        for i in 0..<tap_sk_X509_num(chain) {
+            guard let x = tap_sk_X509_value(chain, i), let nb = date(X509_get0_notBefore(x)), let na = date(X509_get0_notAfter(x)) else { return nil }
+            from = max(from, nb)
+            until = min(until, na)
+        }
+        return from <= until ? from...until : nil
     }
 }
 

@@ -284,4 +284,26 @@ private func b64u(_ s: String) -> [UInt8] { Base64URL.decode(s)! }
             try TrustedCertificates(roots: [otherRoot.certificate]).verifyChain(leaf: leaf, intermediates: [interCert])
         }
     }
+
+    /// A chain that verified is remembered with the span in which its certificates are all valid: inside it, it
+    /// verifies again without OpenSSL; outside it (before the leaf's notBefore, after its notAfter) OpenSSL decides
+    /// again and refuses; a chain that failed is never remembered.
+    @Test func aVerifiedChainIsRememberedOnlyInsideItsValiditySpan() throws {
+        let root = try CertificateAuthority.selfSigned(commonName: "Test DS Root", key: try PrivateKey.generateP256())
+        let leaf = try root.issue(commonName: "acs.test", subjectKey: try PrivateKey.generateP256().publicKey, profile: .signing, days: 30)
+        let trust = try TrustedCertificates(roots: [root.certificate])
+        #expect(throws: CryptoError.self) { try trust.verifyChain(leaf: leaf, intermediates: [], at: Date().addingTimeInterval(86400 * 31)) }
+        #expect(trust.verifiedCount == 0, "a failed chain is not remembered")
+        try trust.verifyChain(leaf: leaf, intermediates: [])
+        #expect(trust.verifiedCount == 1)
+        try trust.verifyChain(leaf: leaf, intermediates: [], at: Date().addingTimeInterval(86400 * 29))
+        #expect(throws: CryptoError.self) { try trust.verifyChain(leaf: leaf, intermediates: [], at: Date().addingTimeInterval(86400 * 31)) }
+        #expect(throws: CryptoError.self) { try trust.verifyChain(leaf: leaf, intermediates: [], at: Date().addingTimeInterval(-86400 * 2)) }
+        // The same leaf with a stranger as intermediate is another chain: checked by OpenSSL, which builds it anyway.
+        let other = try CertificateAuthority.selfSigned(commonName: "Other", key: try PrivateKey.generateP256())
+        try trust.verifyChain(leaf: leaf, intermediates: [other.certificate])
+        #expect(trust.verifiedCount == 2)
+        // Another root set does not see this one's memory.
+        #expect(throws: CryptoError.self) { try TrustedCertificates(roots: [other.certificate]).verifyChain(leaf: leaf, intermediates: []) }
+    }
 }
