@@ -19,18 +19,27 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     private var connection: Connection?
     private var timer: TimerHandle?
     private var completion: ((Result<HTTPResponse, HTTPClientError>) -> Void)?
+    /// Where a kept-alive connection comes from and goes back to (nil: one connection per request, closed after it).
+    private let pool: LoopHTTPConnectionPool?
+    /// The connection came from the pool: if it ends before a byte of the answer, the peer had closed it while idle
+    /// and the request goes once more on a new connection (as curl and Go's client do).
+    private var reusedConnection = false
+    private var answerStarted = false
+    private var tls: TLSContext?
 
-    /// Sends `method url` with `headers` and `body` (Host, Content-Length and `Connection: close` are set here) and
-    /// calls `completion` on the loop's thread once, never from within this call. Call on the loop's thread.
+    /// Sends `method url` with `headers` and `body` (Host, Content-Length and, without a pool, `Connection: close` are
+    /// set here) and calls `completion` on the loop's thread once, never from within this call. Call on the loop's
+    /// thread. With a `pool` (of the same loop), a kept-alive connection to the same origin is reused and the
+    /// connection goes back to it after a complete answer that allows it.
     public static func send(_ method: String, _ url: HTTPURL, headers: [(String, String)] = [], body: [UInt8] = [],
-                            tls: TLSContext, timeout: Double, on loop: EventLoop,
+                            tls: TLSContext, timeout: Double, on loop: EventLoop, pool: LoopHTTPConnectionPool? = nil,
                             completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         var h = HTTPHeaders(headers)
         if h["Host"] == nil { h.add("Host", url.hostHeader) }
         h.replaceOrAdd("Content-Length", String(body.count))
-        h.replaceOrAdd("Connection", "close")
+        if pool == nil { h.replaceOrAdd("Connection", "close") }
         let head = HTTPRequestHead(method: method, target: url.path, headers: h).bytes
-        let client = LoopHTTPClient(loop: loop, url: url, head: head, body: body, method: method, completion: completion)
+        let client = LoopHTTPClient(loop: loop, url: url, head: head, body: body, method: method, pool: pool, completion: completion)
         // The timer holds the client until it finishes; the connection holds it only weakly, as its delegate.
         client.timer = loop.schedule(after: timeout) {
             client.finish(.failure(HTTPClientError(.timeout, "\(method) \(url): no complete response within \(timeout) s")))
@@ -39,17 +48,26 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         loop.schedule(after: 0) { client.start(tls: tls) }
     }
 
-    private init(loop: EventLoop, url: HTTPURL, head: [UInt8], body: [UInt8], method: String,
+    private init(loop: EventLoop, url: HTTPURL, head: [UInt8], body: [UInt8], method: String, pool: LoopHTTPConnectionPool?,
                  completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         self.loop = loop
         self.url = url
         self.request = (head, body)
+        self.pool = pool
         self.completion = completion
         parser.requestMethod = method
     }
 
     private func start(tls: TLSContext) {
         guard completion != nil else { return }
+        self.tls = tls
+        if let pool, let c = pool.take(LoopHTTPConnectionPool.origin(of: url)) {
+            reusedConnection = true
+            connection = c
+            c.delegate = self
+            connectionReady(c)
+            return
+        }
         guard ResolvedAddress.isLiteral(url.address.host) else {
             let target = url.address
             DispatchQueue.global().async {
@@ -90,8 +108,24 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         timer = nil
         let c = connection
         connection = nil
-        c?.close()
+        if let c, let pool, case let .success(response) = result, response.head.keepAlive, parser.isIdle, !c.isClosed, !c.inputEnded {
+            pool.put(c, origin: LoopHTTPConnectionPool.origin(of: url))
+        } else {
+            c?.close()
+        }
         done(result)
+    }
+
+    /// A reused connection that ended before any byte of the answer: the request goes again on a new one.
+    private func retryOnNewConnection() -> Bool {
+        guard reusedConnection, !answerStarted, completion != nil, let tls else { return false }
+        reusedConnection = false
+        connection = nil
+        parser = HTTPParser(mode: .response)
+        parser.requestMethod = retryMethod
+        request = retryRequest
+        connect(to: url.address, tls: tls)
+        return true
     }
 
     /// A connection's failure as the blocking client words it ("connect to 127.0.0.1:9: Connection refused").
@@ -107,11 +141,18 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
 
     public func connectionReady(_ connection: Connection) {
         let (head, body) = request
+        if reusedConnection { retryRequest = request; retryMethod = parser.requestMethod }
         request = ([], [])
         connection.write(head, body)
     }
 
+    /// The request kept while it goes on a reused connection, for `retryOnNewConnection`.
+    private var retryRequest: (head: [UInt8], body: [UInt8]) = ([], [])
+    private var retryMethod = "GET"
+
     public func connection(_ connection: Connection, received bytes: [UInt8]) {
+        answerStarted = true
+        retryRequest = ([], [])
         parser.append(bytes)
         do {
             if let response = try parser.nextResponse() { finish(.success(response)) }
@@ -122,6 +163,7 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
 
     public func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         self.connection = nil
+        if retryOnNewConnection() { return }
         if let error { return finish(.failure(LoopHTTPClient.failure(error, url))) }
         do {
             if let response = try parser.finish() { return finish(.success(response)) }
@@ -130,4 +172,84 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
             finish(.failure(HTTPClientError(.protocolError, "\(url.address) closed the connection before a complete response")))
         }
     }
+}
+
+/// Kept-alive connections for `LoopHTTPClient` requests from one event loop, by origin (scheme, host and port): the
+/// replayer's RReqs go to one 3DS Server listener, and a TCP connect and close for each of them was a tenth of its
+/// CPU per app challenge. At most `maxIdlePerOrigin` wait per origin, each for at most `idleSeconds`; one the peer
+/// closes, or that receives bytes while idle, is dropped.
+///
+/// `@unchecked Sendable`: as `LoopHTTPClient`, used only on its loop's thread (made there, or before the loop runs).
+public final class LoopHTTPConnectionPool: ConnectionDelegate, @unchecked Sendable {
+    private let loop: EventLoop
+    public let maxIdlePerOrigin: Int
+    public let idleSeconds: Double
+    private var idle: [String: [(connection: Connection, timer: TimerHandle)]] = [:]
+    /// Requests that went on a kept-alive connection (for tests and the closing figures).
+    public private(set) var reuses = 0
+
+    public init(loop: EventLoop, maxIdlePerOrigin: Int = 8, idleSeconds: Double = 20) {
+        self.loop = loop
+        self.maxIdlePerOrigin = max(0, maxIdlePerOrigin)
+        self.idleSeconds = idleSeconds
+    }
+
+    /// The pool's key for a URL.
+    static func origin(of url: HTTPURL) -> String { (url.tls ? "https://" : "http://") + url.address.host + ":" + String(url.address.port) }
+
+    /// Connections waiting now.
+    public var idleCount: Int { idle.values.reduce(0) { $0 + $1.count } }
+
+    /// An idle connection to `origin`, taken out of the pool (nil: none).
+    func take(_ origin: String) -> Connection? {
+        while var list = idle[origin], let last = list.popLast() {
+            idle[origin] = list.isEmpty ? nil : list
+            loop.cancel(last.timer)
+            if last.connection.isClosed || last.connection.inputEnded { last.connection.close(); continue }
+            reuses += 1
+            return last.connection
+        }
+        return nil
+    }
+
+    /// Keeps `connection` for the next request to `origin`, or closes it when the origin has enough waiting.
+    func put(_ connection: Connection, origin: String) {
+        guard (idle[origin]?.count ?? 0) < maxIdlePerOrigin else { return connection.close() }
+        connection.delegate = self
+        let timer = loop.schedule(after: idleSeconds) { [weak self, weak connection] in
+            guard let self, let connection else { return }
+            self.drop(connection)
+        }
+        idle[origin, default: []].append((connection, timer))
+    }
+
+    /// Closes every idle connection (the owner stops).
+    public func closeAll() {
+        let all = idle.values.flatMap { $0 }
+        idle = [:]
+        for entry in all {
+            loop.cancel(entry.timer)
+            entry.connection.close()
+        }
+    }
+
+    private func drop(_ connection: Connection) {
+        for (origin, list) in idle {
+            guard let i = list.firstIndex(where: { $0.connection === connection }) else { continue }
+            loop.cancel(list[i].timer)
+            var rest = list
+            rest.remove(at: i)
+            idle[origin] = rest.isEmpty ? nil : rest
+        }
+        connection.close()
+    }
+
+    // MARK: ConnectionDelegate (idle connections only)
+
+    public func connectionReady(_ connection: Connection) {}
+
+    /// Bytes nobody asked for: the connection cannot carry another exchange.
+    public func connection(_ connection: Connection, received bytes: [UInt8]) { drop(connection) }
+
+    public func connectionClosed(_ connection: Connection, error: ConnectionError?) { drop(connection) }
 }

@@ -113,6 +113,8 @@ public final class Replayer: @unchecked Sendable {
 
     /// The pseudo-connection RReqs are recorded on (the replayer as the ACS calling the 3DS Server).
     public static let rreqConnection: Int64 = 1
+    /// Kept-alive connections for the RReqs (to the 3DS Server's listener, the same few for a whole run).
+    private let rreqConnections: LoopHTTPConnectionPool
 
     public init(loop: EventLoop, engine: ReplayEngine, writer: SessionWriter?, outgoingTLS: TLSContext,
                 report: @escaping @Sendable (ReplayLine) -> Void) {
@@ -121,7 +123,11 @@ public final class Replayer: @unchecked Sendable {
         self.writer = writer
         self.outgoingTLS = outgoingTLS
         self.report = report
+        rreqConnections = LoopHTTPConnectionPool(loop: loop)
     }
+
+    /// RReqs that went on a kept-alive connection so far.
+    public var rreqConnectionReuses: Int { rreqConnections.reuses }
 
     /// Binds and starts serving; returns the bound address. Call before the loop runs or on its thread.
     @discardableResult
@@ -182,6 +188,7 @@ public final class Replayer: @unchecked Sendable {
         }
         servers.forEach { $0.stop() }
         servers.removeAll()
+        rreqConnections.closeAll()
     }
 
     func connectionID(_ peer: String, at: Double) -> Int64 {
@@ -448,7 +455,7 @@ public final class Replayer: @unchecked Sendable {
         let record = pendingRecord
         let annotation = ReplayAnnotation(recordedExchangeID: r.recordedExchangeID, matchedBy: "RReq sent by the replayer as the ACS",
                                           miss: nil, scheduledDelayMs: r.after * 1000, actualDelayMs: nil)
-        LoopHTTPClient.send("POST", url, headers: headers, body: r.body, tls: outgoingTLS, timeout: 10, on: loop) { [weak self] result in
+        LoopHTTPClient.send("POST", url, headers: headers, body: r.body, tls: outgoingTLS, timeout: 10, on: loop, pool: rreqConnections) { [weak self] result in
             guard let self else { return }
             self.engine.rreqDone(for: serverTransID)
             switch result {

@@ -122,6 +122,67 @@ import TapNet
         #expect(e.kind == .protocolError && e.message.contains("before a complete response"), "\(e.message)")
     }
 
+    /// Sends requests one after another from the loop thread, all through `pool`; waits for each answer.
+    static func sendInTurn(_ stack: ServiceStack, _ urls: [String], pool: LoopHTTPConnectionPool, tls: TLSContext) throws -> [Result<HTTPResponse, HTTPClientError>] {
+        var out: [Result<HTTPResponse, HTTPClientError>] = []
+        for url in urls {
+            let target = try #require(HTTPURL(url))
+            let result = Mutex<Result<HTTPResponse, HTTPClientError>?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            let loop = stack.loop
+            loop.execute {
+                LoopHTTPClient.send("POST", target, body: Array("{}".utf8), tls: tls, timeout: 5, on: loop, pool: pool) { r in
+                    result.withLock { $0 = r }
+                    done.signal()
+                }
+            }
+            #expect(done.wait(timeout: .now() + 5) == .success, "the callback came")
+            out.append(try #require(result.withLock { $0 }))
+        }
+        return out
+    }
+
+    /// With a pool, requests to one origin go on one kept-alive connection (no `Connection: close` sent), as the
+    /// replayer's RReqs do.
+    @Test func aPoolCarriesRequestsOnOneKeptAliveConnection() throws {
+        let server = try LoopbackServer("loop-client-pool") { request, peer, respond in
+            respond(.json(Array("{\"peer\":\"\(peer)\",\"connection\":\"\(request.head.headers["Connection"] ?? "-")\"}".utf8)))
+        }
+        defer { server.stop() }
+        let pool = LoopHTTPConnectionPool(loop: server.stack.loop)
+        let url = "http://127.0.0.1:\(server.address.port)/3ds/rreq"
+        let bodies = try Self.sendInTurn(server.stack, [url, url, url], pool: pool, tls: try TLSContext(clientRoots: nil))
+            .map { String(decoding: try $0.get().body, as: UTF8.self) }
+        #expect(Set(bodies).count == 1, "one peer, one connection: \(bodies)")
+        #expect(bodies.first?.contains("\"connection\":\"-\"") == true, "\(bodies)")
+        let counts = Mutex((0, 0))
+        let done = DispatchSemaphore(value: 0)
+        server.stack.loop.execute { counts.withLock { $0 = (pool.reuses, pool.idleCount) }; done.signal() }
+        _ = done.wait(timeout: .now() + 5)
+        #expect(counts.withLock { $0 } == (2, 1))
+    }
+
+    /// A kept-alive connection the server closes as the next request arrives (before a byte of the answer): the request
+    /// goes again on a new connection and is answered; no error reaches the caller.
+    @Test func aRequestOnAConnectionClosedWhileIdleGoesAgainOnANewOne() throws {
+        let server = try RawServer(accepts: 2) { n, fd in
+            if n == 0 {
+                _ = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst".withCString { SystemCall.send(fd, $0, strlen($0), 0) }
+                var buf = [UInt8](repeating: 0, count: 4096)
+                _ = recv(fd, &buf, buf.count, 0) // the second request arrives; this server closes without an answer
+            } else {
+                _ = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond".withCString { SystemCall.send(fd, $0, strlen($0), 0) }
+            }
+        }
+        let stack = try ServiceStack.background("loop-client-pool")
+        stack.start()
+        defer { stack.stop() }
+        let pool = LoopHTTPConnectionPool(loop: stack.loop)
+        let url = "http://127.0.0.1:\(server.port)/3ds/rreq"
+        let results = try Self.sendInTurn(stack, [url, url], pool: pool, tls: try TLSContext(clientRoots: nil))
+        #expect(results.map { String(decoding: (try? $0.get().body) ?? Array("error".utf8), as: UTF8.self) } == ["first", "second"], "\(results)")
+    }
+
     /// A loopback port with nothing listening (bound, then closed).
     static func closedPort() throws -> UInt16 {
         let s = try RawServer { _ in }
@@ -139,7 +200,12 @@ final class RawServer: @unchecked Sendable {
     private(set) var fd: Int32
     let port: UInt16
 
-    init(answer: @escaping @Sendable (Int32) -> Void) throws {
+    convenience init(answer: @escaping @Sendable (Int32) -> Void) throws {
+        try self.init(accepts: 1) { _, fd in answer(fd) }
+    }
+
+    /// Accepts `accepts` connections one after another; `answer` gets each one's number (from 0) and socket.
+    init(accepts: Int, answer: @escaping @Sendable (Int, Int32) -> Void) throws {
         fd = socket(AF_INET, Platform.streamType, 0)
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
@@ -154,13 +220,15 @@ final class RawServer: @unchecked Sendable {
         guard ok else { throw NetError("binding a loopback test server", code: errno) }
         port = UInt16(bigEndian: addr.sin_port)
         Thread.detachNewThread {
-            let c = accept(listening, nil, nil)
-            guard c >= 0 else { return }
-            var buf = [UInt8](repeating: 0, count: 4096)
-            _ = recv(c, &buf, buf.count, 0)
-            answer(c)
-            usleep(100_000)
-            _ = SystemCall.close(c)
+            for n in 0..<accepts {
+                let c = accept(listening, nil, nil)
+                guard c >= 0 else { return }
+                var buf = [UInt8](repeating: 0, count: 4096)
+                _ = recv(c, &buf, buf.count, 0)
+                answer(n, c)
+                usleep(100_000)
+                _ = SystemCall.close(c)
+            }
         }
     }
 
