@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapCrypto
 import TapEMV
 import TapHTTP
 import TapHTTPService
@@ -189,7 +190,7 @@ extension ClientReplayer {
         case .string(let s):
             if let l = run.ids.live[s] { return .string(l) }
             if ClientReplayIDMap.isUUID(s) { // an ID the client made (a merchant transaction ID): a fresh one, the same all through the run
-                let fresh = UUID().uuidString.lowercased()
+                let fresh = Digest.randomUUID()
                 run.ids.learn(recorded: s, live: fresh)
                 return .string(fresh)
             }

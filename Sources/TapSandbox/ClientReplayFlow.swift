@@ -204,7 +204,7 @@ public final class ClientReplayer: Sendable {
     /// Runs one transaction as recorded; what happened is in the result, never thrown.
     public func run(_ script: ClientReplayScript) -> ClientReplayRun {
         var run = ClientReplayRun()
-        let serverTransID = UUID().uuidString.lowercased()
+        let serverTransID = Digest.randomUUID()
         run.ids.learn(recorded: script.recordedIDsByName["threeDSServerTransID"], live: serverTransID)
         do {
             try send(script.callsBefore, &run)
@@ -239,7 +239,7 @@ public final class ClientReplayer: Sendable {
     }
 
     func play(_ s: ClientReplayScript, serverTransID: String, _ run: inout ClientReplayRun) throws {
-        let sdkTransID = UUID().uuidString.lowercased()
+        let sdkTransID = Digest.randomUUID()
         let app = s.areq["deviceChannel"]?.stringValue == "01"
         var areq = s.areq
         areq = areq.setting("threeDSServerTransID", to: .string(serverTransID)).setting("purchaseDate", to: .string(Self.purchaseDate()))
@@ -250,7 +250,7 @@ public final class ClientReplayer: Sendable {
             let key = try PrivateKey.generateP256()
             sdkKey = key
             areq = areq.setting("sdkTransID", to: .string(sdkTransID)).setting("sdkEphemPubKey", to: JWK(publicKey: key.publicKey).json())
-            if areq["sdkAppID"] != nil { areq = areq.setting("sdkAppID", to: .string(UUID().uuidString.lowercased())) }
+            if areq["sdkAppID"] != nil { areq = areq.setting("sdkAppID", to: .string(Digest.randomUUID())) }
             var device = s.deviceData ?? .object([("DV", .string("1.0")), ("DD", .object([]))])
             if let dd = device["DD"], dd["C018"] != nil { device = device.setting("DD", to: dd.setting("C018", to: .string(sdkTransID))) }
             if s.deviceData == nil || !s.deviceDataNote.isEmpty { run.notes.append(s.deviceDataNote.isEmpty ? "deviceData: a minimal one" : s.deviceDataNote) }
@@ -355,7 +355,7 @@ public final class ClientReplayer: Sendable {
         guard let recorded = s.browserCReq else { return } // the recorded client never posted the creq form
         var creq = recorded
         for k in ["threeDSServerTransID", "acsTransID"] { creq = creq.setting(k, to: ares[k] ?? .null) }
-        let session = Base64URL.encode(Array("client-replay-\(UUID().uuidString.prefix(8))".utf8))
+        let session = Base64URL.encode(Array("client-replay-\(Digest.randomUUID().prefix(8).uppercased())".utf8))
         var (page, _) = try post(acsURL, HTMLForm.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
                                  contentType: "application/x-www-form-urlencoded", request: creq, &run)
         for recordedFields in s.browserForms {

@@ -1,10 +1,11 @@
 import Foundation
 import TapCore
+import TapCrypto
 import TapEMV
 
 /// Helpers to build and check EMV 3DS JSON messages.
 enum EMV {
-    static func uuid() -> String { UUID().uuidString.lowercased() }
+    static func uuid() -> String { Digest.randomUUID() }
 
     static func isUUID(_ s: String) -> Bool {
         let u = Array(s.utf8)

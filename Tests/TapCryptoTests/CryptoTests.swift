@@ -22,6 +22,16 @@ private func b64u(_ s: String) -> [UInt8] { Base64URL.decode(s)! }
         #expect(!Digest.constantTimeEquals([1, 2, 3], [1, 2, 4]))
         #expect(!Digest.constantTimeEquals([1, 2], [1, 2, 3]))
         #expect(Digest.randomBytes(32) != Digest.randomBytes(32))
+        // A version-4 UUID as EMV's transaction IDs are written: 8-4-4-4-12 lowercase hex, version 4, RFC 4122 variant.
+        let ids = (0..<64).map { _ in Digest.randomUUID() }
+        #expect(Set(ids).count == 64)
+        for id in ids {
+            let u = Array(id.utf8)
+            #expect(u.count == 36 && [8, 13, 18, 23].allSatisfy { u[$0] == UInt8(ascii: "-") }, "\(id)")
+            #expect(u.enumerated().allSatisfy { [8, 13, 18, 23].contains($0.offset) || Array("0123456789abcdef".utf8).contains($0.element) }, "\(id)")
+            #expect(u[14] == UInt8(ascii: "4") && Array("89ab".utf8).contains(u[19]), "\(id)")
+            #expect(UUID(uuidString: id)?.uuidString.lowercased() == id)
+        }
     }
 }
 
