@@ -176,21 +176,24 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
 
 /// Kept-alive connections for `LoopHTTPClient` requests from one event loop, by origin (scheme, host and port): the
 /// replayer's RReqs go to one 3DS Server listener, and a TCP connect and close for each of them was a tenth of its
-/// CPU per app challenge. At most `maxIdlePerOrigin` wait per origin, each for at most `idleSeconds`; one the peer
-/// closes, or that receives bytes while idle, is dropped.
+/// CPU per app challenge. At most `maxIdlePerOrigin` wait per origin and `maxIdle` in all (the origins come from the
+/// traffic: a client naming a new threeDSServerURL in every AReq must not make the pool hold sockets without bound),
+/// each for at most `idleSeconds`; one the peer closes, or that receives bytes while idle, is dropped.
 ///
 /// `@unchecked Sendable`: as `LoopHTTPClient`, used only on its loop's thread (made there, or before the loop runs).
 public final class LoopHTTPConnectionPool: ConnectionDelegate, @unchecked Sendable {
     private let loop: EventLoop
     public let maxIdlePerOrigin: Int
+    public let maxIdle: Int
     public let idleSeconds: Double
     private var idle: [String: [(connection: Connection, timer: TimerHandle)]] = [:]
     /// Requests that went on a kept-alive connection (for tests and the closing figures).
     public private(set) var reuses = 0
 
-    public init(loop: EventLoop, maxIdlePerOrigin: Int = 8, idleSeconds: Double = 20) {
+    public init(loop: EventLoop, maxIdlePerOrigin: Int = 8, maxIdle: Int = 32, idleSeconds: Double = 20) {
         self.loop = loop
         self.maxIdlePerOrigin = max(0, maxIdlePerOrigin)
+        self.maxIdle = max(0, maxIdle)
         self.idleSeconds = idleSeconds
     }
 
@@ -214,7 +217,7 @@ public final class LoopHTTPConnectionPool: ConnectionDelegate, @unchecked Sendab
 
     /// Keeps `connection` for the next request to `origin`, or closes it when the origin has enough waiting.
     func put(_ connection: Connection, origin: String) {
-        guard (idle[origin]?.count ?? 0) < maxIdlePerOrigin else { return connection.close() }
+        guard (idle[origin]?.count ?? 0) < maxIdlePerOrigin, idleCount < maxIdle else { return connection.close() }
         connection.delegate = self
         let timer = loop.schedule(after: idleSeconds) { [weak self, weak connection] in
             guard let self, let connection else { return }

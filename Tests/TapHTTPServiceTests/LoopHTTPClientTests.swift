@@ -162,6 +162,28 @@ import TapNet
         #expect(counts.withLock { $0 } == (2, 1))
     }
 
+    /// The pool holds no more than its bounds: per origin, and in all (origins come from the traffic).
+    @Test func thePoolKeepsNoMoreThanItsBounds() throws {
+        let a = try LoopbackServer("loop-client-pool-a") { _, _, respond in respond(.json(Array("{}".utf8))) }
+        let b = try LoopbackServer("loop-client-pool-b") { _, _, respond in respond(.json(Array("{}".utf8))) }
+        defer { a.stop(); b.stop() }
+        let stack = try ServiceStack.background("loop-client-pool")
+        stack.start()
+        defer { stack.stop() }
+        let pool = LoopHTTPConnectionPool(loop: stack.loop, maxIdlePerOrigin: 1, maxIdle: 1)
+        let tls = try TLSContext(clientRoots: nil)
+        for url in ["http://127.0.0.1:\(a.address.port)/x", "http://127.0.0.1:\(b.address.port)/x"] {
+            for r in try Self.sendInTurn(stack, [url, url], pool: pool, tls: tls) { #expect(try r.get().head.status == 200) }
+        }
+        let counts = Mutex((0, 0))
+        let done = DispatchSemaphore(value: 0)
+        stack.loop.execute { counts.withLock { $0 = (pool.reuses, pool.idleCount) }; done.signal() }
+        _ = done.wait(timeout: .now() + 5)
+        // a: the second request reuses the first's connection, which then waits; b: none free (the one place is a's), so
+        // b's connections are closed after their answers and nothing is reused.
+        #expect(counts.withLock { $0 } == (1, 1))
+    }
+
     /// A kept-alive connection the server closes as the next request arrives (before a byte of the answer): the request
     /// goes again on a new connection and is answered; no error reaches the caller.
     @Test func aRequestOnAConnectionClosedWhileIdleGoesAgainOnANewOne() throws {
