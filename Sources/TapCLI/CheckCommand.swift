@@ -151,18 +151,18 @@ struct CheckCommand: Command {
         let result = CheckReport(session: path, command: command, verdicts: verdicts, started: started, interruptedBy: interrupted?.signalName)
         try ReportDirectory.write(result.json.pretty, to: (report as NSString).appendingPathComponent("report.json"))
         try ReportDirectory.write(result.html(linkingFrom: report), to: (report as NSString).appendingPathComponent("index.html"))
-        if let junit = args.value("junit") { try ReportDirectory.writeJUnit(result.junit, to: junit) }
+        if let junit = try args.value(Self.junit) { try ReportDirectory.writeJUnit(result.junit, to: junit) }
         if let interrupted {
             io.err("check: \(interrupted) after \(verdicts.count) scenario(s); the command's process group was ended; report so far: "
                    + TerminalText.escaped((report as NSString).appendingPathComponent("report.json")))
         }
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(result.json)
         } else {
             io.out(Table.render(result.rows.map { $0.map { TerminalText.escaped($0) } }))
             io.out("\(result.passed) passed, \(result.failed) failed, \(result.skipped) skipped; report: "
                    + TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))
-                   + (args.value("junit").map { "; JUnit: \(TerminalText.escaped($0))" } ?? ""))
+                   + ((try args.value(Self.junit)).map { "; JUnit: \(TerminalText.escaped($0))" } ?? ""))
         }
         if let interrupted { return interrupted.exitStatus }
         if result.passed + result.failed == 0 {

@@ -128,51 +128,6 @@ let gatewayChoice = CustomValue { (g, o) throws(InvalidArguments) -> Gateway in
 /// The options every listening command takes for listening beyond loopback, and its connection cap.
 let remoteListeningOptions: [OptionSpec] = RemoteListening.specs
 
-extension ParsedArguments {
-    /// A timeout given as `--name` (`30`, `500ms`, `2m`), from 1 ms to 24 hours, or nil when absent. Anything else (NaN,
-    /// `inf`, `1e300`) is refused before anything starts, with the allowed range (exit status 2).
-    /// For commands not yet declared with typed options; a typed command declares `Option(…, DurationValue.timeout, …)`.
-    func seconds(_ name: String) throws -> Double? {
-        try duration(name, within: CheckedDuration.timeout)
-    }
-
-    /// A duration given as `--name`, within `range` (by default 0 to 24 hours), or nil when absent.
-    func duration(_ name: String, within range: ClosedRange<Double> = CheckedDuration.anyWait) throws -> Double? {
-        guard let v = value(name) else { return nil }
-        return try DurationValue(range).parse(v, option: name)
-    }
-
-    /// A byte size given as `--name` within `range`, or nil when absent.
-    func byteSize(_ name: String, within range: ClosedRange<Int>) throws -> Int? {
-        guard let v = value(name) else { return nil }
-        return try ByteSizeValue(range).parse(v, option: name)
-    }
-
-    /// The address of a plain-HTTP forward proxy given as `--name http://host:port`, or nil.
-    func forwardProxy(_ name: String = "proxy") throws -> HostPort? {
-        guard let v = value(name) else { return nil }
-        return try ForwardProxyValue().parse(v, option: name)
-    }
-
-    /// `--gateway pxp|trustpayments`, or nil when not given.
-    func gateway() throws -> Gateway? {
-        guard let g = value("gateway") else { return nil }
-        return try gatewayChoice.parse(g, option: "gateway")
-    }
-
-    /// A whole number option (`--runs N`) within `range`, `fallback` when absent.
-    func count(_ name: String, default fallback: Int, within range: ClosedRange<Int>) throws -> Int {
-        guard let v = value(name) else { return fallback }
-        return try WholeNumberValue(range).parse(v, option: name)
-    }
-
-    /// `--seed N`, a whole number from 0 to 2^64 - 1, or nil when absent.
-    func seed() throws -> UInt64? {
-        guard let s = value("seed") else { return nil }
-        return try SeedValue().parse(s, option: "seed")
-    }
-}
-
 /// The one check of an output file before anything starts: one that exists (a symlink or a directory included) is a
 /// usage error (exit status 2, `ExitStatus.usage`) with `message`, which names the option or `--force`. The writer
 /// still creates the file exclusively, so a file that appears in between is refused there too.

@@ -11,7 +11,8 @@ struct LsCommand: Command {
     let abstract = "List the *.3dstape session files in DIR (default sessions/): label, created, exchanges, 3DS transactions, outcome"
     let usage = "3dstape ls [DIR] [--json]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [.flag("json", help: "print a JSON array")]
+    static let json = Flag("json", help: "print a JSON array")
+    let options: [OptionSpec] = [json.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let dir = args.positionals.first ?? "sessions"
@@ -26,7 +27,7 @@ struct LsCommand: Command {
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue else { continue }
             do { rows.append(try SessionReader(path: path).summary()) } catch { problems.append("\(n): \(error)") }
         }
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(JSON.array(rows.map(\.json)))
         } else {
             let table = [["FILE", "LABEL", "CREATED", "EXCHANGES", "3DS TX", "OUTCOME", "DURATION"]] + rows.map { r in
@@ -66,7 +67,7 @@ struct ShowCommand: Command {
         let reader = try SessionReader(path: path)
         if let id = try args.value(Self.exchange) {
             guard let x = try reader.exchange(id: id) else { throw CommandFailure("\(path) has no exchange \(id)") }
-            if args.has("json") { io.json(ExchangeJSON.full(x)) } else { printFull(x, io: io) }
+            if args.has(Self.json) { io.json(ExchangeJSON.full(x)) } else { printFull(x, io: io) }
             return 0
         }
         let all = try reader.exchanges()
@@ -77,7 +78,7 @@ struct ShowCommand: Command {
         }
         if args.given(Self.jwtSecret) { throw InvalidArguments("--jwt-secret goes with --profile trustpayments") }
         let events = try reader.events()
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(JSON.object([("file", .string(path)), ("meta", .object(reader.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
                                  ("exchanges", .array(all.map(ExchangeJSON.summary))),
                                  ("events", .array(events.map { .object([("at", .number(String(format: "%.6f", $0.at))), ("kind", .string($0.kind)),
@@ -261,11 +262,12 @@ struct DecryptCommand: Command {
     let abstract = "Decrypt a session's recorded app-channel CReq/CRes with a key log (in place)"
     let usage = "3dstape decrypt SESSION --keylog FILE"
     let maxPositionals = 1
-    let options: [OptionSpec] = [.option("keylog", "FILE", help: "lines 'CEK <acsTransID> <64 hex digits>' (as 'sandbox --keylog' writes)")]
+    static let keylog = Option("keylog", "FILE", PathValue(), help: "lines 'CEK <acsTransID> <64 hex digits>' (as 'sandbox --keylog' writes)")
+    let options: [OptionSpec] = [keylog.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file") }
-        guard let keylog = args.value("keylog") else { throw InvalidArguments("--keylog FILE is required") }
+        guard let keylog = try args.value(Self.keylog) else { throw InvalidArguments("--keylog FILE is required") }
         let log: KeyLog
         do { log = try KeyLog.load(path: keylog) } catch { throw CommandFailure("\(keylog): \(error.message)") }
         let o = try SessionDecryptor.decrypt(path: path, keys: StaticKeys(log: log))

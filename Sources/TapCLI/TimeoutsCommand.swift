@@ -130,7 +130,7 @@ struct TimeoutsCommand: Command {
             return Dictionary(grouping: outcomes, by: { $0 }).max { $0.value.count < $1.value.count }!.key
         }
         var bracket: (waited: Double, gaveUp: Double)?
-        if args.has("bisect") {
+        if args.has(Self.bisect) {
             var lo = from, hi = to
             let a = try sweep(lo), b = try sweep(hi)
             if a == "waited", b == "gave up" {
@@ -171,7 +171,7 @@ struct TimeoutsCommand: Command {
                    + "; its output: \(TerminalText.escaped(log))")
         }
         let status = interrupted?.exitStatus ?? (neverReached ? 1 : 0)
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(json)
             return status
         }
