@@ -50,7 +50,7 @@ let package = Package(
         // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.
         .target(name: "TapEMV", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
         // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
-        .target(name: "TapArguments", swiftSettings: strict),
+        .target(name: "TapArguments", dependencies: ["TapCore"], swiftSettings: strict),
         // The built-in DS + ACS simulator and the SDK-like client that plays a 3DS SDK and a 3DS Server.
         .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
@@ -93,7 +93,7 @@ let package = Package(
                           swiftSettings: strict),
 
         .testTarget(name: "TapCoreTests", dependencies: ["TapCore"]),
-        .testTarget(name: "TapArgumentsTests", dependencies: ["TapArguments"]),
+        .testTarget(name: "TapArgumentsTests", dependencies: ["TapArguments", "TapCore"]),
         .testTarget(name: "TapHTTPTests", dependencies: ["TapHTTP"]),
         .testTarget(name: "TapCryptoTests", dependencies: ["TapCrypto", "TapCore"]),
         .testTarget(name: "TapCompressionTests", dependencies: ["TapCompression"]),

@@ -6,6 +6,8 @@ public struct OptionSpec: Sendable {
     public let help: String
     /// Takes every following argument up to the next option (`--select 1 3`).
     public var variadic = false
+    /// Checks one given value before the command runs (set by a typed `Option`); nil takes any text.
+    public var check: (@Sendable (String) throws(InvalidArguments) -> Void)?
 
     /// An option that takes a value (`--key PEM`).
     public static func option(_ name: String, _ valueName: String, repeatable: Bool = false, help: String) -> OptionSpec {
@@ -96,6 +98,15 @@ public enum ArgumentParser {
             throw UsageError("unexpected argument \(parsed.positionals[maxPositionals])")
         }
         return parsed
+    }
+
+    /// Checks every given value of every option through its typed parser, in the order the options are declared, so a
+    /// bad value is refused before anything starts.
+    public static func validate(_ parsed: ParsedArguments, options: [OptionSpec]) throws(InvalidArguments) {
+        for spec in options {
+            guard let check = spec.check else { continue }
+            for text in parsed.all(spec.name) { try check(text) }
+        }
     }
 
     /// Formats the options table of a command's help.

@@ -8,17 +8,22 @@ import TapSandbox
 /// `3dstape ca`: the interception CA that clients trust for recording HTTPS.
 struct CACommand: Command {
     let name = "ca"
+    let usesUserKeys = true
     let abstract = "Create, show or export the interception CA (init | show | export)"
     let usage = "3dstape ca init|show|export [--format pem|der|base64|mobileconfig] [--out FILE]\n       3dstape ca export --ds DIR [--ds-key rsa|ec]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [
-        .option("format", "pem|der|base64|mobileconfig", help: "export format (default pem); base64 is DER in one line, as SDKs take root certificates; "
-                + "mobileconfig is an iOS/macOS configuration profile that installs the CA"),
-        .option("out", "FILE", help: "write the export to FILE instead of standard output"),
-        .option("ds", "DIR", help: "export 3dstape's test DS identity for key substitution (ds-root.pem/.der, ds-cert.pem, ds.json)"),
-        .option("ds-key", "rsa|ec", help: "with --ds: the DS key type the client encrypts deviceData to (default rsa)"),
-        .flag("force", help: "replace files that exist (a symlink is replaced, never followed)"),
-    ]
+    /// The export formats of the CA certificate.
+    enum Format: String, Sendable, CaseIterable { case pem, der, base64, mobileconfig }
+    static let format = Option("format", "pem|der|base64|mobileconfig",
+                               ChoiceValue<Format>(refusal: { "--\($0) \($1): expected pem, der, base64 or mobileconfig" }), default: .pem,
+                               help: "export format (default pem); base64 is DER in one line, as SDKs take root certificates; "
+                                   + "mobileconfig is an iOS/macOS configuration profile that installs the CA")
+    static let out = Option("out", "FILE", PathValue(), help: "write the export to FILE instead of standard output")
+    static let ds = Option("ds", "DIR", PathValue(), help: "export 3dstape's test DS identity for key substitution (ds-root.pem/.der, ds-cert.pem, ds.json)")
+    static let dsKey = Option("ds-key", "rsa|ec", SandboxCommand.dsKeyChoice, default: .rsa,
+                              help: "with --ds: the DS key type the client encrypts deviceData to (default rsa)")
+    static let force = Flag("force", help: "replace files that exist (a symlink is replaced, never followed)")
+    let options: [OptionSpec] = [format.spec, out.spec, ds.spec, dsKey.spec, force.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let home = UserHome.resolve()
@@ -32,28 +37,30 @@ struct CACommand: Command {
             let (ca, created) = try home.interceptionCA()
             if created { io.err("created the interception CA in \(home.path)/ca") }
             describe(ca.certificate, home: home, io: io)
-        case "export" where args.value("ds") != nil:
-            let dir = args.value("ds")!
+        case "export" where args.given(Self.ds):
+            let dir = try args.value(Self.ds) ?? ""
             // --ds writes the DS identity, not the CA: a --format or --out given with it would be ignored, so refuse it.
-            if let other = ["format", "out"].first(where: { args.value($0) != nil }) {
+            if let other = [Self.format.name, Self.out.name].first(where: { args.value($0) != nil }) {
                 throw InvalidArguments("--ds DIR exports the test DS identity, --\(other) the CA: give one or the other")
             }
-            guard let type = DSKeyType(rawValue: args.value("ds-key") ?? "rsa") else { throw InvalidArguments("--ds-key: expected rsa or ec") }
-            try substitutionKeys().writeClientCertificates(to: dir, dsKeyType: type, replace: args.has("force"))
+            let type = try args.value(Self.dsKey, default: .rsa)
+            if !args.has(Self.force) { try refuseExistingClientCertificates(in: dir) }
+            try substitutionKeys().writeClientCertificates(to: dir, dsKeyType: type, replace: args.has(Self.force))
             io.out("wrote 3dstape's test DS identity (\(type.rawValue)) to \(TerminalText.escaped(dir)): give it to the client as its DS certificate and root, "
                    + "and record with --decrypt substitute")
         case "export":
+            let format = try args.value(Self.format, default: .pem), out = try args.value(Self.out)
+            if let out, !args.has(Self.force) { try refuseExisting(out, "\(out) already exists; remove it or use --force") }
             let (ca, _) = try home.interceptionCA()
             let bytes: [UInt8]
-            switch args.value("format") ?? "pem" {
-            case "pem": bytes = Array(ca.certificate.pem.utf8)
-            case "der": bytes = ca.certificate.der
-            case "base64": bytes = Array((Data(ca.certificate.der).base64EncodedString() + "\n").utf8)
-            case "mobileconfig": bytes = Array(ConfigurationProfile(rootCertificate: ca.certificate).xml.utf8)
-            case let other: throw InvalidArguments("--format \(other): expected pem, der, base64 or mobileconfig")
+            switch format {
+            case .pem: bytes = Array(ca.certificate.pem.utf8)
+            case .der: bytes = ca.certificate.der
+            case .base64: bytes = Array((Data(ca.certificate.der).base64EncodedString() + "\n").utf8)
+            case .mobileconfig: bytes = Array(ConfigurationProfile(rootCertificate: ca.certificate).xml.utf8)
             }
-            if let out = args.value("out") {
-                do { try SecureFile.create(out, contents: bytes, mode: 0o644, replace: args.has("force")) } catch {
+            if let out {
+                do { try SecureFile.create(out, contents: bytes, mode: 0o644, replace: args.has(Self.force)) } catch {
                     throw CommandFailure(error.description)
                 }
                 io.err("wrote \(TerminalText.escaped(out))")

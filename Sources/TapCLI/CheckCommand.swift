@@ -10,39 +10,44 @@ import TapStore
 /// pass or fail for each, judged from the replay session against the scenario's expectation: for CI.
 struct CheckCommand: Command {
     let name = "check"
+    let usesUserKeys = true
+    let runsACommand = true
     let abstract = "Run failure scenarios against a client and judge what it did: pass/fail per scenario, JUnit for CI"
     let usage = "3dstape check SESSION [--scenario NAME]... [--all] [--expect FILE] [--runs N] [--listen HOST:PORT] [--command-timeout D] "
         + "[--junit FILE] [--json] [--report DIR] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
     let maxPositionals = 256
-    let options: [OptionSpec] = [
-        .option("scenario", "NAME", repeatable: true, help: "a scenario to run ('3dstape scenarios' lists them); repeatable"),
-        .flag("all", help: "every scenario whose rules apply to the session (the default); the others are reported as skipped"),
-        .option("expect", "FILE", help: "JSON: per scenario (or *), clauses that replace or add to the default expectation"),
-        .option("runs", "N", help: "runs per scenario (default 1); a scenario passes when every run passes"),
-        .option("listen", "HOST:PORT", help: "the replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)"),
-        .flag("allow-remote", help: "let --listen be an address other machines can reach"),
-        .option("command-timeout", "DURATION", help: "end a run's command, with its process group, after this long (default 120s)"),
-        .option("junit", "FILE", help: "write the verdicts as JUnit XML"),
-        .option("report", "DIR", help: "where the replay sessions, command logs, report.json and index.html go (default sessions/check-<time>)"),
-        .flag("json", help: "print the verdicts as JSON"),
-    ]
+    static let scenario = Option("scenario", "NAME", CustomValue { (n, o) throws(InvalidArguments) -> ReplayScenario in
+        guard let s = ReplayScenario.named(n) else { throw InvalidArguments("--\(o) \(n): no such scenario; '3dstape scenarios' lists them") }
+        return s
+    }, repeatable: true, help: "a scenario to run ('3dstape scenarios' lists them); repeatable")
+    static let all = Flag("all", help: "every scenario whose rules apply to the session (the default); the others are reported as skipped")
+    static let expect = Option("expect", "FILE", PathValue(), help: "JSON: per scenario (or *), clauses that replace or add to the default expectation")
+    static let runs = Option("runs", "N", WholeNumberValue(1...100), default: 1, help: "runs per scenario (default 1); a scenario passes when every run passes")
+    static let listen = Option("listen", "HOST:PORT", HostPortValue(),
+                               help: "the replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)")
+    static let allowRemote = Flag("allow-remote", help: "let --listen be an address other machines can reach")
+    static let commandTimeout = Option("command-timeout", "DURATION", DurationValue.timeout, default: 120,
+                                       help: "end a run's command, with its process group, after this long (default 120s)")
+    static let junit = Option("junit", "FILE", PathValue(), help: "write the verdicts as JUnit XML")
+    static let report = Option("report", "DIR", PathValue(),
+                               help: "where the replay sessions, command logs, report.json and index.html go (default sessions/check-<time>)")
+    static let json = Flag("json", help: "print the verdicts as JSON")
+    let options: [OptionSpec] = [scenario.spec, all.spec, expect.spec, runs.spec, listen.spec, allowRemote.spec, commandTimeout.spec, junit.spec,
+                                 report.spec, json.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
         let command = Array(args.positionals.dropFirst())
         guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
         do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
-        let named = args.all("scenario")
-        if args.has("all"), !named.isEmpty { throw InvalidArguments("--all and --scenario: give one or the other") }
+        let named = try args.all(Self.scenario)
+        if args.has(Self.all), !named.isEmpty { throw InvalidArguments("--all and --scenario: give one or the other") }
         var scenarios: [ReplayScenario] = []
-        for n in named {
-            guard let s = ReplayScenario.named(n) else { throw InvalidArguments("--scenario \(n): no such scenario; '3dstape scenarios' lists them") }
-            if !scenarios.contains(where: { $0.name == s.name }) { scenarios.append(s) }
-        }
+        for s in named where !scenarios.contains(where: { $0.name == s.name }) { scenarios.append(s) }
         let explicit = !scenarios.isEmpty
         if scenarios.isEmpty { scenarios = ReplayScenario.all }
         var expectations = ExpectationFile()
-        if let file = args.value("expect") {
+        if let file = try args.value(Self.expect) {
             let bytes: [UInt8]
             do { bytes = try readInput(file) } catch { throw InvalidArguments("--expect \(file): \(error)") }
             switch ExpectationFile.parse(bytes, name: file, scenarios: ReplayScenario.all.map(\.name)) {
@@ -50,10 +55,10 @@ struct CheckCommand: Command {
             case let .failure(e): throw InvalidArguments(e.lines.joined(separator: "\n"))
             }
         }
-        let runs = try args.count("runs", default: 1, within: 1...100)
-        let commandTimeout = try args.seconds("command-timeout") ?? 120
-        if let junit = args.value("junit") { try ReportDirectory.checkJUnitPath(junit) }
-        let listen = try args.singleListenAddress("listen", default: "127.0.0.1:0",
+        let runs = try args.value(Self.runs, default: 1)
+        let commandTimeout = try args.value(Self.commandTimeout, default: 120)
+        if let junit = try args.value(Self.junit) { try ReportDirectory.checkJUnitPath(junit) }
+        let listen = try args.singleListenAddress(Self.listen, default: "127.0.0.1:0",
                                                   remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there").bound
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
@@ -70,7 +75,7 @@ struct CheckCommand: Command {
             }
             if !lines.isEmpty { throw InvalidArguments(lines.joined(separator: "\n")) }
         }
-        let report = try ReportDirectory.create(args.value("report"), defaultStem: "sessions/check-\(ReplayCommand.stamp())")
+        let report = try ReportDirectory.create(try args.value(Self.report), defaultStem: "sessions/check-\(ReplayCommand.stamp())")
         let replay = InProcessReplay(catalog: catalog, identity: try ReplayCommand.acsIdentity(nil), listen: listen)
         let stop = StopRequest()
         defer { stop.cancel() }
@@ -146,18 +151,18 @@ struct CheckCommand: Command {
         let result = CheckReport(session: path, command: command, verdicts: verdicts, started: started, interruptedBy: interrupted?.signalName)
         try ReportDirectory.write(result.json.pretty, to: (report as NSString).appendingPathComponent("report.json"))
         try ReportDirectory.write(result.html(linkingFrom: report), to: (report as NSString).appendingPathComponent("index.html"))
-        if let junit = args.value("junit") { try ReportDirectory.writeJUnit(result.junit, to: junit) }
+        if let junit = try args.value(Self.junit) { try ReportDirectory.writeJUnit(result.junit, to: junit) }
         if let interrupted {
             io.err("check: \(interrupted) after \(verdicts.count) scenario(s); the command's process group was ended; report so far: "
                    + TerminalText.escaped((report as NSString).appendingPathComponent("report.json")))
         }
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(result.json)
         } else {
             io.out(Table.render(result.rows.map { $0.map { TerminalText.escaped($0) } }))
             io.out("\(result.passed) passed, \(result.failed) failed, \(result.skipped) skipped; report: "
                    + TerminalText.escaped((report as NSString).appendingPathComponent("index.html"))
-                   + (args.value("junit").map { "; JUnit: \(TerminalText.escaped($0))" } ?? ""))
+                   + ((try args.value(Self.junit)).map { "; JUnit: \(TerminalText.escaped($0))" } ?? ""))
         }
         if let interrupted { return interrupted.exitStatus }
         if result.passed + result.failed == 0 {

@@ -18,30 +18,69 @@ struct ClientReplayCommand: Command {
         + "[--transaction N]... [--concurrency N] [--rate R] [--speed F] [--repeat N] [--rreq-listen HOST:PORT] [--proxy URL] [--ca PEM] "
         + "[--jwt-secret SECRET] [--session OUT] [--json] [--quiet]"
     let maxPositionals = 1
+    static let certs = Option("certs", "DIR", PathValue(), help: "the target DS's certificates as 'sandbox certs --out DIR' or 'ca export --ds DIR' writes them")
+    static let dsCert = Option("ds-cert", "PEM", PathValue(), help: "instead of --certs: the target DS's encryption certificate (deviceData is encrypted to it)")
+    static let dsRoot = Option("ds-root", "PEM", PathValue(), help: "with --ds-cert: the roots acsSignedContent must chain to")
+    static let dsID = Option("ds-id", "ID", TextValue(), help: "with --ds-cert: the DS's directoryServerID (needed for an EC DS key)")
+    /// The gateway's HS256 secret, printable and at most 1024 characters.
+    static let jwtSecret = Option("jwt-secret", "SECRET", CustomValue { (s, o) throws(InvalidArguments) -> [UInt8] in
+        guard !s.isEmpty, s.utf8.count <= 1024, s.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+            throw InvalidArguments("--\(o): expected a printable secret of 1 to 1024 bytes")
+        }
+        return Array(s.utf8)
+    }, help: "sign the recorded gateway JWTs (Trust Payments style HS256) again with this secret, with the live IDs")
+    static let target = Option("target", "URL", CustomValue { (t, o) throws(InvalidArguments) -> HTTPURL in
+        guard let u = HTTPURL(t) else { throw InvalidArguments("--\(o) \(t): expected an http(s) URL") }
+        return u
+    }, help: "replaces the recorded DS (the host the first AReq went to), e.g. http://127.0.0.1:9443")
+    static let map = Option("map", "HOST=URL", CustomValue { (m, o) throws(InvalidArguments) -> (String, HTTPURL) in
+        guard let eq = m.firstIndex(of: "="), !m[..<eq].isEmpty, let u = HTTPURL(String(m[m.index(after: eq)...])) else {
+            throw InvalidArguments("--\(o) \(m): expected HOST=URL (e.g. acs.example:443=http://127.0.0.1:9443)")
+        }
+        return (String(m[..<eq]), u)
+    }, repeatable: true, help: "replaces another recorded host (host or host:port)")
+    static let card = Option("card", "PAN", CustomValue { (c, o) throws(InvalidArguments) -> String in
+        guard c.count >= 12, c.count <= 19, c.allSatisfy(\.isASCII), c.allSatisfy(\.isNumber) else {
+            throw InvalidArguments("--\(o): expected a card number of 12 to 19 digits")
+        }
+        return c
+    }, repeatable: true, help: "a full card number for an acctNumber the recording masked (matched by first 6 and last 4)")
+    /// The transaction it is for (0: all) and the value.
+    static let secret = Option("secret", "[N=]VALUE", CustomValue { (s, o) throws(InvalidArguments) -> (Int, String) in
+        if let eq = s.firstIndex(of: "="), let n = Int(s[..<eq]) {
+            guard n >= 1 else { throw InvalidArguments("--\(o) \(n)=…: transactions are numbered from 1") }
+            return (n, String(s[s.index(after: eq)...]))
+        }
+        return (0, s)
+    }, repeatable: true, help: "what the cardholder typed where the recording masked it (***): for transaction N, or for all")
+    static let transaction = Option("transaction", "N",
+                                    WholeNumberValue(1...Int.max, refusal: { "--\($0) \($1): expected a transaction number from 1" }),
+                                    repeatable: true, help: "replay only these transactions (1-based, as 'show' numbers them)")
+    static let concurrency = Option("concurrency", "N", WholeNumberValue(1...1024), default: 1, help: "transactions at once (default 1)")
+    static let rate = Option("rate", "R", CustomValue { (r, o) throws(InvalidArguments) -> Double in
+        let text = r.hasSuffix("/s") ? String(r.dropLast(2)) : r
+        do { return try Checked.number(text, within: 0.001...100_000) } catch { throw InvalidArguments("--\(o) \(r): \(error)") }
+    }, help: "new transactions per second (R or R/s; default: as fast as --concurrency allows)")
+    static let speed = Option("speed", "F", CustomValue { (s, o) throws(InvalidArguments) -> Double in
+        do { return try Checked.number(s, within: 0.001...1_000_000) } catch { throw InvalidArguments("--\(o) \(s): \(error)") }
+    }, help: "keep the recorded gaps between transactions, divided by F")
+    static let repeatCount = Option("repeat", "N", WholeNumberValue(1...1_000_000), default: 1, help: "run the set N times, fresh IDs each time (default 1)")
+    static let rreqListen = Option("rreq-listen", "HOST:PORT", HostPortValue(), help: "the 3DS Server's RReq listener (default 127.0.0.1 on a free port)")
+    static let allowRemote = Flag("allow-remote", help: "let --rreq-listen be an address other machines can reach")
+    static let rreqTimeout = Option("rreq-timeout", "DURATION", DurationValue.timeout, help: "the wait for each RReq after a challenge (default 10s)")
+    static let timeout = Option("timeout", "DURATION", DurationValue.timeout, help: "each request's timeout (default 10s)")
+    static let proxy = Option("proxy", "URL", ForwardProxyValue(), help: "send everything through this HTTP proxy (e.g. 3dstape record)")
+    static let ca = Option("ca", "PEM", PathValue(), repeatable: true, help: "extra TLS roots for https targets")
+    static let session = Option("session", "OUT", CustomValue { (out, o) throws(InvalidArguments) in
+        guard !out.isEmpty else { throw InvalidArguments("--\(o): expected a file name") }
+        return out
+    }, help: "where the live run is written (default sessions/client-replay-<time>-<pid>.3dstape)")
+    static let json = Flag("json", help: "one JSON object per transaction, then a summary")
+    static let quiet = Flag("quiet", help: "print only the transactions that differ and the summary")
     let options: [OptionSpec] = [
-        .option("certs", "DIR", help: "the target DS's certificates as 'sandbox certs --out DIR' or 'ca export --ds DIR' writes them"),
-        .option("ds-cert", "PEM", help: "instead of --certs: the target DS's encryption certificate (deviceData is encrypted to it)"),
-        .option("ds-root", "PEM", help: "with --ds-cert: the roots acsSignedContent must chain to"),
-        .option("ds-id", "ID", help: "with --ds-cert: the DS's directoryServerID (needed for an EC DS key)"),
-        .option("jwt-secret", "SECRET", help: "sign the recorded gateway JWTs (Trust Payments style HS256) again with this secret, with the live IDs"),
-        .option("target", "URL", help: "replaces the recorded DS (the host the first AReq went to), e.g. http://127.0.0.1:9443"),
-        .option("map", "HOST=URL", repeatable: true, help: "replaces another recorded host (host or host:port)"),
-        .option("card", "PAN", repeatable: true, help: "a full card number for an acctNumber the recording masked (matched by first 6 and last 4)"),
-        .option("secret", "[N=]VALUE", repeatable: true, help: "what the cardholder typed where the recording masked it (***): for transaction N, or for all"),
-        .option("transaction", "N", repeatable: true, help: "replay only these transactions (1-based, as 'show' numbers them)"),
-        .option("concurrency", "N", help: "transactions at once (default 1)"),
-        .option("rate", "R", help: "new transactions per second (R or R/s; default: as fast as --concurrency allows)"),
-        .option("speed", "F", help: "keep the recorded gaps between transactions, divided by F"),
-        .option("repeat", "N", help: "run the set N times, fresh IDs each time (default 1)"),
-        .option("rreq-listen", "HOST:PORT", help: "the 3DS Server's RReq listener (default 127.0.0.1 on a free port)"),
-        .flag("allow-remote", help: "let --rreq-listen be an address other machines can reach"),
-        .option("rreq-timeout", "DURATION", help: "the wait for each RReq after a challenge (default 10s)"),
-        .option("timeout", "DURATION", help: "each request's timeout (default 10s)"),
-        .option("proxy", "URL", help: "send everything through this HTTP proxy (e.g. 3dstape record)"),
-        .option("ca", "PEM", repeatable: true, help: "extra TLS roots for https targets"),
-        .option("session", "OUT", help: "where the live run is written (default sessions/client-replay-<time>-<pid>.3dstape)"),
-        .flag("json", help: "one JSON object per transaction, then a summary"),
-        .flag("quiet", help: "print only the transactions that differ and the summary"),
+        certs.spec, dsCert.spec, dsRoot.spec, dsID.spec, jwtSecret.spec, target.spec, map.spec, card.spec, secret.spec, transaction.spec,
+        concurrency.spec, rate.spec, speed.spec, repeatCount.spec, rreqListen.spec, allowRemote.spec, rreqTimeout.spec, timeout.spec, proxy.spec,
+        ca.spec, session.spec, json.spec, quiet.spec,
     ]
 
     /// Everything the options ask for, checked before a connection is made.
@@ -64,7 +103,7 @@ struct ClientReplayCommand: Command {
     /// `--certs DIR`, or `--ds-cert PEM` with `--ds-root PEM` (and `--ds-id`): exactly one of the two forms.
     /// The PEM form is read and checked here (a file that is missing or holds no certificate is a usage error).
     static func dsSource(_ args: ParsedArguments) throws -> (certs: String, identity: ClientReplayer.DSIdentity?) {
-        let certs = args.value("certs"), cert = args.value("ds-cert"), root = args.value("ds-root"), id = args.value("ds-id")
+        let certs = try args.value(Self.certs), cert = try args.value(Self.dsCert), root = try args.value(Self.dsRoot), id = try args.value(Self.dsID)
         if let certs {
             guard cert == nil, root == nil, id == nil else {
                 throw InvalidArguments("--certs DIR or --ds-cert PEM --ds-root PEM: give one of the two, not both")
@@ -93,71 +132,30 @@ struct ClientReplayCommand: Command {
         }
     }
 
-    /// `--jwt-secret`: the gateway's HS256 secret, printable and at most 1024 characters.
-    static func jwtSecret(_ args: ParsedArguments) throws -> [UInt8]? {
-        guard let s = args.value("jwt-secret") else { return nil }
-        guard !s.isEmpty, s.utf8.count <= 1024, s.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
-            throw InvalidArguments("--jwt-secret: expected a printable secret of 1 to 1024 bytes")
-        }
-        return Array(s.utf8)
-    }
-
     static func plan(_ args: ParsedArguments) throws -> Plan {
         guard let session = args.positionals.first else { throw InvalidArguments("which session? usage: 3dstape client-replay SESSION --certs DIR [--target URL]") }
         let (certs, identity) = try dsSource(args)
         // The default carries the process ID too: two runs started in the same second (a quick rerun, runs in parallel)
         // each get their own file.
-        let out = args.value("session") ?? "sessions/client-replay-\(ReplayCommand.stamp())-\(getpid()).3dstape"
-        guard !out.isEmpty else { throw InvalidArguments("--session: expected a file name") }
-        var st = stat()
-        guard lstat(out, &st) != 0 else { throw InvalidArguments("--session \(out) already exists: choose another or remove it") }
-        var p = Plan(session: session, out: out, certs: certs, json: args.has("json"), quiet: args.has("quiet"))
+        let out = try args.value(Self.session) ?? "sessions/client-replay-\(ReplayCommand.stamp())-\(getpid()).3dstape"
+        try refuseExisting(out, "--session \(out) already exists: choose another or remove it")
+        var p = Plan(session: session, out: out, certs: certs, json: args.has(Self.json), quiet: args.has(Self.quiet))
         p.dsIdentity = identity
-        p.replayer.jwtSecret = try jwtSecret(args)
-        if let t = args.value("target") {
-            guard let u = HTTPURL(t) else { throw InvalidArguments("--target \(t): expected an http(s) URL") }
-            p.inputs.target = u
-        }
-        for m in args.all("map") {
-            guard let eq = m.firstIndex(of: "="), !m[..<eq].isEmpty, let u = HTTPURL(String(m[m.index(after: eq)...])) else {
-                throw InvalidArguments("--map \(m): expected HOST=URL (e.g. acs.example:443=http://127.0.0.1:9443)")
-            }
-            p.inputs.map.append((String(m[..<eq]), u))
-        }
-        for c in args.all("card") {
-            guard c.count >= 12, c.count <= 19, c.allSatisfy(\.isASCII), c.allSatisfy(\.isNumber) else {
-                throw InvalidArguments("--card: expected a card number of 12 to 19 digits")
-            }
-            p.inputs.cards.append(c)
-        }
-        for s in args.all("secret") {
-            if let eq = s.firstIndex(of: "="), let n = Int(s[..<eq]) {
-                guard n >= 1 else { throw InvalidArguments("--secret \(n)=…: transactions are numbered from 1") }
-                p.inputs.secrets[n] = String(s[s.index(after: eq)...])
-            } else {
-                p.inputs.secrets[0] = s
-            }
-        }
-        for t in args.all("transaction") {
-            guard let n = Int(t), n >= 1 else { throw InvalidArguments("--transaction \(t): expected a transaction number from 1") }
-            p.only.insert(n)
-        }
-        p.load.concurrency = try args.count("concurrency", default: 1, within: 1...1024)
-        p.load.repeats = try args.count("repeat", default: 1, within: 1...1_000_000)
-        if let r = args.value("rate") {
-            let text = r.hasSuffix("/s") ? String(r.dropLast(2)) : r
-            do { p.load.rate = try Checked.number(text, within: 0.001...100_000) } catch {
-                throw InvalidArguments("--rate \(r): \(error.description)")
-            }
-        }
-        if let s = args.value("speed") {
-            do { p.load.speed = try Checked.number(s, within: 0.001...1_000_000) } catch { throw InvalidArguments("--speed \(s): \(error.description)") }
-        }
-        p.replayer.proxy = try args.forwardProxy()
-        for path in args.all("ca") { p.replayer.extraRoots += try Certificate.parseAll(try readInput(path)) }
-        if let t = try args.seconds("rreq-timeout") { p.replayer.rreqTimeout = t }
-        if let t = try args.seconds("timeout") { p.replayer.requestTimeout = t }
-        p.replayer.rreqListen = try args.singleListenAddress("rreq-listen", default: "127.0.0.1:0",
+        p.replayer.jwtSecret = try args.value(Self.jwtSecret)
+        if let u = try args.value(Self.target) { p.inputs.target = u }
+        p.inputs.map = try args.all(Self.map).map { (host: $0.0, url: $0.1) }
+        p.inputs.cards = try args.all(Self.card)
+        for (n, value) in try args.all(Self.secret) { p.inputs.secrets[n] = value }
+        p.only = Set(try args.all(Self.transaction))
+        p.load.concurrency = try args.value(Self.concurrency, default: 1)
+        p.load.repeats = try args.value(Self.repeatCount, default: 1)
+        if let r = try args.value(Self.rate) { p.load.rate = r }
+        if let s = try args.value(Self.speed) { p.load.speed = s }
+        p.replayer.proxy = try args.value(Self.proxy)
+        for path in try args.all(Self.ca) { p.replayer.extraRoots += try Certificate.parseAll(try readInput(path)) }
+        if let t = try args.value(Self.rreqTimeout) { p.replayer.rreqTimeout = t }
+        if let t = try args.value(Self.timeout) { p.replayer.requestTimeout = t }
+        p.replayer.rreqListen = try args.singleListenAddress(Self.rreqListen, default: "127.0.0.1:0",
                                                              remedy: "the RReq listener would take RReqs from other machines; add --allow-remote").bound
         return p
     }

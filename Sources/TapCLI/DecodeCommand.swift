@@ -11,36 +11,34 @@ struct DecodeCommand: Command {
     let abstract = "Decode a JWS, JWE, JWT, creq/cres/threeDSMethodData value, form body or JSON"
     let usage = "3dstape decode [FILE|-] [--key PEM]... [--cek HEX]... [--trust PEM]... [--secret TEXT]... [--ds-id ID]... [--json]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [
-        .option("key", "PEM", repeatable: true, help: "private key (PEM, DER or JWK) for an RSA-OAEP-256 or ECDH-ES JWE"),
-        .option("cek", "HEX", repeatable: true, help: "content key for a dir JWE (a 32-byte app-channel CEK works for both directions)"),
-        .option("trust", "PEM", repeatable: true, help: "root certificate(s) an x5c chain must reach"),
-        .option("secret", "TEXT", repeatable: true, help: "shared secret for an HS256 JWS or JWT"),
-        .option("ds-id", "ID", repeatable: true, help: "directoryServerID for EC deviceData (default: try the known ones)"),
-        .flag("json", help: "print one JSON object: kind, header, payload, verified, error (and fields)"),
-        .flag("no-mask", help: "show PANs and OTP entries unmasked"),
-    ]
+    static let key = Option("key", "PEM", PathValue(), repeatable: true, help: "private key (PEM, DER or JWK) for an RSA-OAEP-256 or ECDH-ES JWE")
+    /// 16 or 32 bytes; a refusal shows only the first 8 digits (the rest is a key).
+    static let cek = Option("cek", "HEX", CustomValue { (hex, o) throws(InvalidArguments) -> [UInt8] in
+        guard let b = Hex.decode(hex), [16, 32].contains(b.count) else { throw InvalidArguments("--\(o) \(hex.prefix(8))…: expected 32 or 64 hex digits") }
+        return b
+    }, repeatable: true, help: "content key for a dir JWE (a 32-byte app-channel CEK works for both directions)")
+    static let trust = Option("trust", "PEM", PathValue(), repeatable: true, help: "root certificate(s) an x5c chain must reach")
+    static let secret = Option("secret", "TEXT", TextValue(), repeatable: true, help: "shared secret for an HS256 JWS or JWT")
+    static let dsID = Option("ds-id", "ID", TextValue(), repeatable: true, help: "directoryServerID for EC deviceData (default: try the known ones)")
+    static let json = Flag("json", help: "print one JSON object: kind, header, payload, verified, error (and fields)")
+    static let noMask = Flag("no-mask", help: "show PANs and OTP entries unmasked")
+    let options: [OptionSpec] = [key.spec, cek.spec, trust.spec, secret.spec, dsID.spec, json.spec, noMask.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         var keys = DecodeKeys()
-        keys.mask = !args.has("no-mask")
-        for path in args.all("key") { keys.privateKeys.append(try loadPrivateKey(path)) }
-        for hex in args.all("cek") {
-            guard let b = Hex.decode(hex), [16, 32].contains(b.count) else {
-                throw InvalidArguments("--cek \(hex.prefix(8))…: expected 32 or 64 hex digits")
-            }
-            keys.contentKeys.append(b)
-        }
-        for path in args.all("trust") {
+        keys.mask = !args.has(Self.noMask)
+        for path in try args.all(Self.key) { keys.privateKeys.append(try loadPrivateKey(path)) }
+        keys.contentKeys = try args.all(Self.cek)
+        for path in try args.all(Self.trust) {
             do { keys.trustRoots += try Certificate.parseAll(try readInput(path)) } catch let e as CryptoError {
                 throw CommandFailure("--trust \(path): \(e.message)")
             }
         }
-        keys.secrets = args.all("secret").map { Array($0.utf8) }
-        keys.directoryServerIDs = args.all("ds-id")
+        keys.secrets = try args.all(Self.secret).map { Array($0.utf8) }
+        keys.directoryServerIDs = try args.all(Self.dsID)
 
         let result = Decoder.decode(try readInput(args.positionals.first), keys: keys)
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(result.json)
         } else {
             printHuman(result, io: io, indent: "")

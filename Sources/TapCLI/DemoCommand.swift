@@ -16,21 +16,29 @@ import TapStore
 /// `3dstape demo`: the sandbox, the recorder and the client on one machine, a set of flows, a session.
 struct DemoCommand: Command {
     let name = "demo"
+    let usesUserKeys = true
     let abstract = "Run sandbox + recorder + client for a set of 3DS flows, write the session and show it"
     let usage = "3dstape demo [--out FILE] [--channel app|browser|all] [--gateway pxp|trustpayments] [--quiet] "
         + "[--sandbox-listen HOST:PORT] [--record-listen HOST:PORT] [--replay-listen HOST:PORT]"
     let maxPositionals = 0
-    let options: [OptionSpec] = [
-        .option("out", "FILE", help: "the session file (default sessions/demo-<time>.3dstape)"),
-        .option("channel", "app|browser|all", help: "which flows to run (default all)"),
-        .option("gateway", "NAME", help: "instead, a few flows wrapped in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway "
-                + "calls (for 'show --profile')"),
-        .flag("quiet", help: "print only each flow's result (and any replayed flow whose outcome differs) and the session's file name"),
-        .option("sandbox-listen", "HOST:PORT", help: "the sandbox DS and ACS's address (default 127.0.0.1:0, a free port)"),
-        .option("record-listen", "HOST:PORT", help: "the recorder's address (default 127.0.0.1:0)"),
-        .option("replay-listen", "HOST:PORT", help: "the address of the replay that follows the recording (default 127.0.0.1:0)"),
-        .flag("allow-remote", help: "let those addresses be ones other machines can reach (the sandbox has no login)"),
-    ]
+    static let out = Option("out", "FILE", CustomValue { (out, o) throws(InvalidArguments) in
+        guard !out.isEmpty else { throw InvalidArguments("--\(o): expected a file name") }
+        return out
+    }, help: "the session file (default sessions/demo-<time>.3dstape)")
+    static let channel = Option("channel", "app|browser|all",
+                                ChoiceValue([("app", "app"), ("browser", "browser"), ("all", "all")], refusal: { "--\($0) \($1): expected app, browser or all" }),
+                                default: "all", help: "which flows to run (default all)")
+    static let gateway = Option("gateway", "NAME", gatewayChoice,
+                                help: "instead, a few flows wrapped in the sandbox's PXP-style (pxp) or Trust Payments-style (trustpayments) gateway "
+                                    + "calls (for 'show --profile')")
+    static let quiet = Flag("quiet", help: "print only each flow's result (and any replayed flow whose outcome differs) and the session's file name")
+    static let sandboxListen = Option("sandbox-listen", "HOST:PORT", HostPortValue(), help: "the sandbox DS and ACS's address (default 127.0.0.1:0, a free port)")
+    static let recordListen = Option("record-listen", "HOST:PORT", HostPortValue(), help: "the recorder's address (default 127.0.0.1:0)")
+    static let replayListen = Option("replay-listen", "HOST:PORT", HostPortValue(),
+                                     help: "the address of the replay that follows the recording (default 127.0.0.1:0)")
+    static let allowRemote = Flag("allow-remote", help: "let those addresses be ones other machines can reach (the sandbox has no login)")
+    let options: [OptionSpec] = [out.spec, channel.spec, gateway.spec, quiet.spec, sandboxListen.spec, recordListen.spec, replayListen.spec,
+                                 allowRemote.spec]
 
     /// What the options ask for, every one checked before anything starts.
     struct Plan {
@@ -49,14 +57,13 @@ struct DemoCommand: Command {
 
     /// Checks every option (exit status 2 for a bad one) before a key, a server or a session file is made.
     static func plan(_ args: ParsedArguments) throws -> Plan {
-        let channel = args.value("channel") ?? "all"
-        guard ["app", "browser", "all"].contains(channel) else { throw InvalidArguments("--channel \(channel): expected app, browser or all") }
-        let gateway = try args.gateway()
-        if gateway != nil, args.value("channel") != nil { throw InvalidArguments("--gateway runs its own flows: give --channel or --gateway, not both") }
+        let channel = try args.value(Self.channel, default: "all")
+        let gateway = try args.value(Self.gateway)
+        if gateway != nil, args.given(Self.channel) { throw InvalidArguments("--gateway runs its own flows: give --channel or --gateway, not both") }
         let remedy = "the sandbox and the recorder have no login; add --allow-remote to listen there anyway"
-        let sandbox = try args.singleListenAddress("sandbox-listen", default: "127.0.0.1:0", remedy: remedy)
-        let recorder = try args.singleListenAddress("record-listen", default: "127.0.0.1:0", remedy: remedy)
-        let replayer = try args.singleListenAddress("replay-listen", default: "127.0.0.1:0", remedy: remedy)
+        let sandbox = try args.singleListenAddress(Self.sandboxListen, default: "127.0.0.1:0", remedy: remedy)
+        let recorder = try args.singleListenAddress(Self.recordListen, default: "127.0.0.1:0", remedy: remedy)
+        let replayer = try args.singleListenAddress(Self.replayListen, default: "127.0.0.1:0", remedy: remedy)
         // The three servers overlap in time (the sandbox still runs while the replay starts): each pinned port its own.
         let named = [("--sandbox-listen", sandbox.bound), ("--record-listen", recorder.bound), ("--replay-listen", replayer.bound)]
         for (i, a) in named.enumerated() where a.1.port != 0 {
@@ -66,11 +73,9 @@ struct DemoCommand: Command {
         }
         let f = DateFormatter()
         f.dateFormat = "yyyyMMdd-HHmmss"
-        let out = args.value("out") ?? "sessions/demo-\(f.string(from: Date())).3dstape"
-        guard !out.isEmpty else { throw InvalidArguments("--out: expected a file name") }
-        var st = stat()
-        guard lstat(out, &st) != 0 else { throw InvalidArguments("--out \(out) already exists: choose another --out or remove it") }
-        return Plan(out: out, channel: channel, gateway: gateway, sandbox: sandbox, recorder: recorder, replayer: replayer, quiet: args.has("quiet"))
+        let out = try args.value(Self.out) ?? "sessions/demo-\(f.string(from: Date())).3dstape"
+        try refuseExisting(out, "--out \(out) already exists: choose another --out or remove it")
+        return Plan(out: out, channel: channel, gateway: gateway, sandbox: sandbox, recorder: recorder, replayer: replayer, quiet: args.has(Self.quiet))
     }
 
     struct Flow {

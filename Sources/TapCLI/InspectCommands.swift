@@ -11,7 +11,8 @@ struct LsCommand: Command {
     let abstract = "List the *.3dstape session files in DIR (default sessions/): label, created, exchanges, 3DS transactions, outcome"
     let usage = "3dstape ls [DIR] [--json]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [.flag("json", help: "print a JSON array")]
+    static let json = Flag("json", help: "print a JSON array")
+    let options: [OptionSpec] = [json.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let dir = args.positionals.first ?? "sessions"
@@ -26,7 +27,7 @@ struct LsCommand: Command {
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue else { continue }
             do { rows.append(try SessionReader(path: path).summary()) } catch { problems.append("\(n): \(error)") }
         }
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(JSON.array(rows.map(\.json)))
         } else {
             let table = [["FILE", "LABEL", "CREATED", "EXCHANGES", "3DS TX", "OUTCOME", "DURATION"]] + rows.map { r in
@@ -47,33 +48,37 @@ struct ShowCommand: Command {
     let abstract = "Show a session's timeline, or one exchange in full with headers and decoded bodies"
     let usage = "3dstape show SESSION [--exchange N] [--json] [--profile emv|pxp|trustpayments] [--jwt-secret SECRET]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [
-        .option("exchange", "N", help: "show exchange N (its id in the timeline) in full"),
-        .flag("json", help: "print JSON"),
-        .option("profile", "NAME", help: "emv (default): 3DS messages; pxp: PXP Checkout's flow steps and SDK callbacks; "
-                + "trustpayments: Trust Payments' JWT requests and responses"),
-        .option("jwt-secret", "SECRET", help: "trustpayments: the shared secret that verifies the HS256 JWTs (a response that does not verify exits 1)"),
-    ]
+    static let exchange = Option("exchange", "N", CustomValue { (n, o) throws(InvalidArguments) -> Int64 in
+        guard let id = Int64(n) else { throw InvalidArguments("--\(o) \(n): expected a number") }
+        return id
+    }, help: "show exchange N (its id in the timeline) in full")
+    static let json = Flag("json", help: "print JSON")
+    /// What the timeline shows.
+    enum Profile: String, Sendable, CaseIterable { case emv, pxp, trustpayments }
+    static let profile = Option("profile", "NAME", ChoiceValue<Profile>(refusal: { "--\($0) \($1): expected emv, pxp or trustpayments" }), default: .emv,
+                                help: "emv (default): 3DS messages; pxp: PXP Checkout's flow steps and SDK callbacks; "
+                                    + "trustpayments: Trust Payments' JWT requests and responses")
+    static let jwtSecret = Option("jwt-secret", "SECRET", TextValue(),
+                                  help: "trustpayments: the shared secret that verifies the HS256 JWTs (a response that does not verify exits 1)")
+    let options: [OptionSpec] = [exchange.spec, json.spec, profile.spec, jwtSecret.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         let reader = try SessionReader(path: path)
-        if let n = args.value("exchange") {
-            guard let id = Int64(n) else { throw InvalidArguments("--exchange \(n): expected a number") }
+        if let id = try args.value(Self.exchange) {
             guard let x = try reader.exchange(id: id) else { throw CommandFailure("\(path) has no exchange \(id)") }
-            if args.has("json") { io.json(ExchangeJSON.full(x)) } else { printFull(x, io: io) }
+            if args.has(Self.json) { io.json(ExchangeJSON.full(x)) } else { printFull(x, io: io) }
             return 0
         }
         let all = try reader.exchanges()
-        switch args.value("profile") ?? "emv" {
-        case "emv": break
-        case "pxp": return showPXP(all, path: path, json: args.has("json"), io)
-        case "trustpayments": return showTrustPayments(all, path: path, secret: args.value("jwt-secret"), json: args.has("json"), io)
-        case let other: throw InvalidArguments("--profile \(other): expected emv, pxp or trustpayments")
+        switch try args.value(Self.profile, default: .emv) {
+        case .emv: break
+        case .pxp: return showPXP(all, path: path, json: args.has(Self.json), io)
+        case .trustpayments: return showTrustPayments(all, path: path, secret: try args.value(Self.jwtSecret), json: args.has(Self.json), io)
         }
-        if args.value("jwt-secret") != nil { throw InvalidArguments("--jwt-secret goes with --profile trustpayments") }
+        if args.given(Self.jwtSecret) { throw InvalidArguments("--jwt-secret goes with --profile trustpayments") }
         let events = try reader.events()
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(JSON.object([("file", .string(path)), ("meta", .object(reader.meta.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
                                  ("exchanges", .array(all.map(ExchangeJSON.summary))),
                                  ("events", .array(events.map { .object([("at", .number(String(format: "%.6f", $0.at))), ("kind", .string($0.kind)),
@@ -257,11 +262,12 @@ struct DecryptCommand: Command {
     let abstract = "Decrypt a session's recorded app-channel CReq/CRes with a key log (in place)"
     let usage = "3dstape decrypt SESSION --keylog FILE"
     let maxPositionals = 1
-    let options: [OptionSpec] = [.option("keylog", "FILE", help: "lines 'CEK <acsTransID> <64 hex digits>' (as 'sandbox --keylog' writes)")]
+    static let keylog = Option("keylog", "FILE", PathValue(), help: "lines 'CEK <acsTransID> <64 hex digits>' (as 'sandbox --keylog' writes)")
+    let options: [OptionSpec] = [keylog.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file") }
-        guard let keylog = args.value("keylog") else { throw InvalidArguments("--keylog FILE is required") }
+        guard let keylog = try args.value(Self.keylog) else { throw InvalidArguments("--keylog FILE is required") }
         let log: KeyLog
         do { log = try KeyLog.load(path: keylog) } catch { throw CommandFailure("\(keylog): \(error.message)") }
         let o = try SessionDecryptor.decrypt(path: path, keys: StaticKeys(log: log))

@@ -13,32 +13,32 @@ struct DiffCommand: Command {
         + "statuses, outcomes, timings"
     let usage = "3dstape diff A B [--json] [--pair-by match|shape] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
     let maxPositionals = 2
-    let options: [OptionSpec] = [
-        .flag("json", help: "print the differences as JSON"),
-        .option("pair-by", "match|shape", help: "match: B is a replay of A, each replayed transaction is compared with the recorded one it matched "
-                + "(the default when B's meta names A); shape: by order, channel, category and version (the default otherwise)"),
-        .option("timing-tolerance", "DURATION", help: "report exchanges whose durations differ by more than this (default 250ms; 'off' compares none)"),
-        .option("ignore-field", "NAME", help: "also ignore this element's value (repeatable); IDs, keys, signatures and dates always are"),
-        .option("max-pairing-steps", "N", help: "give up (exit 2) when pairing would take more steps (default \(SessionDiff.defaultMaxPairingSteps), "
-                + "a few seconds; it grows with the transactions times those left unpaired)"),
-    ]
+    static let json = Flag("json", help: "print the differences as JSON")
+    static let pairBy = Option("pair-by", "match|shape",
+                               ChoiceValue<SessionDiff.PairBy>([("match", .match), ("shape", .shape)], refusal: { "--\($0) \($1): expected match or shape" }),
+                               help: "match: B is a replay of A, each replayed transaction is compared with the recorded one it matched "
+                                   + "(the default when B's meta names A); shape: by order, channel, category and version (the default otherwise)")
+    /// nil for `off`: no timing is compared.
+    static let timingTolerance = Option("timing-tolerance", "DURATION", CustomValue { (t, o) throws(InvalidArguments) -> Double? in
+        t == "off" ? nil : try DurationValue.anyWait.parse(t, option: o)
+    }, help: "report exchanges whose durations differ by more than this (default 250ms; 'off' compares none)")
+    static let ignoreField = Option("ignore-field", "NAME", TextValue(),
+                                    help: "also ignore this element's value (repeatable); IDs, keys, signatures and dates always are")
+    static let maxPairingSteps = Option("max-pairing-steps", "N",
+                                        WholeNumberValue(1...Int.max, refusal: { "--\($0) \($1): expected a positive number" }),
+                                        help: "give up (exit 2) when pairing would take more steps (default \(SessionDiff.defaultMaxPairingSteps), "
+                                            + "a few seconds; it grows with the transactions times those left unpaired)")
+    let options: [OptionSpec] = [json.spec, pairBy.spec, timingTolerance.spec, ignoreField.spec, maxPairingSteps.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard args.positionals.count == 2 else { throw InvalidArguments("give two session files: 3dstape diff A B") }
         let (pa, pb) = (args.positionals[0], args.positionals[1])
         var options = SessionDiff.Options()
-        if let t = args.value("timing-tolerance") {
-            if t == "off" { options.timingTolerance = nil } else {
-                options.timingTolerance = try args.duration("timing-tolerance")
-            }
-        }
-        options.ignore = Set(args.all("ignore-field"))
-        if let v = args.value("max-pairing-steps") {
-            guard let n = Int(v), n > 0 else { throw InvalidArguments("--max-pairing-steps \(v): expected a positive number") }
-            options.maxPairingSteps = n
-        }
+        if let t = try args.value(Self.timingTolerance) { options.timingTolerance = t }
+        options.ignore = Set(try args.all(Self.ignoreField))
+        if let n = try args.value(Self.maxPairingSteps) { options.maxPairingSteps = n }
         let (ra, rb) = (try SessionReader(path: pa), try SessionReader(path: pb))
-        options.pairBy = try DiffCommand.pairing(args.value("pair-by"), a: pa, b: rb)
+        options.pairBy = try DiffCommand.pairing(try args.value(Self.pairBy), a: pa, b: rb)
         let diff: SessionDiff
         do {
             diff = try SessionDiff.compare(try ra.exchanges(), try rb.exchanges(), options: options)
@@ -46,7 +46,7 @@ struct DiffCommand: Command {
             io.err("3dstape: diff: \(e.description); compare parts of them, or raise --max-pairing-steps")
             return 2
         }
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(JSON.object([("a", .string(pa)), ("b", .string(pb)), ("transactions_a", .number(String(diff.transactionsA))),
                                  ("transactions_b", .number(String(diff.transactionsB))), ("paired", .number(String(diff.pairedTransactions))),
                                  ("pair_by", .string(diff.pairedBy.rawValue)), ("not_replayed_a", .number(String(diff.unreplayedTransactions))),
@@ -71,9 +71,8 @@ struct DiffCommand: Command {
 
     /// `--pair-by` checked against the sessions: `match` only when B is a replay (exit status 2 otherwise); absent, `match`
     /// when B is a replay of A, else `shape`.
-    static func pairing(_ option: String?, a: String, b: SessionReader) throws -> SessionDiff.PairBy {
-        guard let option else { return SessionDiff.defaultPairing(a: a, b: b) }
-        guard let p = SessionDiff.PairBy(rawValue: option) else { throw InvalidArguments("--pair-by \(option): expected match or shape") }
+    static func pairing(_ option: SessionDiff.PairBy?, a: String, b: SessionReader) throws -> SessionDiff.PairBy {
+        guard let p = option else { return SessionDiff.defaultPairing(a: a, b: b) }
         if p == .match, !SessionDiff.isReplaySession(b) {
             throw InvalidArguments("--pair-by match: \(b.path) is not a replay (no replay matches in it); pair by shape, or give the replay as B")
         }
@@ -92,16 +91,20 @@ struct ExportCommand: Command {
     let abstract = "Export a session as HAR 1.2 (Chrome DevTools, mitmproxy), a sequence diagram (Mermaid or SVG), or JSON lines (jq)"
     let usage = "3dstape export SESSION --format har|mermaid|svg|jsonl [--out FILE] [--force]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [
-        .option("format", "FORMAT", help: "har, mermaid, svg (the sequence diagram '3dstape web' draws) or jsonl"),
-        .option("out", "FILE", help: "write to FILE (created 0600; default standard output)"),
-        .flag("force", help: "replace FILE if it exists"),
-    ]
+    static let format = Option("format", "FORMAT",
+                               ChoiceValue([("har", "har"), ("mermaid", "mermaid"), ("svg", "svg"), ("jsonl", "jsonl")],
+                                           refusal: { "--\($0) \($1): expected har, mermaid, svg or jsonl" }),
+                               help: "har, mermaid, svg (the sequence diagram '3dstape web' draws) or jsonl")
+    /// `-` is standard output.
+    static let out = Option("out", "FILE", PathValue(), help: "write to FILE (created 0600; default standard output)")
+    static let force = Flag("force", help: "replace FILE if it exists")
+    let options: [OptionSpec] = [format.spec, out.spec, force.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
-        guard let format = args.value("format") else { throw InvalidArguments("--format is required: har, mermaid, svg or jsonl") }
-        guard ["har", "mermaid", "svg", "jsonl"].contains(format) else { throw InvalidArguments("--format \(format): expected har, mermaid, svg or jsonl") }
+        guard let format = try args.value(Self.format) else { throw InvalidArguments("--format is required: har, mermaid, svg or jsonl") }
+        let out = try args.value(Self.out).flatMap { $0 == "-" ? nil : $0 }
+        if let out, !args.has(Self.force) { try refuseExisting(out, "\(out) already exists; remove it or use --force") }
         let reader = try SessionReader(path: path)
         let exchanges = try reader.exchanges()
         let text: String
@@ -113,8 +116,8 @@ struct ExportCommand: Command {
         case "svg": text = SequenceSVG.render(SequenceDiagram(exchanges)) + "\n"
         default: text = exchanges.map { TerminalText.escapedJSON(ExchangeJSON.full($0).compact) + "\n" }.joined()
         }
-        if let out = args.value("out"), out != "-" {
-            do { try SecureFile.create(out, contents: Array(text.utf8), mode: 0o600, replace: args.has("force")) } catch {
+        if let out {
+            do { try SecureFile.create(out, contents: Array(text.utf8), mode: 0o600, replace: args.has(Self.force)) } catch {
                 throw CommandFailure(error.description)
             }
             io.err("\(exchanges.count) exchanges written to \(TerminalText.escaped(out)) (\(format))")
@@ -131,10 +134,9 @@ struct ImportCommand: Command {
     let abstract = "Turn a HAR file (Chrome DevTools, Charles, Proxyman, mitmproxy) into a session: masked, 3DS messages decoded, timings kept"
     let usage = "3dstape import FILE.har [--session OUT] [--name LABEL]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [
-        .option("session", "OUT", help: "the session file to create (default sessions/<FILE>.3dstape)"),
-        .option("name", "LABEL", help: "the session's label (default: the HAR file's name)"),
-    ]
+    static let session = Option("session", "OUT", PathValue(), help: "the session file to create (default sessions/<FILE>.3dstape)")
+    static let label = Option("name", "LABEL", TextValue(), help: "the session's label (default: the HAR file's name)")
+    let options: [OptionSpec] = [session.spec, label.spec]
     /// The largest HAR file imported (refused before it is read).
     static let limit = 512 << 20
     /// Exchanges waiting for the session writer beyond which reading pauses, so memory holds a bounded part of the file.
@@ -144,18 +146,17 @@ struct ImportCommand: Command {
     /// once complete: a bad entry, a write error, SIGINT or SIGTERM (exit 130, 143) leave nothing that looks like a session.
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let file = args.positionals.first else { throw InvalidArguments("give a HAR file") }
-        let input = try InputFile(file, limit: ImportCommand.limit)
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
-        let out = args.value("session") ?? "sessions/\(base).3dstape"
-        var st = stat()
-        guard lstat(out, &st) != 0 else { throw CommandFailure("\(out) already exists; choose another --session or remove it") }
+        let out = try args.value(Self.session) ?? "sessions/\(base).3dstape"
+        try refuseExisting(out, "\(out) already exists; choose another --session or remove it")
+        let input = try InputFile(file, limit: ImportCommand.limit)
         let stop = StopRequest()
         defer { stop.cancel() }
         let writer: SessionWriter
         do {
             writer = try SessionWriter(path: SessionWriter.stagingPath(for: out),
                                        meta: [("created_at", ISO8601DateFormatter().string(from: Date())), ("mode", "import"),
-                                              ("label", args.value("name") ?? base), ("imported_from", file), ("masked", "yes"),
+                                              ("label", try args.value(Self.label) ?? base), ("imported_from", file), ("masked", "yes"),
                                               ("tool_version", version)])
         } catch { throw CommandFailure("\(error)") }
         var connections: [String: Int64] = [:]

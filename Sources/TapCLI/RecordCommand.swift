@@ -14,57 +14,73 @@ import TapStore
 /// `3dstape record`: the recording proxy.
 struct RecordCommand: Command {
     let name = "record"
+    let usesUserKeys = true
     let abstract = "Run the recording proxy and write every exchange to a session file"
     let usage = "3dstape record --session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--pass-through PATTERN...] [--intercept PATTERN...] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]"
     let maxPositionals = 0
+    static let listen = Option("listen", "HOST:PORT", HostPortValue(), repeatable: true, help: "address to listen on (default 127.0.0.1:8080)")
+    static let session = Option("session", "FILE", PathValue(), help: "the session file to create (default sessions/<time>.3dstape)")
+    static let reverse = Option("reverse", "URL", UpstreamURLValue(), help: "reverse mode: send every request to this upstream (http or https)")
+    static let upstreamCA = Option("upstream-ca", "PEM", PathValue(), help: "roots for verifying upstream TLS (default: the system's)")
+    static let insecureUpstream = Flag("insecure-upstream", help: "do not verify upstream TLS certificates")
+    static let clientCert = Option("client-cert", "PEM", PathValue(), help: "client certificate for mutual TLS to the upstream")
+    static let clientKey = Option("client-key", "PEM", PathValue(), help: "private key of --client-cert")
+    static let passThrough = Option("pass-through", "PATTERN", HostPatternsValue(), variadic: true,
+                                    help: "tunnel CONNECTs to these hosts untouched (pinned hosts), recorded as tunnels: "
+                                        + "host, *.domain, * or [v6], each with an optional :port; wins over --intercept")
+    static let intercept = Option("intercept", "PATTERN", HostPatternsValue(), variadic: true,
+                                  help: "intercept only CONNECTs to these hosts; every other is tunnelled untouched (default: intercept all)")
+    static let label = Option("name", "LABEL", TextValue(), help: "a label stored in the session")
+    static let noMask = Flag("no-mask", help: "store PANs and OTP entries unmasked")
+    static let keylog = Option("keylog", "FILE", PathValue(), help: "decrypt app-channel CReq/CRes with the CEKs in this key log (read as it grows)")
+    /// `--decrypt substitute` (true) or `none` (false, the default).
+    static let decrypt = Option("decrypt", "substitute|none",
+                                ChoiceValue([("substitute", true), ("none", false)], refusal: { "--\($0) \($1): expected substitute or none" }),
+                                default: false,
+                                help: "substitute: decrypt the app channel actively, with 3dstape's test DS identity (see 'ca export --ds')")
+    static let dsCert = Option("ds-cert", "PEM", PathValue(), help: "with --decrypt substitute: the real DS encryption certificate deviceData is re-encrypted for")
+    static let dsRoot = Option("ds-root", "PEM", PathValue(), help: "with --decrypt substitute: the real DS root(s) acsSignedContent must chain to")
+    static let dsID = Option("ds-id", "ID", TextValue(), help: "with --decrypt substitute: the real directoryServerID (for an EC DS key; default A999999999)")
+    static let upstreamTimeout = Option("upstream-timeout", "SECONDS", DurationValue.timeout, help: "answer 504 when the upstream takes longer (default 60)")
+    static let headerTimeout = Option("header-timeout", "SECONDS", DurationValue.timeout,
+                                      help: "answer 408 when a started request is not complete in time (default 30)")
+    static let idleTimeout = Option("idle-timeout", "SECONDS", DurationValue.timeout, help: "close idle keep-alive client connections (default 120)")
+    /// A body is held in memory whole and stored as one SQLite value: at most 512MiB.
+    static let maxBody = Option("max-body", "BYTES", ByteSizeValue(1...(512 << 20)),
+                                help: "largest request or response body (default 16777216, at most 512MiB); larger is 413")
+    static let maxSessionSize = Option("max-session-size", "SIZE", ByteSizeValue((64 << 10)...(16 << 40)),
+                                       help: "stop recording when the session file reaches SIZE (e.g. 512MiB); traffic keeps flowing, as on a full disk")
+    static let quiet = Flag("quiet", help: "print only the summary")
+    static let jsonLines = Flag("json-lines", help: "print each exchange as one JSON line")
+
     let options: [OptionSpec] = [
-        .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080)"),
-        .option("session", "FILE", help: "the session file to create (default sessions/<time>.3dstape)"),
-        .option("reverse", "URL", help: "reverse mode: send every request to this upstream (http or https)"),
-        .option("upstream-ca", "PEM", help: "roots for verifying upstream TLS (default: the system's)"),
-        .flag("insecure-upstream", help: "do not verify upstream TLS certificates"),
-        .option("client-cert", "PEM", help: "client certificate for mutual TLS to the upstream"),
-        .option("client-key", "PEM", help: "private key of --client-cert"),
-        .variadic("pass-through", "PATTERN", help: "tunnel CONNECTs to these hosts untouched (pinned hosts), recorded as tunnels: "
-                  + "host, *.domain, * or [v6], each with an optional :port; wins over --intercept"),
-        .variadic("intercept", "PATTERN", help: "intercept only CONNECTs to these hosts; every other is tunnelled untouched (default: intercept all)"),
-        .option("name", "LABEL", help: "a label stored in the session"),
-        .flag("no-mask", help: "store PANs and OTP entries unmasked"),
-        .option("keylog", "FILE", help: "decrypt app-channel CReq/CRes with the CEKs in this key log (read as it grows)"),
-        .option("decrypt", "substitute|none", help: "substitute: decrypt the app channel actively, with 3dstape's test DS identity (see 'ca export --ds')"),
-        .option("ds-cert", "PEM", help: "with --decrypt substitute: the real DS encryption certificate deviceData is re-encrypted for"),
-        .option("ds-root", "PEM", help: "with --decrypt substitute: the real DS root(s) acsSignedContent must chain to"),
-        .option("ds-id", "ID", help: "with --decrypt substitute: the real directoryServerID (for an EC DS key; default A999999999)"),
-        .option("upstream-timeout", "SECONDS", help: "answer 504 when the upstream takes longer (default 60)"),
-        .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
-        .option("idle-timeout", "SECONDS", help: "close idle keep-alive client connections (default 120)"),
-        .option("max-body", "BYTES", help: "largest request or response body (default 16777216, at most 512MiB); larger is 413"),
-        .option("max-session-size", "SIZE", help: "stop recording when the session file reaches SIZE (e.g. 512MiB); traffic keeps flowing, as on a full disk"),
-        .flag("quiet", help: "print only the summary"),
-        .flag("json-lines", help: "print each exchange as one JSON line"),
+        listen.spec, session.spec, reverse.spec, upstreamCA.spec, insecureUpstream.spec, clientCert.spec, clientKey.spec, passThrough.spec,
+        intercept.spec, label.spec, noMask.spec, keylog.spec, decrypt.spec, dsCert.spec, dsRoot.spec, dsID.spec, upstreamTimeout.spec,
+        headerTimeout.spec, idleTimeout.spec, maxBody.spec, maxSessionSize.spec, quiet.spec, jsonLines.spec,
     ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        let listens = try args.listenAddresses(default: "127.0.0.1:8080")
+        let listens = try args.listenAddresses(Self.listen, default: "127.0.0.1:8080")
         let authorization = try args.listenAuthorization(listens) // before anything is created
+        let sessionPath = try args.value(Self.session) ?? defaultSessionPath()
+        try refuseExisting(sessionPath, "\(sessionPath) already exists; choose another --session or remove it") // before the CA is made
         let mode: ProxyConfiguration.Mode
-        if let r = args.value("reverse") {
-            guard let u = UpstreamURL(r) else { throw InvalidArguments("--reverse \(r): expected http://host[:port] or https://host[:port]") }
+        if let u = try args.value(Self.reverse) {
             mode = .reverse(u)
         } else {
             mode = .forward
         }
         var roots: [Certificate]? = nil
-        if let path = args.value("upstream-ca") { roots = try Certificate.parseAll(try readInput(path)) }
+        if let path = try args.value(Self.upstreamCA) { roots = try Certificate.parseAll(try readInput(path)) }
         var clientCert: Certificate?, clientKey: PrivateKey?
-        switch (args.value("client-cert"), args.value("client-key")) {
+        switch (try args.value(Self.clientCert), try args.value(Self.clientKey)) {
         case let (c?, k?):
             clientCert = try Certificate(pemOrDER: try readInput(c))
             clientKey = try PrivateKey(pemOrDER: try readInput(k))
         case (nil, nil): break
         default: throw InvalidArguments("--client-cert and --client-key go together")
         }
-        let upstreamTLS = try TLSContext(clientRoots: roots, verify: !args.has("insecure-upstream"),
+        let upstreamTLS = try TLSContext(clientRoots: roots, verify: !args.has(Self.insecureUpstream),
                                          clientCertificate: clientCert, clientKey: clientKey)
         var intercept: TLSContext?
         var caFingerprint: String?
@@ -78,41 +94,36 @@ struct RecordCommand: Command {
         config.authorization = authorization
         config.maxConnections = try args.maxConnections()
         config.maxBufferedBytes = try args.maxBuffered()
-        config.mask = !args.has("no-mask")
-        config.routing = try args.hostRouting()
+        config.mask = !args.has(Self.noMask)
+        config.routing = try args.hostRouting(passThrough: Self.passThrough, intercept: Self.intercept)
         if !config.routing.interceptsEverything, case .reverse = mode {
             throw InvalidArguments("--pass-through and --intercept choose among CONNECT targets: they need forward mode (no --reverse)")
         }
-        if let t = try args.seconds("upstream-timeout") { config.upstreamTimeout = t }
-        if let t = try args.seconds("header-timeout") { config.headerTimeout = t }
-        if let t = try args.seconds("idle-timeout") { config.idleTimeout = t }
-        let maxSessionBytes = try args.byteSize("max-session-size", within: (64 << 10)...(16 << 40))
-        // A body is held in memory whole and stored as one SQLite value: at most 512MiB.
-        if let n = try args.byteSize("max-body", within: 1...(512 << 20)) { config.limits.maxBodyBytes = n }
+        if let t = try args.value(Self.upstreamTimeout) { config.upstreamTimeout = t }
+        if let t = try args.value(Self.headerTimeout) { config.headerTimeout = t }
+        if let t = try args.value(Self.idleTimeout) { config.idleTimeout = t }
+        let maxSessionBytes = try args.value(Self.maxSessionSize)
+        if let n = try args.value(Self.maxBody) { config.limits.maxBodyBytes = n }
 
-        let sessionPath = args.value("session") ?? defaultSessionPath()
         let created = ISO8601DateFormatter().string(from: Date())
         var meta: [(String, String)] = [("created_at", created), ("mode", config.modeName), ("tool_version", version),
                                         ("listen", listens.map(\.description).joined(separator: ",")),
                                         ("masked", config.mask ? "yes" : "no")]
-        if let n = args.value("name") { meta.append(("label", n)) }
+        if let n = try args.value(Self.label) { meta.append(("label", n)) }
         if case let .reverse(u) = mode { meta.append(("upstream", u.description)) }
-        let live = LiveView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines), colour: io.colour)
+        let live = LiveView(mode: args.has(Self.jsonLines) ? .jsonLines : (args.has(Self.quiet) ? .quiet : .lines), colour: io.colour)
         let tally = MessageTally()
-        var keys = args.value("keylog").map { KeyLogFile(path: $0) as any ChannelKeySource }
-        switch args.value("decrypt") ?? "none" {
-        case "none": break
-        case "substitute":
-            guard let certPath = args.value("ds-cert"), let rootPath = args.value("ds-root") else {
+        var keys = try args.value(Self.keylog).map { KeyLogFile(path: $0) as any ChannelKeySource }
+        if try args.value(Self.decrypt, default: false) {
+            guard let certPath = try args.value(Self.dsCert), let rootPath = try args.value(Self.dsRoot) else {
                 throw InvalidArguments("--decrypt substitute needs --ds-cert PEM and --ds-root PEM (the real DS's)")
             }
             let upstream = UpstreamDS(encryptionCertificate: try Certificate(pemOrDER: try readInput(certPath)),
-                                      directoryServerID: args.value("ds-id") ?? SandboxKeys.directoryServerID,
+                                      directoryServerID: try args.value(Self.dsID) ?? SandboxKeys.directoryServerID,
                                       roots: try Certificate.parseAll(try readInput(rootPath)))
             let sub = KeySubstitution(identity: substitutionIdentity(try substitutionKeys()), upstream: upstream)
             config.substitution = sub
             keys = sub
-        case let other: throw InvalidArguments("--decrypt \(other): expected substitute or none")
         }
         let writer = try SessionWriter(path: sessionPath, meta: meta, keys: keys, maxBytes: maxSessionBytes, onProblem: { problem in
             StandardStreams.err(Data("3dstape: record: \(TerminalText.escaped(problem))\n".utf8))

@@ -3,6 +3,7 @@ import TapArguments
 import TapCore
 import TapCrypto
 import TapEMV
+import TapJOSE
 import TapNet
 import TapProxy
 import TapReplay
@@ -12,52 +13,99 @@ import TapStore
 /// `3dstape replay`: serves a recorded session as its servers, deterministically, with timing control.
 struct ReplayCommand: Command {
     let name = "replay"
+    let usesUserKeys = true
     let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
     let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
         + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--pass-through PATTERN...] [--repeat last|cycle|miss] [--ignore-field NAME]... "
         + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME [--partial]] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
     let maxPositionals = 1
+    static let listen = Option("listen", "HOST:PORT", HostPortValue(), repeatable: true,
+                               help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients")
+    static let tls = Flag("tls", help: "serve HTTPS to direct clients (leaf from 3dstape's CA, as for intercepted CONNECT)")
+    /// Without a trailing slash.
+    static let publicURL = Option("public-url", "URL", CustomValue { (u, o) throws(InvalidArguments) in
+        guard HTTPURL(u) != nil else { throw InvalidArguments("--\(o) \(u): expected http(s)://host[:port]") }
+        return u.hasSuffix("/") ? String(u.dropLast()) : u
+    }, help: "the replayer's address written into acsURL and similar fields (default: the address a direct client used)")
+    // Every number in the timing options is checked, with its range, before anything starts (exit status 2).
+    static let timing = Option("timing", "MODE", CustomValue { (t, o) throws(InvalidArguments) in
+        do { return try TimingMode.read(t) } catch { throw InvalidArguments("--\(o) \(t): \(error)") }
+    }, help: "original (default: each answer after its recorded wait), none, scale:F, fixed:DURATION")
+    static let jitter = Option("jitter", "DIST", CustomValue { (j, o) throws(InvalidArguments) in
+        do { return try Jitter.read(j) } catch { throw InvalidArguments("--\(o) \(j): \(error)") }
+    }, help: "added on top: uniform:MIN-MAX or lognormal:MEDIAN,SIGMA[,MAX], drawn from --seed")
+    static let seed = Option("seed", "N", SeedValue(), help: "seed for jitter and fresh IDs (default 0): the same seed gives the same schedule")
+    static let delay = Option("delay", "MATCH=DURATION", CustomValue { (text, o) throws(InvalidArguments) in
+        do { return try DelayRule.read(text) } catch { throw InvalidArguments("--\(o) \(text): \(error)") }
+    }, repeatable: true, help: "per message: ARes=2s, CRes#2=500ms, exchange:7=1s, path:/acs/challenge=250ms")
+    static let onMiss = Option("on-miss", "404|erro|forward:URL", CustomValue { (v, o) throws(InvalidArguments) -> MissAnswer in
+        switch v {
+        case "404": return .notFound
+        case "erro": return .erro
+        case let v where v.hasPrefix("forward:"):
+            let url = String(v.dropFirst(8))
+            guard HTTPURL(url) != nil else { throw InvalidArguments("--\(o) \(v): expected forward:http(s)://host[:port]") }
+            return .forward(url)
+        case let v: throw InvalidArguments("--\(o) \(v): expected 404, erro or forward:URL")
+        }
+    }, default: .notFound, help: "answer to a request nothing matches (default 404 with the closest exchanges)")
+    static let passThrough = Option("pass-through", "PATTERN", HostPatternsValue(), variadic: true,
+                                    help: "proxy clients reach these hosts live (host, *.domain, * or [v6], each with an optional :port): "
+                                        + "a CONNECT is tunnelled untouched, a plain-HTTP request forwarded; both recorded")
+    static let repeatMode = Option("repeat", "last|cycle|miss", ChoiceValue<RepeatMode>(refusal: { "--\($0) \($1): expected last, cycle or miss" }),
+                                   help: "when identical requests outnumber their recordings (default last)")
+    static let ignoreField = Option("ignore-field", "NAME", TextValue(), repeatable: true, help: "a JSON field ignored when matching non-3DS bodies")
+    static let sign = Option("sign", "PS256|ES256", signingChoice, default: .ps256,
+                             help: "acsSignedContent algorithm for fresh app-channel keys (default PS256)")
+    static let fault = Option("fault", "MATCH=ACTION[@P]", CustomValue { (text, _) throws(InvalidArguments) -> FaultRule in
+        do { return try FaultRule.parse(text) } catch { throw InvalidArguments("\(error)") }
+    }, repeatable: true, help: "inject a fault: MATCH as for --delay; ACTION hang, reset, close, dribble:D, delay:D, "
+        + "status:CODE, truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
+        + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D, acs-timeout; on gateway answers (path:/pxp/…, path:/tp/jwt/) "
+        + "pxp-error:CODE, pxp-state:STATE, sca-exemption:NAME, auth-refused, auth-failed, tp-errorcode:REQUESTTYPE=CODE[/FIELD], "
+        + "jwt-bad-signature; P a probability drawn from --seed")
+    /// The scenario's name, once known to exist.
+    static let scenario = Option("scenario", "NAME", CustomValue { (name, o) throws(InvalidArguments) -> String in
+        guard ReplayScenario.named(name) != nil else { throw InvalidArguments("--\(o) \(name): no such scenario; '3dstape scenarios' lists them") }
+        return name
+    }, help: "apply a named failure scenario ('3dstape scenarios' lists them)")
+    static let partial = Flag("partial", help: "with --scenario: apply the scenario's rules that can apply to this session and list the others")
+    static let faults = Option("faults", "FILE", PathValue(),
+                               help: "fault rules as JSON: [{\"match\": \"CRes#1\", \"action\": \"bad-counter\", \"probability\": 1, \"description\": \"…\"}]")
+    static let jwtSecret = Option("jwt-secret", "S", CustomValue { (secret, o) throws(InvalidArguments) in
+        guard !secret.isEmpty else { throw InvalidArguments("--\(o): expected a non-empty secret") }
+        return secret
+    }, help: "the HS256 secret a faulted Trust Payments-style answer is signed again with (default: the sandbox's test secret)")
+    static let session = Option("session", "OUT", PathValue(), help: "the replay's own session file (default sessions/replay-<time>.3dstape)")
+    static let headerTimeout = Option("header-timeout", "SECONDS", DurationValue.timeout, default: 30,
+                                      help: "answer 408 when a started request is not complete in time (default 30)")
+    static let idleTimeout = Option("idle-timeout", "SECONDS", DurationValue.timeout, default: 120, help: "close idle keep-alive connections (default 120)")
+    static let quiet = Flag("quiet", help: "print only the summary")
+    static let jsonLines = Flag("json-lines", help: "print each exchange as one JSON line")
+
+    /// `PS256` or `ES256` in any case, as `--sign` takes it (replay and sandbox).
+    static let signingChoice = ChoiceValue<SignatureAlgorithm>([("PS256", .ps256), ("ES256", .es256)], normalise: { $0.uppercased() },
+                                                               refusal: { "--\($0) \($1): expected PS256 or ES256" })
+
     let options: [OptionSpec] = [
-        .option("listen", "HOST:PORT", repeatable: true, help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients"),
-        .flag("tls", help: "serve HTTPS to direct clients (leaf from 3dstape's CA, as for intercepted CONNECT)"),
-        .option("public-url", "URL", help: "the replayer's address written into acsURL and similar fields (default: the address a direct client used)"),
-        .option("timing", "MODE", help: "original (default: each answer after its recorded wait), none, scale:F, fixed:DURATION"),
-        .option("jitter", "DIST", help: "added on top: uniform:MIN-MAX or lognormal:MEDIAN,SIGMA[,MAX], drawn from --seed"),
-        .option("seed", "N", help: "seed for jitter and fresh IDs (default 0): the same seed gives the same schedule"),
-        .option("delay", "MATCH=DURATION", repeatable: true, help: "per message: ARes=2s, CRes#2=500ms, exchange:7=1s, path:/acs/challenge=250ms"),
-        .option("on-miss", "404|erro|forward:URL", help: "answer to a request nothing matches (default 404 with the closest exchanges)"),
-        .variadic("pass-through", "PATTERN", help: "proxy clients reach these hosts live (host, *.domain, * or [v6], each with an optional :port): "
-                  + "a CONNECT is tunnelled untouched, a plain-HTTP request forwarded; both recorded"),
-        .option("repeat", "last|cycle|miss", help: "when identical requests outnumber their recordings (default last)"),
-        .option("ignore-field", "NAME", repeatable: true, help: "a JSON field ignored when matching non-3DS bodies"),
-        .option("sign", "PS256|ES256", help: "acsSignedContent algorithm for fresh app-channel keys (default PS256)"),
-        .option("fault", "MATCH=ACTION[@P]", repeatable: true, help: "inject a fault: MATCH as for --delay; ACTION hang, reset, close, dribble:D, delay:D, "
-                + "status:CODE, truncate:BYTES, malformed, erro:CODE, trans-status:X, challenge-cancel:NN, bad-signature, untrusted-signer, "
-                + "wrong-ephemeral-key, bad-counter, wrong-key, drop-rreq, rreq-delay:D, acs-timeout; on gateway answers (path:/pxp/…, path:/tp/jwt/) "
-                + "pxp-error:CODE, pxp-state:STATE, sca-exemption:NAME, auth-refused, auth-failed, tp-errorcode:REQUESTTYPE=CODE[/FIELD], "
-                + "jwt-bad-signature; P a probability drawn from --seed"),
-        .option("scenario", "NAME", help: "apply a named failure scenario ('3dstape scenarios' lists them)"),
-        .flag("partial", help: "with --scenario: apply the scenario's rules that can apply to this session and list the others"),
-        .option("faults", "FILE", help: "fault rules as JSON: [{\"match\": \"CRes#1\", \"action\": \"bad-counter\", \"probability\": 1, \"description\": \"…\"}]"),
-        .option("jwt-secret", "S", help: "the HS256 secret a faulted Trust Payments-style answer is signed again with (default: the sandbox's test secret)"),
-        .option("session", "OUT", help: "the replay's own session file (default sessions/replay-<time>.3dstape)"),
-        .option("header-timeout", "SECONDS", help: "answer 408 when a started request is not complete in time (default 30)"),
-        .option("idle-timeout", "SECONDS", help: "close idle keep-alive connections (default 120)"),
-        .flag("quiet", help: "print only the summary"),
-        .flag("json-lines", help: "print each exchange as one JSON line"),
+        listen.spec, tls.spec, publicURL.spec, timing.spec, jitter.spec, seed.spec, delay.spec, onMiss.spec, passThrough.spec, repeatMode.spec,
+        ignoreField.spec, sign.spec, fault.spec, scenario.spec, partial.spec, faults.spec, jwtSecret.spec, session.spec, headerTimeout.spec,
+        idleTimeout.spec, quiet.spec, jsonLines.spec,
     ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
         var options = try ReplayCommand.options(args)
-        let passThrough = try args.hostPatterns("pass-through") // refused (exit 2) before anything starts
-        let headerTimeout = try args.seconds("header-timeout") ?? 30, idleTimeout = try args.seconds("idle-timeout") ?? 120
+        let passThrough = try args.all(Self.passThrough).flatMap { $0 }
+        let headerTimeout = try args.value(Self.headerTimeout, default: 30), idleTimeout = try args.value(Self.idleTimeout, default: 120)
         let maxConnections = try args.maxConnections(), maxBuffered = try args.maxBuffered()
+        let out = try args.value(Self.session) ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
+        try refuseExisting(out, "\(out) already exists; choose another --session or remove it") // before the session is read
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
         let coverage = RuleCoverage(catalog)
         let notApplied = try ReplayCommand.scenarioPart(args, &options, coverage)
-        for line in notApplied { io.err("3dstape: replay: --scenario \(args.value("scenario") ?? "") --partial leaves out \(TerminalText.escaped(line))") }
+        for line in notApplied { io.err("3dstape: replay: --scenario \(try args.value(Self.scenario) ?? "") --partial leaves out \(TerminalText.escaped(line))") }
         let faultProblems = ReplayFaults.problems(options.faults, delays: options.schedule.rules, coverage: coverage)
         if !faultProblems.isEmpty { throw InvalidArguments(faultProblems.joined(separator: "\n  ")) } // the first few, then a count
         let problems = catalog.undecryptedProblems()
@@ -65,12 +113,11 @@ struct ReplayCommand: Command {
             for p in problems { io.err("3dstape: replay: \(TerminalText.escaped(p))") }
             throw CommandFailure("\(problems.count) transaction(s) cannot be replayed with fresh keys until their app channel is decrypted")
         }
-        let listens = try args.listenAddresses(default: "127.0.0.1:8080")
+        let listens = try args.listenAddresses(Self.listen, default: "127.0.0.1:8080")
         let authorization = try args.listenAuthorization(listens)
-        let identity = try ReplayCommand.acsIdentity(args.value("sign"))
+        let identity = try ReplayCommand.acsIdentity(try args.value(Self.sign))
         let engine = ReplayEngine(catalog: catalog, options: options, identity: identity)
-        let out = args.value("session") ?? "sessions/replay-\(ReplayCommand.stamp()).3dstape"
-        let scenarioMeta = args.value("scenario").map { [("scenario", $0)] } ?? []
+        let scenarioMeta = try args.value(Self.scenario).map { [("scenario", $0)] } ?? []
         let partialMeta = notApplied.isEmpty ? [] : [("scenario_not_applied", notApplied.joined(separator: "\n"))]
         let writer = try SessionWriter(path: out, meta: SessionWriter.replayMeta(of: path)
                                            + [("seed", String(options.schedule.seed)), ("tool_version", version)] + scenarioMeta + partialMeta,
@@ -79,10 +126,10 @@ struct ReplayCommand: Command {
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))
         let stack = try ServiceStack.foreground()
-        let view = ReplayView(mode: args.has("json-lines") ? .jsonLines : (args.has("quiet") ? .quiet : .lines))
+        let view = ReplayView(mode: args.has(Self.jsonLines) ? .jsonLines : (args.has(Self.quiet) ? .quiet : .lines))
         let replayer = Replayer(loop: stack.loop, engine: engine, writer: writer, outgoingTLS: try TLSContext(clientRoots: nil), report: view.print)
         replayer.passThrough = passThrough
-        let tls = args.has("tls")
+        let tls = args.has(Self.tls)
         var bound: [HostPort] = []
         do {
             for l in listens {
@@ -113,15 +160,15 @@ struct ReplayCommand: Command {
     /// The scenario's rules that cannot apply to this session: refused (exit 2) with a line for each and the offer of
     /// `--partial`, or with `--partial` taken out of `options` and returned (`RULE: reason`, one each) for the session meta.
     static func scenarioPart(_ args: ParsedArguments, _ options: inout ReplayOptions, _ coverage: RuleCoverage) throws -> [String] {
-        guard let name = args.value("scenario"), let scenario = ReplayScenario.named(name) else {
-            if args.has("partial") { throw InvalidArguments("--partial goes with --scenario NAME") }
+        guard let name = try args.value(Self.scenario), let scenario = ReplayScenario.named(name) else {
+            if args.has(Self.partial) { throw InvalidArguments("--partial goes with --scenario NAME") }
             return []
         }
         let (applicable, notApplicable) = try scenario.applicability(to: coverage)
         guard !notApplicable.isEmpty else { return [] }
         let lines = notApplicable.map { "--scenario \(name): rule \($0.rule) cannot apply: \($0.reason)" }
         guard !applicable.isEmpty else { throw InvalidArguments((lines + ["no rule of scenario \(name) applies to this session"]).joined(separator: "\n  ")) }
-        guard args.has("partial") else {
+        guard args.has(Self.partial) else {
             throw InvalidArguments((lines + ["'--scenario \(name) --partial' applies the rest (\(applicable.map(\.description).joined(separator: ", "))) "
                                              + "and lists what it leaves out"]).joined(separator: "\n  "))
         }
@@ -151,64 +198,30 @@ struct ReplayCommand: Command {
     /// The replay options from the command line, each refused with a clear line when malformed.
     static func options(_ args: ParsedArguments) throws -> ReplayOptions {
         var o = ReplayOptions()
-        // Every number in the timing options is checked here, with its range, before anything starts (exit status 2).
-        if let t = args.value("timing") {
-            do { o.schedule.timing = try TimingMode.read(t) } catch { throw InvalidArguments("--timing \(t): \(error)") }
-        }
-        if let j = args.value("jitter") {
-            do { o.schedule.jitter = try Jitter.read(j) } catch { throw InvalidArguments("--jitter \(j): \(error)") }
-        }
-        o.schedule.rules = try args.all("delay").map { text in
-            do { return try DelayRule.read(text) } catch { throw InvalidArguments("--delay \(text): \(error)") }
-        }
-        if let n = try args.seed() {
-            o.schedule.seed = n
-        }
-        switch args.value("on-miss") ?? "404" {
-        case "404": o.onMiss = .notFound
-        case "erro": o.onMiss = .erro
-        case let v where v.hasPrefix("forward:"):
-            let url = String(v.dropFirst(8))
-            guard HTTPURL(url) != nil else { throw InvalidArguments("--on-miss \(v): expected forward:http(s)://host[:port]") }
-            o.onMiss = .forward(url)
-        case let v: throw InvalidArguments("--on-miss \(v): expected 404, erro or forward:URL")
-        }
-        if let r = args.value("repeat") {
-            guard let m = RepeatMode(rawValue: r) else { throw InvalidArguments("--repeat \(r): expected last, cycle or miss") }
-            o.repeatMode = m
-        }
-        o.ignoreFields = Set(args.all("ignore-field"))
-        if let secret = args.value("jwt-secret") {
-            guard !secret.isEmpty else { throw InvalidArguments("--jwt-secret: expected a non-empty secret") }
-            o.jwtSecret = secret
-        }
+        if let t = try args.value(Self.timing) { o.schedule.timing = t }
+        if let j = try args.value(Self.jitter) { o.schedule.jitter = j }
+        o.schedule.rules = try args.all(Self.delay)
+        if let n = try args.value(Self.seed) { o.schedule.seed = n }
+        o.onMiss = try args.value(Self.onMiss, default: .notFound)
+        if let m = try args.value(Self.repeatMode) { o.repeatMode = m }
+        o.ignoreFields = Set(try args.all(Self.ignoreField))
+        if let secret = try args.value(Self.jwtSecret) { o.jwtSecret = secret }
+        o.faults = try args.all(Self.fault)
         do {
-            o.faults = try args.all("fault").map { (text) throws(ReplayError) in try FaultRule.parse(text) }
-            if let file = args.value("faults") { o.faults += try FaultRule.parseFile(try readInput(file), name: file) }
-            if let name = args.value("scenario") {
-                guard let scenario = ReplayScenario.named(name) else {
-                    throw InvalidArguments("--scenario \(name): no such scenario; '3dstape scenarios' lists them")
-                }
-                o.faults += try scenario.faultRules()
-            }
+            if let file = try args.value(Self.faults) { o.faults += try FaultRule.parseFile(try readInput(file), name: file) }
+            if let name = try args.value(Self.scenario), let scenario = ReplayScenario.named(name) { o.faults += try scenario.faultRules() }
         } catch let e as ReplayError {
             throw InvalidArguments(e.description)
         }
-        if let u = args.value("public-url") {
-            guard HTTPURL(u) != nil else { throw InvalidArguments("--public-url \(u): expected http(s)://host[:port]") }
-            o.publicURL = u.hasSuffix("/") ? String(u.dropLast()) : u
-        }
+        if let u = try args.value(Self.publicURL) { o.publicURL = u }
         return o
     }
 
     /// 3dstape's ACS certificate under the test DS root that `ca export --ds` hands out.
-    static func acsIdentity(_ sign: String?) throws -> ReplayACSIdentity {
+    static func acsIdentity(_ sign: SignatureAlgorithm?) throws -> ReplayACSIdentity {
         let keys = try substitutionKeys()
-        switch (sign ?? "PS256").uppercased() {
-        case "PS256": return ReplayACSIdentity(key: keys.acsRSA.key, certificate: keys.acsRSA.cert, signing: .ps256)
-        case "ES256": return ReplayACSIdentity(key: keys.acsEC.key, certificate: keys.acsEC.cert, signing: .es256)
-        case let other: throw InvalidArguments("--sign \(other): expected PS256 or ES256")
-        }
+        if sign == .es256 { return ReplayACSIdentity(key: keys.acsEC.key, certificate: keys.acsEC.cert, signing: .es256) }
+        return ReplayACSIdentity(key: keys.acsRSA.key, certificate: keys.acsRSA.cert, signing: .ps256)
     }
 }
 
@@ -249,10 +262,11 @@ struct ScenariosCommand: Command {
     let abstract = "List the named 3DS failure scenarios for 'replay --scenario' (rules, expected behaviour, what SDKs show)"
     let usage = "3dstape scenarios [--json]"
     let maxPositionals = 0
-    let options: [OptionSpec] = [.flag("json", help: "print a JSON array")]
+    static let json = Flag("json", help: "print a JSON array")
+    let options: [OptionSpec] = [json.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(JSON.array(ReplayScenario.all.map { s in
                 .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
                          ("expected", .string(s.expected)), ("expectation", .array(s.expectation.map(\.json))),

@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import TapArguments
 import TapCore
 
 /// The directory a command writes its report into (`check --report`, `timeouts --report`): one that holds no earlier

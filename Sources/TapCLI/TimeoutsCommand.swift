@@ -9,24 +9,30 @@ import TapStore
 /// `3dstape timeouts`: sweeps the delay of one message across replays and finds when the client gives up.
 struct TimeoutsCommand: Command {
     let name = "timeouts"
+    let usesUserKeys = true
+    let runsACommand = true
     let abstract = "Sweep the delay of one message over replays of a session and find when a client gives up"
     let usage = "3dstape timeouts SESSION --message MATCH [--from DURATION] [--to DURATION] [--step DURATION | --bisect] [--runs N] "
         + "[--report DIR] [--json] [--listen HOST:PORT] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
     let maxPositionals = 256
-    let options: [OptionSpec] = [
-        .option("message", "MATCH", help: "the answer to delay, as for replay --delay: CRes, CRes#2, ARes, exchange:7, path:/acs/challenge"),
-        .option("from", "DURATION", help: "the first delay (default 0s)"),
-        .option("to", "DURATION", help: "the last delay (default 10s)"),
-        .option("step", "DURATION", help: "the step between delays (default (to - from) / 10)"),
-        .flag("bisect", help: "bisect between --from and --to to the threshold, to 100 ms"),
-        .option("runs", "N", help: "runs per delay (default 1); the outcome is the most frequent one"),
-        .option("report", "DIR", help: "write the replay sessions, report.json and index.html (an SVG chart) there"),
-        .option("seed", "N", help: "the replay seed (default 0)"),
-        .option("command-timeout", "SECONDS", help: "end a run's command, with its process group, after this long (default: the delay + 60 s)"),
-        .flag("json", help: "print the result as JSON"),
-        .option("listen", "HOST:PORT", help: "the in-process replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)"),
-        .flag("allow-remote", help: "let --listen be an address other machines can reach"),
-    ]
+    static let message = Option("message", "MATCH", TextValue(),
+                                help: "the answer to delay, as for replay --delay: CRes, CRes#2, ARes, exchange:7, path:/acs/challenge")
+    // Delays from 0 to 24 hours; steps from 1 ms (the sweep rounds each delay to the millisecond), at most 1,000 delays.
+    static let from = Option("from", "DURATION", DurationValue.anyWait, default: 0, help: "the first delay (default 0s)")
+    static let to = Option("to", "DURATION", DurationValue.anyWait, default: 10, help: "the last delay (default 10s)")
+    static let step = Option("step", "DURATION", DurationValue(0.001...CheckedDuration.maximum), help: "the step between delays (default (to - from) / 10)")
+    static let bisect = Flag("bisect", help: "bisect between --from and --to to the threshold, to 100 ms")
+    static let runs = Option("runs", "N", WholeNumberValue(1...100), default: 1, help: "runs per delay (default 1); the outcome is the most frequent one")
+    static let report = Option("report", "DIR", PathValue(), help: "write the replay sessions, report.json and index.html (an SVG chart) there")
+    static let seed = Option("seed", "N", SeedValue(), default: 0, help: "the replay seed (default 0)")
+    static let commandTimeout = Option("command-timeout", "SECONDS", DurationValue.timeout,
+                                       help: "end a run's command, with its process group, after this long (default: the delay + 60 s)")
+    static let json = Flag("json", help: "print the result as JSON")
+    static let listen = Option("listen", "HOST:PORT", HostPortValue(),
+                               help: "the in-process replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)")
+    static let allowRemote = Flag("allow-remote", help: "let --listen be an address other machines can reach")
+    let options: [OptionSpec] = [message.spec, from.spec, to.spec, step.spec, bisect.spec, runs.spec, report.spec, seed.spec, commandTimeout.spec,
+                                 json.spec, listen.spec, allowRemote.spec]
 
     /// The most delays one sweep tries (each is a replay and a run of the command).
     static let mostDelays = 1000
@@ -75,22 +81,21 @@ struct TimeoutsCommand: Command {
         guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
         let command = Array(args.positionals.dropFirst())
         guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
-        guard let matchText = args.value("message"), let match = DelayRule.Match.parse(matchText) else {
+        guard let matchText = try args.value(Self.message), let match = DelayRule.Match.parse(matchText) else {
             throw InvalidArguments("--message MATCH is required: CRes, CRes#2, ARes, exchange:7 or path:/p")
         }
-        // Delays from 0 to 24 hours; steps from 1 ms (the sweep rounds each delay to the millisecond), at most 1,000 delays.
-        let from = try args.duration("from") ?? 0, to = try args.duration("to") ?? 10
+        let from = try args.value(Self.from, default: 0), to = try args.value(Self.to, default: 10)
         guard to > from else { throw InvalidArguments("--to must be after --from") }
-        if args.has("bisect"), args.value("step") != nil { throw InvalidArguments("--step and --bisect: give one or the other") }
-        let step = try args.duration("step", within: 0.001...CheckedDuration.maximum) ?? max(0.001, (to - from) / 10)
-        guard args.has("bisect") || (to - from) / step < Double(TimeoutsCommand.mostDelays) else {
+        if args.has(Self.bisect), args.given(Self.step) { throw InvalidArguments("--step and --bisect: give one or the other") }
+        let step = try args.value(Self.step) ?? max(0.001, (to - from) / 10)
+        guard args.has(Self.bisect) || (to - from) / step < Double(TimeoutsCommand.mostDelays) else {
             throw InvalidArguments("--step \(ReplayFaults.describe(step)) from \(ReplayFaults.describe(from)) to \(ReplayFaults.describe(to)) "
                                    + "makes more than \(TimeoutsCommand.mostDelays) delays; take a larger step or --bisect")
         }
-        let commandTimeout = try args.seconds("command-timeout")
-        let runs = try args.count("runs", default: 1, within: 1...100)
-        let seed = try args.seed() ?? 0
-        let listen = try args.singleListenAddress("listen", default: "127.0.0.1:0",
+        let commandTimeout = try args.value(Self.commandTimeout)
+        let runs = try args.value(Self.runs, default: 1)
+        let seed = try args.value(Self.seed, default: 0)
+        let listen = try args.singleListenAddress(Self.listen, default: "127.0.0.1:0",
                                                   remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there")
         // A command that cannot start is refused before any replay (exit 2), not swept as "no delay tried".
         do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
@@ -100,7 +105,7 @@ struct TimeoutsCommand: Command {
         if let problem = ReplayFaults.problems([], delays: [DelayRule(match: match, seconds: 1)], catalog: catalog).first {
             throw InvalidArguments(problem.replacingOccurrences(of: "--delay \(match)=1s", with: "--message \(matchText)"))
         }
-        let report = try ReportDirectory.create(args.value("report"), defaultStem: "sessions/timeouts-\(ReplayCommand.stamp())")
+        let report = try ReportDirectory.create(try args.value(Self.report), defaultStem: "sessions/timeouts-\(ReplayCommand.stamp())")
         let identity = try ReplayCommand.acsIdentity(nil)
         // Ctrl-C or SIGTERM stops the sweep: the command's group is ended, the report of the runs so far written, and
         // the exit status is 130 or 143.
@@ -125,7 +130,7 @@ struct TimeoutsCommand: Command {
             return Dictionary(grouping: outcomes, by: { $0 }).max { $0.value.count < $1.value.count }!.key
         }
         var bracket: (waited: Double, gaveUp: Double)?
-        if args.has("bisect") {
+        if args.has(Self.bisect) {
             var lo = from, hi = to
             let a = try sweep(lo), b = try sweep(hi)
             if a == "waited", b == "gave up" {
@@ -166,7 +171,7 @@ struct TimeoutsCommand: Command {
                    + "; its output: \(TerminalText.escaped(log))")
         }
         let status = interrupted?.exitStatus ?? (neverReached ? 1 : 0)
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(json)
             return status
         }

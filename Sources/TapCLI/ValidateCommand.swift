@@ -11,20 +11,19 @@ struct ValidateCommand: Command {
     let abstract = "Check every 3DS message of a session against its version's rules (2.1.0, 2.2.0, 2.3.1); exit 1 on errors"
     let usage = "3dstape validate SESSION [--json] [--rules]"
     let maxPositionals = 1
-    let options: [OptionSpec] = [
-        .flag("json", help: "print the findings as a JSON array"),
-        .flag("rules", help: "list the rules instead (element rules by message, then the rules across a transaction)"),
-    ]
+    static let json = Flag("json", help: "print the findings as a JSON array")
+    static let rules = Flag("rules", help: "list the rules instead (element rules by message, then the rules across a transaction)")
+    let options: [OptionSpec] = [json.spec, rules.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        if args.has("rules") { printRules(io); return 0 }
+        if args.has(Self.rules) { printRules(io); return 0 }
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         let reader = try SessionReader(path: path)
         let exchanges = try reader.exchanges()
         let transactions = ThreeDSTransaction.group(exchanges)
         let findings = Validator.validate(transactions: transactions)
         let errors = findings.filter { $0.severity == .error }.count
-        if args.has("json") {
+        if args.has(Self.json) {
             io.json(JSON.array(findings.map(\.json)))
         } else {
             let messages = transactions.reduce(0) { $0 + $1.messages.count }

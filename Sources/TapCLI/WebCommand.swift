@@ -12,14 +12,13 @@ struct WebCommand: Command {
     let abstract = "Browse sessions in a web page: timeline waterfall, decrypted 3DS messages, sequence diagrams, validation, diffs; live while recording"
     let usage = "3dstape web [DIR | SESSION...] [--listen HOST:PORT] [--open] [--allow-remote]"
     let maxPositionals = 64
-    let options: [OptionSpec] = [
-        .option("listen", "HOST:PORT", help: "address to serve on (default 127.0.0.1:8470; port 0 picks a free one)"),
-        .flag("open", help: "open the page in the desktop's browser (xdg-open)"),
-        .flag("allow-remote", help: "serve on an address other machines can reach (the page has no login; sessions hold masked card data)"),
-    ]
+    static let listen = Option("listen", "HOST:PORT", HostPortValue(), help: "address to serve on (default 127.0.0.1:8470; port 0 picks a free one)")
+    static let open = Flag("open", help: "open the page in the desktop's browser (xdg-open)")
+    static let allowRemote = Flag("allow-remote", help: "serve on an address other machines can reach (the page has no login; sessions hold masked card data)")
+    let options: [OptionSpec] = [listen.spec, open.spec, allowRemote.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        let listen = try args.listenAddresses(default: "127.0.0.1:8470")[0]
+        let listen = try args.listenAddresses(Self.listen, default: "127.0.0.1:8470")[0]
         try args.refuseRemote([listen], "the inspector has no login; add --allow-remote to serve there anyway")
         let catalog: SessionCatalog
         do { catalog = try SessionCatalog(paths: args.positionals.isEmpty ? ["sessions"] : args.positionals) } catch {
@@ -35,7 +34,7 @@ struct WebCommand: Command {
         let url = "http://\(host):\(bound.port)/"
         let served = catalog.entries()
         io.out("3dstape web: \(url)  (\(served.count) session\(served.count == 1 ? "" : "s"); read-only; Ctrl-C stops)")
-        if args.has("open") {
+        if args.has(Self.open) {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             p.arguments = ["xdg-open", url]

@@ -3,7 +3,7 @@ import TapArguments
 import TapCore
 import TapProxy
 
-/// The subcommands, in the order `3dstape --help` lists them.
+/// The subcommands, in the order `3dstape --help` lists them: the one table `runMain` dispatches from.
 let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), CheckCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), WebCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), ClientReplayCommand(), CACommand()]
 
 let version = "0.1.0"
@@ -26,41 +26,42 @@ func runMain() -> Int32 {
     var argv = Array(CommandLine.arguments.dropFirst())
     guard let first = argv.first else {
         io.err(topLevelHelp())
-        return 2
+        return ExitStatus.usage
     }
-    if first == "--help" || first == "-h" || first == "help" { io.out(topLevelHelp()); return 0 }
-    if first == "--version" { io.out("3dstape \(version)"); return 0 }
+    if first == "--help" || first == "-h" || first == "help" { io.out(topLevelHelp()); return ExitStatus.ok }
+    if first == "--version" { io.out("3dstape \(version)"); return ExitStatus.ok }
     guard let command = commands.first(where: { $0.name == first }) else {
         io.err("3dstape: unknown command '\(first)'; run '3dstape --help' for the list")
-        return 2
+        return ExitStatus.usage
     }
     argv.removeFirst()
     let ownArguments = argv.prefix { $0 != "--" } // what follows `--` belongs to a command 3dstape runs (timeouts)
-    if ownArguments.contains("--help") || ownArguments.contains("-h") { io.out(commandHelp(command)); return 0 }
+    if ownArguments.contains("--help") || ownArguments.contains("-h") { io.out(commandHelp(command)); return ExitStatus.ok }
     // Commands that use the keys in ~/.3dstape check, once at start, that no other user can read them.
-    if ["record", "replay", "sandbox", "demo", "ca", "timeouts", "check", "client"].contains(command.name) {
+    if command.usesUserKeys {
         for warning in UserHome.resolve().permissionWarnings() { io.err("3dstape: warning: \(warning)") }
     }
     do {
         let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
+        try ArgumentParser.validate(parsed, options: command.options) // every value checked before anything starts
         return try command.run(parsed, io)
     } catch let e as UsageError {
         // One line: what is wrong, and where the options are (a command that runs another wants that one after --).
-        let runsACommand = ["check", "timeouts"].contains(command.name) && !argv.contains("--")
+        let runsACommand = command.runsACommand && !argv.contains("--")
             && e.message.hasPrefix("unknown option")
         io.err("3dstape \(command.name): \(TerminalText.escaped(e.message))"
                + (runsACommand ? "; the command to run goes after --, e.g. -- 3dstape client --ds {url} …" : "; '3dstape \(command.name) --help' lists the options"))
-        return 2
+        return ExitStatus.usage
     } catch let e as InvalidArguments {
         io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
-        return 2
+        return ExitStatus.usage
     } catch let e as CommandFailure {
         io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
-        return 1
+        return ExitStatus.problemFound
     } catch {
         // Messages can quote a session, a HAR file or an argument.
         io.err("3dstape: \(command.name): \(TerminalText.escaped("\(error)", keepingLineBreaks: true))")
-        return 1
+        return ExitStatus.problemFound
     }
 }
 

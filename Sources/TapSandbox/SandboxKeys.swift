@@ -57,16 +57,22 @@ public struct SandboxKeys: Sendable {
         return SandboxKeys(root: root, dsKeys: [.rsa: dsRSA, .ec: dsEC], acsRSA: acsRSA, acsEC: acsEC, tls: tls)
     }
 
+    /// The files `writeClientCertificates` writes.
+    public static let clientCertificateFiles = ["ds-root.pem", "ds-root.der", "ds-cert.pem", "ds.json"]
+
+    /// The refusal naming the first of those files that exists in `directory` (a symlink, even dangling, counts), or nil.
+    public static func existingClientCertificate(in directory: String) -> String? {
+        guard let existing = clientCertificateFiles.first(where: { FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent($0))
+            || (try? FileManager.default.destinationOfSymbolicLink(atPath: (directory as NSString).appendingPathComponent($0))) != nil }) else { return nil }
+        return "\((directory as NSString).appendingPathComponent(existing)) already exists; use --force to replace the files in \(directory)"
+    }
+
     /// Writes what a client must be given: ds-root.pem/.der, ds-cert.pem and ds.json. Files there already are an
     /// error unless `replace` (never followed through a symlink either way).
     public func writeClientCertificates(to directory: String, dsKeyType: DSKeyType, replace: Bool = false) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let ds = dsKeys[dsKeyType]!
-        let names = ["ds-root.pem", "ds-root.der", "ds-cert.pem", "ds.json"]
-        if !replace, let existing = names.first(where: { FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent($0))
-            || (try? FileManager.default.destinationOfSymbolicLink(atPath: (directory as NSString).appendingPathComponent($0))) != nil }) {
-            throw SandboxError("\((directory as NSString).appendingPathComponent(existing)) already exists; use --force to replace the files in \(directory)")
-        }
+        if !replace, let refusal = SandboxKeys.existingClientCertificate(in: directory) { throw SandboxError(refusal) }
         func put(_ name: String, _ data: [UInt8]) throws {
             try SecureFile.create((directory as NSString).appendingPathComponent(name), contents: data, mode: 0o644, replace: replace)
         }

@@ -66,7 +66,7 @@ import TapCore
         #expect(export.status == 0, "\(export.stderr)")
         let mode = (try FileManager.default.attributesOfItem(atPath: har)[.posixPermissions] as? Int) ?? 0
         #expect(mode == 0o600)
-        #expect(try CLIRunner.run(["export", session, "--format", "har", "--out", har]).status == 1) // no overwrite without --force
+        #expect(try CLIRunner.run(["export", session, "--format", "har", "--out", har]).status == 2) // no overwrite without --force: usage (issue 26)
         let imported = dir.appendingPathComponent("imported.3dstape").path
         let r = try CLIRunner.run(["import", har, "--session", imported, "--name", "from HAR"])
         #expect(r.status == 0, "\(r.stderr)")

@@ -1,0 +1,67 @@
+import TapArguments
+import TapCore
+import TapHTTP
+import TapNet
+import TapProxy
+
+/// `HOST:PORT` through `HostPort`, the address syntax every listening option takes (names are resolved when the
+/// command starts its server, by `ParsedArguments.listenAddresses`).
+struct HostPortValue: OptionValueParser {
+    func parse(_ text: String, option: String) throws(InvalidArguments) -> HostPort {
+        guard let hp = HostPort(text) else { throw InvalidArguments("--\(option) \(text): expected HOST:PORT") }
+        return hp
+    }
+}
+
+/// The address of a plain-HTTP forward proxy, `http://host:port`.
+struct ForwardProxyValue: OptionValueParser {
+    func parse(_ text: String, option: String) throws(InvalidArguments) -> HostPort {
+        guard let u = HTTPURL(text), !u.tls else { throw InvalidArguments("--\(option) \(text): expected http://host:port") }
+        return u.address
+    }
+}
+
+/// `USER:PASSWORD` for HTTP Basic; a refusal shows only the first character (the rest may be a password).
+struct AuthorizationValue: OptionValueParser {
+    func parse(_ text: String, option: String) throws(InvalidArguments) -> ClientAuthorization {
+        guard let parsed = ClientAuthorization(text) else { throw InvalidArguments("--\(option) \(text.prefix(1))…: expected USER:PASSWORD") }
+        return parsed
+    }
+}
+
+/// An upstream for reverse mode: `http://host[:port]` or `https://host[:port]`.
+struct UpstreamURLValue: OptionValueParser {
+    func parse(_ text: String, option: String) throws(InvalidArguments) -> UpstreamURL {
+        guard let u = UpstreamURL(text) else { throw InvalidArguments("--\(option) \(text): expected http://host[:port] or https://host[:port]") }
+        return u
+    }
+}
+
+/// A CONNECT target pattern list (`host`, `*.domain`, `*`, `[v6]`, each with an optional `:port`; commas separate
+/// patterns too) through `HostPattern.parse`.
+struct HostPatternsValue: OptionValueParser {
+    func parse(_ text: String, option: String) throws(InvalidArguments) -> [HostPattern] {
+        var out: [HostPattern] = []
+        for piece in text.split(separator: ",", omittingEmptySubsequences: false) {
+            switch HostPattern.parse(String(piece)) {
+            case let .success(p): out.append(p)
+            case let .failure(e): throw InvalidArguments("--\(option): \(e.message)")
+            }
+        }
+        return out
+    }
+}
+
+/// The options every listening command takes for listening beyond loopback, and its connection cap, declared once.
+enum RemoteListening {
+    static let maxConnections = Option("max-connections", "N", WholeNumberValue(1...Int.max, refusal: { "--\($0) \($1): expected a positive number" }),
+                                       default: 1024, help: "connections served at once (default 1024); more get 503 and are closed")
+    /// Request bytes held in memory across all connections (from 1MiB to 64GiB).
+    static let maxBuffered = Option("max-buffered", "SIZE", ByteSizeValue((1 << 20)...(64 << 30)), default: 512 << 20,
+                                    help: "request bytes held in memory across all connections (default 512MiB); past it, 503")
+    static let auth = Option("auth", "USER:PASSWORD", AuthorizationValue(),
+                             help: "require HTTP Basic credentials: Proxy-Authorization from proxy clients (407), Authorization from direct ones (401)")
+    static let allowRemote = Flag("allow-remote", help: "listen on a non-loopback address without --auth")
+
+    static let specs: [OptionSpec] = [maxConnections.spec, maxBuffered.spec, auth.spec, allowRemote.spec]
+}
