@@ -3,10 +3,10 @@ import TapArguments
 import TapCore
 import TapCrypto
 import TapEMV
+import TapIdentity
 import TapNet
 import TapProxy
 import TapReplay
-import TapSandbox
 import TapStore
 
 /// `3dstape replay`: serves a recorded session as its servers, deterministically, with timing control.

@@ -5,6 +5,7 @@ import TapCrypto
 import TapEMV
 import TapHTTP
 import TapHTTPService
+import TapIdentity
 import TapJOSE
 import TapNet
 
@@ -116,7 +117,7 @@ public final class SDKClient {
 
     public init(options: ClientOptions) throws {
         self.options = options
-        let ds = try ClientReplayer.DSIdentity(directory: options.certsDirectory) // the one reader of a --certs directory
+        let ds = try DSIdentity(directory: options.certsDirectory) // the one reader of a --certs directory
         dsID = ds.directoryServerID
         keyID = ds.keyID
         dsCert = ds.certificate

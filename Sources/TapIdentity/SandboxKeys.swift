@@ -65,7 +65,7 @@ public struct SandboxKeys: Sendable {
         let names = ["ds-root.pem", "ds-root.der", "ds-cert.pem", "ds.json"]
         if !replace, let existing = names.first(where: { FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent($0))
             || (try? FileManager.default.destinationOfSymbolicLink(atPath: (directory as NSString).appendingPathComponent($0))) != nil }) {
-            throw SandboxError("\((directory as NSString).appendingPathComponent(existing)) already exists; use --force to replace the files in \(directory)")
+            throw IdentityError("\((directory as NSString).appendingPathComponent(existing)) already exists; use --force to replace the files in \(directory)")
         }
         func put(_ name: String, _ data: [UInt8]) throws {
             try SecureFile.create((directory as NSString).appendingPathComponent(name), contents: data, mode: 0o644, replace: replace)
@@ -104,11 +104,4 @@ struct PEMStore {
         try SecureFile.create(path(name), contents: Array(c.pem.utf8), mode: 0o644)
         return c
     }
-}
-
-/// A sandbox or client failure with a message for the user.
-public struct SandboxError: Error, CustomStringConvertible {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
 }
