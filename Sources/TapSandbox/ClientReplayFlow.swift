@@ -334,7 +334,7 @@ public final class ClientReplayer: Sendable {
         var creq = recorded
         for k in ["threeDSServerTransID", "acsTransID"] { creq = creq.setting(k, to: ares[k] ?? .null) }
         let session = Base64URL.encode(Array("client-replay-\(UUID().uuidString.prefix(8))".utf8))
-        var (page, _) = try post(acsURL, HTMLForm.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
+        var (page, _) = try post(acsURL, FormBody.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
                                  contentType: "application/x-www-form-urlencoded", request: creq, &run)
         for recordedFields in s.browserForms {
             let html = String(decoding: page.body, as: UTF8.self)
@@ -353,7 +353,7 @@ public final class ClientReplayer: Sendable {
                 }
             }
             for (name, value) in live where !fields.contains(where: { $0.0 == name }) && name != "answer" { fields.append((name, value)) }
-            (page, _) = try post(url, HTMLForm.encode(fields), contentType: "application/x-www-form-urlencoded", request: nil, &run)
+            (page, _) = try post(url, FormBody.encode(fields), contentType: "application/x-www-form-urlencoded", request: nil, &run)
         }
         let html = String(decoding: page.body, as: UTF8.self)
         let inputs = HTMLForm.inputs(in: html)
@@ -362,7 +362,7 @@ public final class ClientReplayer: Sendable {
         }
         // As the browser would: the cres to the notificationURL (this replayer's listener; the recording does not tie that post
         // to the transaction, so it is stored, not compared).
-        _ = try post(notify, HTMLForm.encode(inputs), contentType: "application/x-www-form-urlencoded", request: nil, &run)
+        _ = try post(notify, FormBody.encode(inputs), contentType: "application/x-www-form-urlencoded", request: nil, &run)
     }
 
     /// Now in UTC as `yyyyMMddHHmmss`, from the C library (a DateFormatter made per transaction was a tenth of a flow's CPU).
