@@ -39,7 +39,9 @@ let package = Package(
         // eventfd, accept4, prctl), used only by TapNet's Linux backend; _GNU_SOURCE is set in the .c file.
         .target(name: "CLinux", path: "Sources/CLinux"),
 
-        // Pure Swift value types shared by every layer (JSON with key order kept, base64url, hex).
+        // Pure Swift values and helpers shared by every layer: JSON with key order kept (and its one-pass member reader and
+        // templates), base64url, hex, form bodies, HTML escaping and forms, outside numbers checked into integers and durations,
+        // text made safe for terminals and markup, files created without following links (and their locks), locks, system calls.
         .target(name: "TapCore", swiftSettings: strict),
         // The only importer of OpenSSL: hashes, MACs, ciphers, keys, signatures, X.509.
         .target(name: "TapCrypto", dependencies: ["COpenSSL", "TapCore"], swiftSettings: strict),
@@ -56,7 +58,8 @@ let package = Package(
         .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto", "TapCore"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
-        // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.
+        // EMV 3DS model: message kinds and summaries, 3DS messages found in HTTP bodies, masking and card-number redaction,
+        // app-channel crypto (CReq/CRes), acsSignedContent, key logs, `decode`.
         .target(name: "TapEMV", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
         // The per-user directory (~/.3dstape) and the identities kept in it: the interception CA (and the Apple configuration
         // profile that installs it), the test key sets (the sandbox's and key substitution's DS root, DS and ACS keys), and a
@@ -64,7 +67,8 @@ let package = Package(
         .target(name: "TapIdentity", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
         // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
         .target(name: "TapArguments", swiftSettings: strict),
-        // The built-in DS + ACS simulator and the SDK-like client that plays a 3DS SDK and a 3DS Server.
+        // The built-in DS + ACS simulator (with its gateways and test cards), the SDK-like client that plays a 3DS SDK and a
+        // 3DS Server, and client-replay's live side (ClientReplayer: recorded transactions re-sent with fresh IDs and keys).
         .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // Session files: the schema, the single writer, and the reader.
@@ -99,7 +103,7 @@ let package = Package(
         // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
         .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore",
                                                           "TapReplay", "TapNet", "TapCrypto", "TapInspect"]),
-        // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3).
+        // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3; masking).
         .executableTarget(name: "TapBench", dependencies: ["TapStore", "TapEMV", "TapCore"], swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",
