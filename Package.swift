@@ -1,6 +1,15 @@
 // swift-tools-version:6.0
 // 3dstape: record, replay and inspect EMV 3-D Secure 2.x traffic.
-// Layers (each knows only those below it): C bindings → TapCrypto → TapJOSE → TapEMV → CLI.
+// Layers, bottom up: a module uses only modules of a lower layer (tools/testing/layers.py checks the imports against this).
+//   1. C bindings: COpenSSL, CSQLite, CZlib, CLinux, CFuzzDriver
+//   2. values and parsing without I/O: TapCore
+//   3. the C libraries wrapped, HTTP messages, typed command-line options: TapCrypto, TapCompression, TapSQLite, TapHTTP, TapArguments
+//   4. JOSE, network I/O: TapJOSE, TapNet
+//   5. the 3DS model, keys and the per-user directory, HTTP service: TapEMV, TapIdentity, TapHTTPService
+//   6. session files: TapStore
+//   7. the servers and what reads sessions: TapSandbox, TapProxy, TapReplay, TapInspect
+//   8. features made of those: TapWeb, TapCheck, TapClientReplay
+//   9. executables: TapCLI, TapFuzz, TapBench, TapInteropVectors
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -30,7 +39,9 @@ let package = Package(
         // eventfd, accept4, prctl), used only by TapNet's Linux backend; _GNU_SOURCE is set in the .c file.
         .target(name: "CLinux", path: "Sources/CLinux"),
 
-        // Pure Swift value types shared by every layer (JSON with key order kept, base64url, hex).
+        // Pure Swift values and helpers shared by every layer: JSON with key order kept (and its one-pass member reader and
+        // templates), base64url, hex, form bodies, HTML escaping and forms, outside numbers checked into integers and durations,
+        // text made safe for terminals and markup, files created without following links (and their locks), locks, system calls.
         .target(name: "TapCore", swiftSettings: strict),
         // The only importer of OpenSSL: hashes, MACs, ciphers, keys, signatures, X.509.
         .target(name: "TapCrypto", dependencies: ["COpenSSL", "TapCore"], swiftSettings: strict),
@@ -47,17 +58,24 @@ let package = Package(
         .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto", "TapCore"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
-        // EMV 3DS model: message kinds, app-channel crypto (CReq/CRes), decoding.
+        // EMV 3DS model: message kinds and summaries, 3DS messages found in HTTP bodies, masking and card-number redaction,
+        // app-channel crypto (CReq/CRes), acsSignedContent, key logs, `decode`.
         .target(name: "TapEMV", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
+        // The per-user directory (~/.3dstape) and the identities kept in it: the interception CA (and the Apple configuration
+        // profile that installs it), the test key sets (the sandbox's and key substitution's DS root, DS and ACS keys), and a
+        // DS's certificates as a client reads them (DSIdentity).
+        .target(name: "TapIdentity", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
         // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
         .target(name: "TapArguments", dependencies: ["TapCore"], swiftSettings: strict),
-        // The built-in DS + ACS simulator and the SDK-like client that plays a 3DS SDK and a 3DS Server.
-        .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+        // The built-in DS + ACS simulator (with its gateways and test cards), the SDK-like client that plays a 3DS SDK and a
+        // 3DS Server, and client-replay's live side (ClientReplayer: recorded transactions re-sent with fresh IDs and keys).
+        .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // Session files: the schema, the single writer, and the reader.
         .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], exclude: ["SCHEMA.md"],
                 swiftSettings: strict),
-        // The recording proxy: forward (CONNECT + TLS interception) and reverse modes, the 3DS layer, the CA.
+        // The recording proxy: forward (CONNECT + TLS interception with the CA it is given) and reverse modes, and the 3DS layer
+        // (masking and key logs through TapEMV, key substitution).
         .target(name: "TapProxy", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // The replayer: plays the servers of a recorded session (matching, ID rewriting, fresh app-channel keys, timing).
@@ -78,15 +96,15 @@ let package = Package(
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
                           dependencies: ["TapArguments", "TapCheck", "TapClientReplay", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
-                                         "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
+                                         "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
         .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
         // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
         .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore",
                                                           "TapReplay", "TapNet", "TapCrypto", "TapInspect"]),
-        // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3).
-        .executableTarget(name: "TapBench", dependencies: ["TapStore"], swiftSettings: strict),
+        // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3; masking).
+        .executableTarget(name: "TapBench", dependencies: ["TapStore", "TapEMV", "TapCore"], swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",
                           dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
@@ -101,7 +119,8 @@ let package = Package(
         .testTarget(name: "TapJOSETests", dependencies: ["TapJOSE", "TapCrypto", "TapCore"],
                     exclude: ["Fixtures"]),
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
-        .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
+        .testTarget(name: "TapIdentityTests", dependencies: ["TapIdentity", "TapCrypto", "TapCore"]),
+        .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapIdentity", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
                                                           "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "TapHTTPService", "TapNet", "TapSQLite",
                                                            "TapTestSupport"]),
@@ -115,7 +134,7 @@ let package = Package(
         .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore", "TapTestSupport"]),
         .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
         .testTarget(name: "TapCheckTests", dependencies: ["TapCheck", "TapReplay", "TapStore", "TapCore"]),
-        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapNet", "TapCore"]),
+        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapIdentity", "TapNet", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

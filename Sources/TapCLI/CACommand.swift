@@ -2,8 +2,7 @@ import Foundation
 import TapCore
 import TapArguments
 import TapCrypto
-import TapProxy
-import TapSandbox
+import TapIdentity
 
 /// `3dstape ca`: the interception CA that clients trust for recording HTTPS.
 struct CACommand: Command {

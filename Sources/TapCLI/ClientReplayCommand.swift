@@ -4,6 +4,7 @@ import TapClientReplay
 import TapCore
 import TapCrypto
 import TapEMV
+import TapIdentity
 import TapNet
 import TapProxy
 import TapSandbox
@@ -127,7 +128,7 @@ struct ClientReplayCommand: Command {
         do {
             return ("", try ClientReplayer.DSIdentity(certificatePEM: try readInput(cert), certificatePath: cert, rootsPEM: try readInput(root),
                                                       rootsPath: root, directoryServerID: id))
-        } catch let e as SandboxError { throw InvalidArguments(e.message) } catch {
+        } catch let e as IdentityError { throw InvalidArguments(e.message) } catch {
             throw InvalidArguments("--ds-cert \(cert) / --ds-root \(root): \(error)")
         }
     }

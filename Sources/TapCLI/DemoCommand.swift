@@ -4,6 +4,7 @@ import TapClientReplay
 import TapCore
 import TapCrypto
 import TapEMV
+import TapIdentity
 import TapInspect
 import TapHTTPService
 import TapJOSE

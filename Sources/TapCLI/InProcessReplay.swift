@@ -1,6 +1,7 @@
 import Foundation
 import TapCore
 import TapCrypto
+import TapIdentity
 import TapNet
 import TapProxy
 import TapReplay

@@ -4,9 +4,9 @@ import Synchronization
 import TapArguments
 import TapCrypto
 import TapHTTP
+import TapIdentity
 import TapNet
 import TapProxy
-import TapSandbox
 import TapCore
 import TapEMV
 import TapStore

@@ -4,10 +4,10 @@ import TapCore
 import TapCrypto
 import TapEMV
 import TapJOSE
+import TapIdentity
 import TapNet
 import TapProxy
 import TapReplay
-import TapSandbox
 import TapStore
 
 /// `3dstape replay`: serves a recorded session as its servers, deterministically, with timing control.

@@ -4,6 +4,7 @@ import TapCore
 import TapCrypto
 import TapEMV
 import TapHTTPService
+import TapIdentity
 import TapJOSE
 import TapNet
 import TapProxy
@@ -11,12 +12,12 @@ import TapSandbox
 
 /// Loads the sandbox keys from the per-user directory.
 func sandboxKeys() throws -> SandboxKeys {
-    try SandboxKeys.loadOrCreate(in: (UserHome.resolve().path as NSString).appendingPathComponent("sandbox"))
+    try UserHome.resolve().sandboxKeys()
 }
 
 /// 3dstape's own test DS identity for key substitution (`ca export --ds`, `record --decrypt substitute`).
 func substitutionKeys() throws -> SandboxKeys {
-    try SandboxKeys.loadOrCreate(in: (UserHome.resolve().path as NSString).appendingPathComponent("ca/ds"), name: "3dstape Test")
+    try UserHome.resolve().testDSKeys()
 }
 
 /// The proxy side of key substitution: 3dstape's DS keys and ACS certificate.

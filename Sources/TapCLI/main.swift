@@ -1,7 +1,7 @@
 import Foundation
 import TapArguments
 import TapCore
-import TapProxy
+import TapIdentity
 
 /// The subcommands, in the order `3dstape --help` lists them: the one table `runMain` dispatches from.
 let commands: [any Command] = [DemoCommand(), RecordCommand(), ReplayCommand(), ScenariosCommand(), CheckCommand(), TimeoutsCommand(), LsCommand(), ShowCommand(), DecryptCommand(), ValidateCommand(), DiffCommand(), ExportCommand(), ImportCommand(), WebCommand(), DecodeCommand(), SandboxCommand(), ClientCommand(), ClientReplayCommand(), CACommand()]

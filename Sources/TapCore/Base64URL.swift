@@ -1,4 +1,4 @@
-/// Base64url (RFC 4648 §5) and hex helpers used by JOSE and the 3DS encodings.
+/// Base64url (RFC 4648 §5), as JOSE and the 3DS encodings use it.
 public enum Base64URL {
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
     /// Byte → 6-bit value; 64 marks `+` and `/` (standard base64, accepted when lenient), 255 anything else.
@@ -140,64 +140,4 @@ public enum Base64URL {
         }
         return valid ? out : nil
     }
-}
-
-/// Hexadecimal encoding and decoding.
-public enum Hex {
-    /// Lowercase hex of the bytes.
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Decodes hex (either case, no separators); nil if malformed.
-    public static func decode(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
-        guard chars.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(chars.count / 2)
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: return c - 0x30
-            case 0x41...0x46: return c - 0x41 + 10
-            case 0x61...0x66: return c - 0x61 + 10
-            default: return nil
-            }
-        }
-        var i = 0
-        while i < chars.count {
-            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
-        return out
-    }
-}
-
-/// The whitespace `trimmingWhitespace` and `firstNonWhitespace` skip: space, tab, CR, LF (JSON's and HTTP's).
-@usableFromInline
-func isASCIIWhitespace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
-
-extension String {
-    /// The text without leading and trailing spaces, tabs and newlines.
-    public var trimmingWhitespace: String {
-        let u = utf8
-        var start = u.startIndex, end = u.endIndex
-        while start < end, isASCIIWhitespace(u[start]) { start = u.index(after: start) }
-        while end > start, isASCIIWhitespace(u[u.index(before: end)]) { end = u.index(before: end) }
-        if start == u.startIndex, end == u.endIndex { return self }
-        return String(self[start..<end])
-    }
-}
-
-extension Collection<UInt8> {
-    /// The first byte that is not a space, tab, CR or LF: what a body starts with (`{` for JSON), without making text.
-    /// Inlinable, so that each caller gets it specialised for its collection (called on every body the writer stores).
-    @inlinable
-    public var firstNonWhitespace: UInt8? { first { !isASCIIWhitespace($0) } }
 }

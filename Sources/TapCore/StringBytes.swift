@@ -39,3 +39,26 @@ extension String {
         return out
     }
 }
+
+/// The whitespace `trimmingWhitespace` and `firstNonWhitespace` skip: space, tab, CR, LF (JSON's and HTTP's).
+@usableFromInline
+func isASCIIWhitespace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
+
+extension String {
+    /// The text without leading and trailing spaces, tabs and newlines.
+    public var trimmingWhitespace: String {
+        let u = utf8
+        var start = u.startIndex, end = u.endIndex
+        while start < end, isASCIIWhitespace(u[start]) { start = u.index(after: start) }
+        while end > start, isASCIIWhitespace(u[u.index(before: end)]) { end = u.index(before: end) }
+        if start == u.startIndex, end == u.endIndex { return self }
+        return String(self[start..<end])
+    }
+}
+
+extension Collection<UInt8> {
+    /// The first byte that is not a space, tab, CR or LF: what a body starts with (`{` for JSON), without making text.
+    /// Inlinable, so that each caller gets it specialised for its collection (called on every body the writer stores).
+    @inlinable
+    public var firstNonWhitespace: UInt8? { first { !isASCIIWhitespace($0) } }
+}

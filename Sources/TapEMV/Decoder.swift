@@ -242,32 +242,3 @@ public enum Decoder {
         }
     }
 }
-
-/// An `application/x-www-form-urlencoded` body.
-public enum FormBody {
-    /// Parses `a=b&c=d` with percent and `+` decoding; nil unless every pair has a token-like name.
-    public static func parse(_ text: String) -> [(String, String)]? {
-        var out: [(String, String)] = []
-        for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
-            guard let eq = pair.firstIndex(of: "=") else { return nil }
-            let name = String(pair[..<eq]), value = String(pair[pair.index(after: eq)...])
-            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "_-.[]".contains($0) }),
-                  let n = percentDecode(name), let v = percentDecode(value) else { return nil }
-            out.append((n, v))
-        }
-        return out.isEmpty ? nil : out
-    }
-
-    static func percentDecode(_ s: String) -> String? {
-        var bytes: [UInt8] = []
-        var it = Array(s.utf8)[...]
-        while let c = it.popFirst() {
-            if c == UInt8(ascii: "+") { bytes.append(0x20); continue }
-            if c != UInt8(ascii: "%") { bytes.append(c); continue }
-            guard it.count >= 2, let b = Hex.decode(String(decoding: it.prefix(2), as: UTF8.self)) else { return nil }
-            bytes += b
-            it = it.dropFirst(2)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-}

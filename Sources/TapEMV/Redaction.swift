@@ -1,94 +1,9 @@
 import TapCore
-import TapJOSE
 
-/// Finds EMV 3DS messages in HTTP bodies and masks card data before anything is stored.
-public enum ThreeDSContent {
-    /// A message found in a body: where (`body`, `form:creq`, `form:cres`, `form:threeDSMethodData`) and its JSON.
-    public struct Found: Sendable {
-        public let location: String
-        /// The message; for one that is the whole stored body and was found by the recorder's scan, parsed from
-        /// that body when first asked for (the recorder itself never needs it).
-        public var json: JSON { parsed ?? source.flatMap { try? JSON.parse($0) } ?? .null }
-        private let parsed: JSON?
-        private let source: [UInt8]?
-        public let summary: MessageSummary?
-        /// For app-channel JWE: how it was decrypted, or why it is still encrypted.
-        public var decryption: String?
-
-        public init(location: String, json: JSON, summary: MessageSummary?, decryption: String? = nil) {
-            self.location = location
-            self.parsed = json
-            self.source = nil
-            self.summary = summary
-            self.decryption = decryption
-        }
-
-        /// A message that is the whole (stored) body, its JSON left unparsed.
-        init(body: [UInt8], summary: MessageSummary) {
-            location = "body"
-            parsed = nil
-            source = body
-            self.summary = summary
-        }
-
-        func with(decryption: String) -> Found {
-            var f = self
-            f.decryption = decryption
-            return f
-        }
-    }
-
-    /// Prepares a body for storage in one pass: masked (when `mask` is set, as `maskBody` does) and the 3DS
-    /// messages found in the result, parsing a JSON body only once.
-    /// `scan: false` always takes the full parse (the fuzzer compares the two paths).
-    public static func prepare(_ body: [UInt8], mask: Bool, scan: Bool = true) -> (stored: [UInt8], messages: [Found]) {
-        let first = body.firstNonWhitespace
-        if scan, first == UInt8(ascii: "{"), mask, let fast = JSONBodyScan.scan(body) {
-            // The common case, without building a tree (see JSONBodyScan); the same masking as below.
-            let stored = maskLuhnRuns(fast.stored)
-            return (stored, fast.summary.map { [Found(body: stored, summary: $0)] } ?? [])
-        }
-        if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {
-            guard mask else { return (body, MessageSummary(json).map { [Found(location: "body", json: json, summary: $0)] } ?? []) }
-            let (masked, changed) = Masking.masking(json)
-            let stored = maskLuhnRuns(changed ? masked.bytes : body)
-            let summary = MessageSummary(masked)
-            return (stored, summary.map { [Found(location: "body", json: masked, summary: $0)] } ?? [])
-        }
-        let stored = mask ? maskBody(body) : body
-        return (stored, messages(in: stored))
-    }
-
-    /// An app-channel CReq/CRes still encrypted: a compact JWE with `alg: dir` and a `kid` (the acsTransID).
-    /// Recorded as the message type with `location` `jwe` and the protected header as its JSON, until a key
-    /// decrypts it.
-    public static func appChannelJWE(in body: [UInt8], isRequest: Bool) -> Found? {
-        // Told on the bytes, as the JOSE parser splits a token, with only the header decoded: no text is made of the
-        // body (the writer asks this of every CReq and CRes it stores).
-        guard body.count < 1 << 20, let header = try? JWE.protectedHeader(ofCompact: body),
-              header["alg"]?.stringValue == "dir", let kid = header["kid"]?.stringValue else { return nil }
-        let summaryJSON = JSON.object([("messageType", .string(isRequest ? "CReq" : "CRes")), ("acsTransID", .string(kid))])
-        return Found(location: "jwe", json: header, summary: MessageSummary(summaryJSON))
-    }
-
-    /// The 3DS messages in a (decoded, already masked) body: a JSON object with `messageType`, or the
-    /// base64url JSON form fields of the browser flow.
-    public static func messages(in body: [UInt8]) -> [Found] {
-        guard let first = body.firstNonWhitespace else { return [] }
-        if first == UInt8(ascii: "{") {
-            guard let json = try? JSON.parse(body), let s = MessageSummary(json) else { return [] }
-            return [Found(location: "body", json: json, summary: s)]
-        }
-        guard body.count < 1 << 20, body.contains(UInt8(ascii: "=")), let text = String(validating: body, as: UTF8.self),
-              let fields = FormBody.parse(text.trimmingWhitespace) else { return [] }
-        var out: [Found] = []
-        for (name, value) in fields where ["creq", "cres", "threeDSMethodData"].contains(name) {
-            guard let bytes = Base64URL.decode(value.trimmingWhitespace), let json = try? JSON.parse(bytes), json.isObject else { continue }
-            out.append(Found(location: "form:\(name)", json: json, summary: MessageSummary(json)))
-        }
-        return out
-    }
-
+/// Card data redacted before anything is stored: a body masked by its structure, then on the bytes every card number (13–19
+/// digits that pass the Luhn check, in one run or in groups split by spaces or dashes) cut to its first 6 and last 4 digits;
+/// text (URLs, header values, log lines) by the same scan.
+extension ThreeDSContent {
     /// Masks a body for storage: its structure as `Masking.maskedText` reads it (JSON walked field by field; a form's or
     /// a query's values decoded and masked, codes typed into a challenge form masked whole; JWTs and base64url JSON
     /// anywhere, re-encoded), and then, on the bytes, every card number (`luhnRuns`). A body that cannot be decoded (not
@@ -279,26 +194,5 @@ public enum ThreeDSContent {
             sum += d
         }
         return sum % 10 == 0
-    }
-}
-
-extension FormBody {
-    /// Percent-encodes everything but unreserved characters (RFC 3986).
-    public static func percentEncode(_ s: String) -> String {
-        var out = ""
-        for b in s.utf8 {
-            switch b {
-            case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, 0x2D, 0x2E, 0x5F, 0x7E: out.unicodeScalars.append(Unicode.Scalar(b))
-            default: out += "%" + String(format2: b)
-            }
-        }
-        return out
-    }
-}
-
-extension String {
-    init(format2 b: UInt8) {
-        let d = Array("0123456789ABCDEF")
-        self = String([d[Int(b >> 4)], d[Int(b & 0xF)]])
     }
 }

@@ -169,7 +169,7 @@ extension ClientReplayer {
             return rewrite(json, &run).bytes
         }
         if body.contains(UInt8(ascii: "=")), body.count < 1 << 20, let fields = FormBody.parse(String(decoding: body, as: UTF8.self)) {
-            return HTMLForm.encode(fields.map { name, value in
+            return FormBody.encode(fields.map { name, value in
                 if value.count > 8, let b = Base64URL.decode(value), let j = try? JSON.parse(b), j.isObject {
                     return (name, Base64URL.encode(rewrite(j, &run).bytes))
                 }

@@ -4,6 +4,7 @@ import TapCrypto
 import TapEMV
 import TapHTTP
 import TapHTTPService
+import TapIdentity
 import TapJOSE
 import TapNet
 
@@ -88,32 +89,9 @@ public struct ClientReplayRun: Sendable {
 /// (fresh IDs, a fresh SDK key, deviceData encrypted to the target DS, the challenge answered with the recorded entries
 /// sealed with live keys), and takes the RReqs on a listener of its own. One value serves many transactions at once.
 public final class ClientReplayer: Sendable {
-    /// The target DS as `sandbox certs` / `ca export --ds` writes it.
-    public struct DSIdentity: Sendable {
-        public var certificate: Certificate
-        public var roots: [Certificate]
-        public var directoryServerID: String
-        public var keyID: String
-
-        /// Reads ds-cert.pem, ds-root.pem and ds.json from `directory`.
-        public init(directory: String) throws {
-            func file(_ name: String) throws -> [UInt8] {
-                let path = (directory as NSString).appendingPathComponent(name)
-                guard let d = FileManager.default.contents(atPath: path) else {
-                    throw SandboxError("\(path) is missing; give --certs a directory written by '3dstape sandbox certs --out DIR' or '3dstape ca export --ds DIR'")
-                }
-                return [UInt8](d)
-            }
-            let ds = try JSON.parse(try file("ds.json"))
-            guard let id = ds["directoryServerID"]?.stringValue, let kid = ds["keyID"]?.stringValue else {
-                throw SandboxError("\(directory)/ds.json needs directoryServerID and keyID")
-            }
-            directoryServerID = id
-            keyID = kid
-            certificate = try Certificate(pemOrDER: try file("ds-cert.pem"))
-            roots = try Certificate.parseAll(try file("ds-root.pem"))
-        }
-    }
+    /// The target DS as `sandbox certs` / `ca export --ds` writes it (TapIdentity's reader, under the name client-replay's
+    /// callers use).
+    public typealias DSIdentity = TapIdentity.DSIdentity
 
     /// How the replayer reaches the servers.
     public struct Options: Sendable {
@@ -356,7 +334,7 @@ public final class ClientReplayer: Sendable {
         var creq = recorded
         for k in ["threeDSServerTransID", "acsTransID"] { creq = creq.setting(k, to: ares[k] ?? .null) }
         let session = Base64URL.encode(Array("client-replay-\(Digest.randomUUID().prefix(8).uppercased())".utf8))
-        var (page, _) = try post(acsURL, HTMLForm.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
+        var (page, _) = try post(acsURL, FormBody.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
                                  contentType: "application/x-www-form-urlencoded", request: creq, &run)
         for recordedFields in s.browserForms {
             let html = String(decoding: page.body, as: UTF8.self)
@@ -375,7 +353,7 @@ public final class ClientReplayer: Sendable {
                 }
             }
             for (name, value) in live where !fields.contains(where: { $0.0 == name }) && name != "answer" { fields.append((name, value)) }
-            (page, _) = try post(url, HTMLForm.encode(fields), contentType: "application/x-www-form-urlencoded", request: nil, &run)
+            (page, _) = try post(url, FormBody.encode(fields), contentType: "application/x-www-form-urlencoded", request: nil, &run)
         }
         let html = String(decoding: page.body, as: UTF8.self)
         let inputs = HTMLForm.inputs(in: html)
@@ -384,7 +362,7 @@ public final class ClientReplayer: Sendable {
         }
         // As the browser would: the cres to the notificationURL (this replayer's listener; the recording does not tie that post
         // to the transaction, so it is stored, not compared).
-        _ = try post(notify, HTMLForm.encode(inputs), contentType: "application/x-www-form-urlencoded", request: nil, &run)
+        _ = try post(notify, FormBody.encode(inputs), contentType: "application/x-www-form-urlencoded", request: nil, &run)
     }
 
     /// Now in UTC as `yyyyMMddHHmmss`, from the C library (a DateFormatter made per transaction was a tenth of a flow's CPU).

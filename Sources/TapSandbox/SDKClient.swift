@@ -5,6 +5,7 @@ import TapCrypto
 import TapEMV
 import TapHTTP
 import TapHTTPService
+import TapIdentity
 import TapJOSE
 import TapNet
 
@@ -116,7 +117,7 @@ public final class SDKClient {
 
     public init(options: ClientOptions) throws {
         self.options = options
-        let ds = try ClientReplayer.DSIdentity(directory: options.certsDirectory) // the one reader of a --certs directory
+        let ds = try DSIdentity(directory: options.certsDirectory) // the one reader of a --certs directory
         dsID = ds.directoryServerID
         keyID = ds.keyID
         dsCert = ds.certificate
@@ -435,7 +436,7 @@ public final class SDKClient {
         let session = Base64URL.encode(Array("merchant-session-\(EMV.uuid().prefix(8))".utf8))
         let page: HTTPResponse
         do {
-            page = try post(acsURL, HTMLForm.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
+            page = try post(acsURL, FormBody.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
                             contentType: "application/x-www-form-urlencoded", timeout: o.timeout)
         } catch let e as TimeoutFailure {
             throw ClientFailure("challenge timed out after \(Checked.clampedInt(o.timeout)) s (\(e.message))", .challengeTimedOut)
@@ -453,7 +454,7 @@ public final class SDKClient {
         }
         fields.append(("answer", answer))
         fields.append(("action", o.cancel ? "cancel" : "submit"))
-        let final = try post(submitURL, HTMLForm.encode(fields), contentType: "application/x-www-form-urlencoded")
+        let final = try post(submitURL, FormBody.encode(fields), contentType: "application/x-www-form-urlencoded")
         let finalHTML = String(decoding: final.body, as: UTF8.self)
         guard let notify = HTMLForm.action(in: finalHTML), let notifyURL = HTTPURL(notify),
               let cresValue = HTMLForm.inputs(in: finalHTML).first(where: { $0.0 == "cres" })?.1 else {
@@ -462,7 +463,7 @@ public final class SDKClient {
         let echoed = HTMLForm.inputs(in: finalHTML).first { $0.0 == "threeDSSessionData" }?.1
         if echoed != session { result.notes.append("threeDSSessionData was not echoed") }
         // As the browser would: post the cres to the notificationURL.
-        _ = try post(notifyURL, HTMLForm.encode([("cres", cresValue)] + (echoed.map { [("threeDSSessionData", $0)] } ?? [])),
+        _ = try post(notifyURL, FormBody.encode([("cres", cresValue)] + (echoed.map { [("threeDSSessionData", $0)] } ?? [])),
                      contentType: "application/x-www-form-urlencoded")
         guard let b = Base64URL.decode(cresValue), let cres = try? JSON.parse(b) else { throw ClientFailure("cres is not base64url JSON", .challengeRuntime) }
         result.transStatus = cres["transStatus"]?.stringValue

@@ -152,9 +152,9 @@ extension SDKClient {
     func threeDSMethod(serverTransID: String) throws {
         let data = Base64URL.encode(JSON.object([("threeDSServerTransID", .string(serverTransID)),
                                                  ("threeDSMethodNotificationURL", .string(listenerURL + "/3ds/method"))]).bytes)
-        let page = try post(gatewayURL("/acs/method"), HTMLForm.encode([("threeDSMethodData", data)]), contentType: "application/x-www-form-urlencoded")
+        let page = try post(gatewayURL("/acs/method"), FormBody.encode([("threeDSMethodData", data)]), contentType: "application/x-www-form-urlencoded")
         let html = String(decoding: page.body, as: UTF8.self)
         guard let action = HTMLForm.action(in: html), let notify = HTTPURL(action) else { throw ClientFailure("the 3DS Method page has no form", .challengeRuntime) }
-        _ = try post(notify, HTMLForm.encode(HTMLForm.inputs(in: html)), contentType: "application/x-www-form-urlencoded")
+        _ = try post(notify, FormBody.encode(HTMLForm.inputs(in: html)), contentType: "application/x-www-form-urlencoded")
     }
 }

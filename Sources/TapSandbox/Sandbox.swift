@@ -6,6 +6,7 @@ import TapCrypto
 import TapEMV
 import TapHTTP
 import TapHTTPService
+import TapIdentity
 import TapJOSE
 import TapNet
 

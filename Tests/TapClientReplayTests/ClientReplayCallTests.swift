@@ -1,4 +1,5 @@
 import Foundation
+import TapIdentity
 import Testing
 import TapCore
 import TapJOSE

@@ -2,6 +2,7 @@ import Foundation
 import TapCore
 import TapCrypto
 import TapHTTPService
+import TapIdentity
 import TapNet
 import TapProxy
 import TapSandbox

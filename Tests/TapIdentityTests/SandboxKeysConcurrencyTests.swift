@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
-import TapSandbox
+import TapIdentity
 
 /// The sandbox's keys created on first use by several processes at once (a sandbox and a client started together on a
 /// fresh home): all get the same keys, none fails on a file another is writing.

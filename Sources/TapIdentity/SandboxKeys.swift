@@ -72,7 +72,7 @@ public struct SandboxKeys: Sendable {
     public func writeClientCertificates(to directory: String, dsKeyType: DSKeyType, replace: Bool = false) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let ds = dsKeys[dsKeyType]!
-        if !replace, let refusal = SandboxKeys.existingClientCertificate(in: directory) { throw SandboxError(refusal) }
+        if !replace, let refusal = SandboxKeys.existingClientCertificate(in: directory) { throw IdentityError(refusal) }
         func put(_ name: String, _ data: [UInt8]) throws {
             try SecureFile.create((directory as NSString).appendingPathComponent(name), contents: data, mode: 0o644, replace: replace)
         }
@@ -110,11 +110,4 @@ struct PEMStore {
         try SecureFile.create(path(name), contents: Array(c.pem.utf8), mode: 0o644)
         return c
     }
-}
-
-/// A sandbox or client failure with a message for the user.
-public struct SandboxError: Error, CustomStringConvertible {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TapCrypto
-@testable import TapProxy
+@testable import TapIdentity
 
 /// The iOS/macOS configuration profile that installs the interception CA (`ca export --format mobileconfig`), read back
 /// with Foundation's property-list parser.

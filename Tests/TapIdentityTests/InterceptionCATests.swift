@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
-import TapProxy
+import TapIdentity
 
 /// The interception CA created on first use: commands started at the same moment on a fresh home share one CA.
 @Suite struct InterceptionCATests {
