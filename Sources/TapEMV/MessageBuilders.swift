@@ -507,3 +507,35 @@ public enum ThreeDSMessage {
         }
     }
 }
+
+/// Erro messages (SPEC B.12): the IDs known from the message it is about, the code, component and texts.
+public enum Erro {
+    public static func make(code: String, component: String, description: String, detail: String, about message: JSON?,
+                            messageType: String?, version: String?) -> JSON {
+        var w = MessageWriter()
+        w.add(ids: MessageIDs(of: message).onlyStrings)
+        w.add("errorCode", code)
+        w.add("errorComponent", component)
+        w.add("errorDescription", description)
+        w.add("errorDetail", String(detail.prefix(2048)))
+        w.add("errorMessageType", messageType)
+        w.add("messageType", kind: .erro)
+        w.add("messageVersion", version ?? MessageVersion.v2_2.wire)
+        return w.json
+    }
+
+    public static func make(_ code: EMVErrorCode, component: String, description: String, detail: String, about message: JSON?,
+                            messageType: String?, version: String?) -> JSON {
+        make(code: code.rawValue, component: component, description: description, detail: detail, about: message,
+             messageType: messageType, version: version)
+    }
+}
+
+extension MessageIDs {
+    /// Only the IDs that are JSON strings (an Erro names no ID it could not read).
+    var onlyStrings: MessageIDs {
+        var out = MessageIDs()
+        for f in TransactionIDField.allCases { out[f] = self[f]?.stringValue.map(JSON.string) }
+        return out
+    }
+}
