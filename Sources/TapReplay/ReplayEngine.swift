@@ -314,7 +314,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     func recordedNextCancels(_ lf: LiveFlow) -> Bool {
         let flow = catalog.flows[lf.flow]
         guard lf.next < flow.followUps.count else { return false }
-        return catalog.exchanges[flow.followUps[lf.next]].messages.contains { $0.direction == "request" && $0.json?["challengeCancel"] != nil }
+        return catalog.exchanges[flow.followUps[lf.next]].messages.contains { $0.messageDirection == .request && $0.json?["challengeCancel"] != nil }
     }
 
     /// A live CReq that cancels where the recording did not: the ACS ends the challenge as the protocol says, with a
@@ -392,8 +392,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
         var body: [UInt8]
-        let cres = x.messages.first(where: { $0.direction == "response" && $0.location == "jwe" })
-        let type: String? = cres != nil ? "CRes" : x.messages.first { $0.direction == "response" }?.type
+        let cres = x.messages.first(where: { $0.messageDirection == .response && $0.location == "jwe" })
+        let type: String? = cres != nil ? "CRes" : x.messages.first { $0.messageDirection == .response }?.type
         var headers = ReplayEngine.replayableHeaders(x.responseHeaders)
         let faults = faultsFor(i, type: type ?? path, lf)
         var rreqOverride: JSON?
@@ -411,7 +411,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         var sealedCRes: JSON?
         if let cres, var cipher = lf.cipher {
-            guard var plaintext = cres.json.map({ rewrite($0, lf, &rng) }), cres.isDecrypted else {
+            guard var plaintext = cres.json.map({ rewrite($0, lf, &rng) }), cres.decryptionState?.isDecrypted == true else {
                 return miss(req, detail: "recorded CRes #\(x.id) was not decrypted", erroCode: "301", about: "CReq")
             }
             if faults.contains(.acsTimeout) {

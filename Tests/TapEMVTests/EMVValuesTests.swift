@@ -64,3 +64,21 @@ import TapCore
         for notJWS in ["", "a.b", "a.b.", "a.b.c.d", "a..!!"] { #expect(SignatureFault.flippingSignatureBit(notJWS) == notJWS) }
     }
 }
+
+/// The decryption state read from the notes the recorder and `3dstape decrypt` write.
+@Suite struct DecryptionStateTests {
+    @Test func everyNoteTheKeyLogWritesReadsAsWhatItSays() throws {
+        let json = try JSON.parse(#"{"kid":"a-1"}"#)
+        let found = ThreeDSContent.Found(location: "jwe", json: json, summary: nil)
+        // The notes KeyLog writes: no key source at all, none for this acsTransID.
+        let none = ThreeDSContent.decryptAppChannel(found, body: [], isRequest: true, keys: nil, mask: false)
+        #expect(none.decryptionState?.outcome == .noKey && none.decryptionState?.isDecrypted == false)
+        #expect(DecryptionState(note: "decrypted: key log").outcome == .decrypted)
+        #expect(DecryptionState(note: "decrypted: imported in clear from the HAR's _3dstape field").isDecrypted)
+        #expect(DecryptionState(note: "encrypted: no key log for acsTransID x").outcome == .noKey)
+        #expect(DecryptionState(note: "encrypted: the key log key for x does not open it (tag mismatch)").outcome == .failed)
+        #expect(DecryptionState(note: "something else").outcome == .failed)
+        #expect(DecryptionState(nil) == nil)
+        #expect(DecryptionState(note: "decrypted: key log").description == "decrypted: key log")
+    }
+}
