@@ -121,7 +121,8 @@ let package = Package(
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapIdentityTests", dependencies: ["TapIdentity", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapIdentity", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
-                                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
+                                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+                    exclude: ["Fixtures"]),
         .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "TapHTTPService", "TapNet", "TapSQLite",
                                                            "TapTestSupport"]),
         // Helpers shared by test targets (not part of the product).

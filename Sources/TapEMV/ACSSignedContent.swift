@@ -84,25 +84,3 @@ public enum ACSChannel {
         return (cipher, JWK(publicKeyOf: ephemeral).json())
     }
 }
-
-/// Erro messages (SPEC B.12): the IDs known from the message it is about, the code, component and texts.
-public enum Erro {
-    public static func make(code: String, component: String, description: String, detail: String, about message: JSON?,
-                            messageType: String?, version: String?) -> JSON {
-        var m: [(String, JSON)] = []
-        for id in ["threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID"] {
-            if let v = message?[id]?.stringValue { m.append((id, .string(v))) }
-        }
-        m += [("errorCode", .string(code)), ("errorComponent", .string(component)),
-              ("errorDescription", .string(description)), ("errorDetail", .string(String(detail.prefix(2048))))]
-        if let messageType { m.append(("errorMessageType", .string(messageType))) }
-        m += [("messageType", .string("Erro")), ("messageVersion", .string(version ?? "2.2.0"))]
-        return .object(m)
-    }
-
-    public static func make(_ code: EMVErrorCode, component: String, description: String, detail: String, about message: JSON?,
-                            messageType: String?, version: String?) -> JSON {
-        make(code: code.rawValue, component: component, description: description, detail: detail, about: message,
-             messageType: messageType, version: version)
-    }
-}

@@ -21,13 +21,6 @@ public enum MessageKind: String, Sendable, CaseIterable {
     }
 }
 
-/// The message versions 3dstape speaks.
-public enum MessageVersion: String, Sendable, CaseIterable, Comparable {
-    case v210 = "2.1.0", v220 = "2.2.0", v231 = "2.3.1"
-
-    public static func < (a: MessageVersion, b: MessageVersion) -> Bool { a.rawValue < b.rawValue }
-}
-
 /// The identifying fields of any EMV 3DS message, as stored and shown.
 public struct MessageSummary: Sendable, Equatable {
     public var kind: MessageKind?

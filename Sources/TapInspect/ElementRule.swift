@@ -49,7 +49,7 @@ public struct ElementRule: Sendable {
             case let .category(v): return c.category.map(v.contains) ?? false
             case let .field(name, v): return c.json[name]?.stringValue.map(v.contains) ?? false
             case .browserJavaScript:
-                if c.version == "2.1.0" { return true }
+                if c.typedVersion == .v2_1 { return true }
                 if case .bool(true)? = c.json["browserJavascriptEnabled"] { return true }
                 return false
             case let .all(cs): return cs.allSatisfy { $0.holds(c) }
@@ -111,8 +111,8 @@ public struct ElementRule: Sendable {
                 return Format.isUUID(s) ? nil : "'\(Format.short(s))' is not a 36-character UUID"
             case let .values(base, added):
                 guard let s = value.stringValue else { return "expected a string" }
-                let v = version ?? "2.3.1"
-                let allowed = added.filter { $0.key <= v }.reduce(base) { $0.union($1.value) }
+                let v = version ?? MessageVersion.v2_3.wire
+                let allowed = added.filter { MessageVersion(wire: $0.key) <= MessageVersion(wire: v) }.reduce(base) { $0.union($1.value) }
                 if allowed.contains(s) { return nil }
                 if let later = added.first(where: { $0.value.contains(s) }) { return "'\(s)' is defined from \(later.key), not in \(v)" }
                 return "'\(Format.short(s))' is not one of " + allowed.sorted().joined(separator: ", ")
@@ -230,6 +230,9 @@ struct MessageContext {
     var channel: String?
     var category: String?
     var version: String?
+
+    /// `version` as an ordered version; a message without one is read as the latest (2.3.1), as the rules always have.
+    var typedVersion: MessageVersion { version.map(MessageVersion.init(wire:)) ?? .v2_3 }
 }
 
 extension UInt8 {

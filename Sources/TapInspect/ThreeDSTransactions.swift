@@ -1,4 +1,5 @@
 import TapCore
+import TapEMV
 import TapStore
 
 /// A 3DS message as the inspection commands see it: where it was found and its JSON (nil while still encrypted).
@@ -13,6 +14,11 @@ public struct InspectedMessage: Sendable {
     public var json: JSON?
     /// For an encrypted app-channel message: the JWE header's `kid` (the acsTransID).
     public var kid: String?
+
+    /// `type` as a message kind, when it is one the specification names (the UL harness names stay nil here).
+    public var kind: MessageKind? { MessageKind(rawValue: type) }
+    /// `direction` typed; nil for a value that is neither.
+    public var messageDirection: MessageDirection? { MessageDirection(rawValue: direction) }
 
     public init(exchangeID: Int64, direction: String, location: String, type: String, json: JSON?, kid: String? = nil) {
         self.exchangeID = exchangeID
@@ -45,17 +51,17 @@ public struct ThreeDSTransaction: Sendable {
     public var key: String
     public var messages: [InspectedMessage]
 
-    public var areq: InspectedMessage? { messages.first { $0.type == "AReq" } }
-    public var ares: InspectedMessage? { messages.first { $0.type == "ARes" } }
+    public var areq: InspectedMessage? { messages.first { $0.kind == .aReq } }
+    public var ares: InspectedMessage? { messages.first { $0.kind == .aRes } }
     /// `01` app, `02` browser, `03` 3RI (from the AReq), or nil.
     public var deviceChannel: String? { areq?.string("deviceChannel") }
     public var messageCategory: String? { areq?.string("messageCategory") ?? messages.lazy.compactMap { $0.string("messageCategory") }.first }
     public var version: String? { messages.lazy.compactMap(\.version).first }
     /// The transaction's result: the RReq's transStatus, else the final CRes's, else the ARes's; or `Erro NNN`.
     public var outcome: String {
-        if let r = messages.last(where: { $0.type == "RReq" })?.string("transStatus") { return r }
-        if let c = messages.last(where: { $0.type == "CRes" && $0.string("transStatus") != nil })?.string("transStatus") { return c }
-        if let e = messages.last(where: { $0.type == "Erro" })?.string("errorCode") { return "Erro \(e)" }
+        if let r = messages.last(where: { $0.kind == .rReq })?.string("transStatus") { return r }
+        if let c = messages.last(where: { $0.kind == .cRes && $0.string("transStatus") != nil })?.string("transStatus") { return c }
+        if let e = messages.last(where: { $0.kind == .erro })?.string("errorCode") { return "Erro \(e)" }
         return ares?.string("transStatus") ?? "no result"
     }
     /// The sequence of message types, e.g. `AReq ARes CReq CRes CReq CRes RReq RRes`.

@@ -69,7 +69,7 @@ public enum Validator {
         }
         for rule in ValidationRules.elements where rule.message == m.type {
             let value = json[rule.element]
-            let defined = rule.since.map { v in (context.version ?? "2.3.1") >= v } ?? true
+            let defined = rule.since.map { v in context.typedVersion >= MessageVersion(wire: v) } ?? true
             guard let value, value != .null else {
                 let required: Bool
                 switch rule.presence {
@@ -100,12 +100,12 @@ public enum Validator {
                 add(rule.id + ".rfc4122", rule.element, .warning, warning)
             }
         }
-        if m.type == "CRes", json["challengeCompletionInd"]?.stringValue == "Y", let members = json.objectMembers {
+        if m.kind == .cRes, json["challengeCompletionInd"]?.stringValue == "Y", let members = json.objectMembers {
             for (name, _) in members where !ValidationRules.finalCResElements.contains(name) {
                 add("CRes.final-elements", name, .error, "a final CRes carries only IDs, counter, completion and transStatus (SDKs answer Erro 101)")
             }
         }
-        if m.type == "ARes", context.channel == "03", let s = json["transStatus"]?.stringValue, ["C", "S", "D"].contains(s) {
+        if m.kind == .aRes, context.channel == "03", let s = json["transStatus"]?.stringValue, ["C", "S", "D"].contains(s) {
             add("ARes.3ri-status", "transStatus", .error, "transStatus \(s) is not valid for a 3RI transaction")
         }
         return out
@@ -173,15 +173,15 @@ public enum Validator {
             counterFindings(tx, type: "CRes", element: "acsCounterAtoS", rule: "tx.acs-counter")
         },
         TransactionRule(id: "tx.final-cres-rreq", summary: "the RReq's transStatus is the final CRes's") { tx in
-            guard let cres = tx.messages.last(where: { $0.type == "CRes" && $0.string("transStatus") != nil }),
-                  let rreq = tx.messages.last(where: { $0.type == "RReq" }),
+            guard let cres = tx.messages.last(where: { $0.kind == .cRes && $0.string("transStatus") != nil }),
+                  let rreq = tx.messages.last(where: { $0.kind == .rReq }),
                   let a = cres.string("transStatus"), let b = rreq.string("transStatus"), a != b else { return [] }
             return [Finding(exchangeID: rreq.exchangeID, message: "RReq", pointer: "/transStatus", rule: "tx.final-cres-rreq", severity: .error,
                             detail: "RReq says \(b), the final CRes (exchange \(cres.exchangeID)) said \(a)")]
         },
         TransactionRule(id: "tx.challenge-status", summary: "a CReq follows only an ARes with transStatus C") { tx in
             guard let ares = tx.ares, let s = ares.string("transStatus"), s != "C",
-                  let creq = tx.messages.first(where: { $0.type == "CReq" }) else { return [] }
+                  let creq = tx.messages.first(where: { $0.kind == .cReq }) else { return [] }
             return [Finding(exchangeID: creq.exchangeID, message: "CReq", pointer: "", rule: "tx.challenge-status", severity: .error,
                             detail: "a challenge after an ARes with transStatus \(s)")]
         },

@@ -114,8 +114,8 @@ public final class KeySubstitution: ChannelKeySource, @unchecked Sendable {
     public func request(_ body: [UInt8]) -> (Action, Context?) {
         let text = String(decoding: body, as: UTF8.self).trimmingWhitespace
         if text.hasPrefix("{") {
-            guard let json = try? JSON.parse(body), json["messageType"]?.stringValue == "AReq",
-                  json["deviceChannel"]?.stringValue == "01" else { return (.unchanged(note: nil), nil) }
+            guard let json = try? JSON.parse(body), json.messageKind == .aReq,
+                  DeviceChannel(json["deviceChannel"]) == .app else { return (.unchanged(note: nil), nil) }
             return aReq(json)
         }
         if text.split(separator: ".", omittingEmptySubsequences: false).count == 5, let jwe = try? JWE(compact: text),
@@ -190,7 +190,7 @@ public final class KeySubstitution: ChannelKeySource, @unchecked Sendable {
 
     func aRes(_ body: [UInt8], _ serverTransID: String) -> Action {
         guard let p = pending.removeValue(forKey: serverTransID) else { return .unchanged(note: nil) }
-        guard let ares = try? JSON.parse(body), ares["messageType"]?.stringValue == "ARes",
+        guard let ares = try? JSON.parse(body), ares.messageKind == .aRes,
               let signed = ares["acsSignedContent"]?.stringValue, let acsTransID = ares["acsTransID"]?.stringValue else {
             return .unchanged(note: nil) // frictionless, or an Erro: nothing to substitute
         }

@@ -100,7 +100,7 @@ public struct ReplayCatalog: Sendable {
 
     /// The message types of every recorded answer (ARes, CRes, RReq …), for checking rules before a replay.
     public var answerTypes: Set<String> {
-        Set(exchanges.flatMap { x in x.messages.filter { $0.direction == "response" || $0.type == "RReq" }.compactMap(\.type) })
+        Set(exchanges.flatMap { x in x.messages.filter { $0.messageDirection == .response || $0.kind == .rReq }.compactMap(\.type) })
     }
 
     /// Flows by their match key, in recorded order.
@@ -122,9 +122,9 @@ public struct ReplayCatalog: Sendable {
         var flowByID: [String: Int] = [:]
         var tied = Set<Int>()
         for (i, x) in exchanges.enumerated() {
-            if let areq = x.messages.first(where: { $0.direction == "request" && $0.type == "AReq" })?.json,
+            if let areq = x.messages.first(where: { $0.messageDirection == .request && $0.kind == .aReq })?.json,
                areq["threeDSServerTransID"]?.stringValue != nil {
-                let ares = x.messages.first { $0.direction == "response" }?.json
+                let ares = x.messages.first { $0.messageDirection == .response }?.json
                 var flow = RecordedFlow(areq: i, areqJSON: areq, aresJSON: ares)
                 for key in ReplayCatalog.idKeys {
                     if let v = ares?[key]?.stringValue ?? areq[key]?.stringValue { flow.ids[key] = v }
@@ -148,7 +148,7 @@ public struct ReplayCatalog: Sendable {
             }
             guard let f = owner else { continue }
             tied.insert(i)
-            if x.messages.contains(where: { $0.direction == "request" && $0.type == "RReq" }) {
+            if x.messages.contains(where: { $0.messageDirection == .request && $0.kind == .rReq }) {
                 flows[f].rreq = i
             } else if !ReplayCatalog.isLiveEndpoint(x, of: flows[f]) {
                 flows[f].followUps.append(i)
@@ -233,4 +233,13 @@ public enum ReplayURL {
         }
         return nil
     }
+}
+
+extension RecordedMessage {
+    /// `type` as a message kind (the specification's names only); nil for any other value.
+    var kind: MessageKind? { type.flatMap(MessageKind.init(rawValue:)) }
+    /// `direction` typed; nil for a value that is neither.
+    var messageDirection: MessageDirection? { MessageDirection(rawValue: direction) }
+    /// `decryption` typed (the note's wording read in one place, TapEMV's DecryptionState); nil where none was stored.
+    var decryptionState: DecryptionState? { DecryptionState(decryption) }
 }

@@ -117,7 +117,7 @@ extension ReplayEngine {
     func planRReq(_ lf: LiveFlow, after trigger: Int) -> (json: JSON, after: Double)? {
         let flow = catalog.flows[lf.flow]
         guard let r = flow.rreq, lf.threeDSServerURL != nil,
-              let json = catalog.exchanges[r].messages.first(where: { $0.direction == "request" && $0.type == "RReq" })?.json else {
+              let json = catalog.exchanges[r].messages.first(where: { $0.messageDirection == .request && $0.kind == .rReq })?.json else {
             return nil
         }
         let x = catalog.exchanges[r], t = catalog.exchanges[trigger]

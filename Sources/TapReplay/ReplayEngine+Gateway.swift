@@ -93,7 +93,7 @@ extension ReplayEngine {
         guard var jwt = try? JWS.signHS256(payload: payload.bytes, secret: Array(options.jwtSecret.utf8), extraHeader: [("typ", .string("JWT"))]).compact else {
             return Set(changes.map(\.type) + ["*"])
         }
-        if badSignature { jwt = ReplayEngine.flipSignatureBit(jwt) }
+        if badSignature { jwt = SignatureFault.flippingSignatureBit(jwt) }
         answer.body = outer.setting("jwt", to: .string(jwt)).bytes
         return missing
     }

@@ -40,7 +40,7 @@ extension ReplayEngine {
             if let i = pick {
                 plainCursor[key] = n + 1
                 let x = catalog.exchanges[i]
-                let type = x.messages.first { $0.direction == "response" }?.type
+                let type = x.messages.first { $0.messageDirection == .response }?.type
                 // path: and exchange: rules reach these answers too, at the transport and HTTP layers and, on a gateway's
                 // calls, the gateway actions (the rule check refuses 3DS actions on them before the replay starts).
                 let faults = faultsFor(i, type: type, nil)

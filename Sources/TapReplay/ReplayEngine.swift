@@ -95,9 +95,9 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         let first = req.body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D && $0 != 0x0A }
         // The members located, not built: an AReq's answer reads a dozen of its forty.
         if first == UInt8(ascii: "{"), let json = try? JSONMembers(req.body) {
-            let messageType = json["messageType"]?.stringValue
-            if messageType == "AReq" { return aReq(json, req, selfURL: selfURL) }
-            if messageType == "Erro", let lf = ["acsTransID", "threeDSServerTransID"].lazy
+            let kind = MessageKind(json["messageType"])
+            if kind == .aReq { return aReq(json, req, selfURL: selfURL) }
+            if kind == .erro, let lf = ["acsTransID", "threeDSServerTransID"].lazy
                 .compactMap({ json[$0]?.stringValue }).compactMap({ self.live[$0] }).first {
                 // The SDK's own Erro, posted in clear to the acsURL: acknowledged as an ACS does, and the challenge is over.
                 // The ACS's RReq then says why: challengeCancel 08 when the SDK timed out (Erro 402), 06 otherwise; unless
@@ -114,7 +114,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 finish(lf, endedBy: "the SDK's Erro \(code)")
                 return a
             }
-            if messageType == "Erro", let lf = ["acsTransID", "threeDSServerTransID"].lazy
+            if kind == .erro, let lf = ["acsTransID", "threeDSServerTransID"].lazy
                 .compactMap({ json[$0]?.stringValue }).compactMap({ self.ended[$0] }).first {
                 // An Erro for a transaction already over (the SDK rejected the final CRes after the RReq went out):
                 // acknowledged as an ACS does; nothing more happens.
@@ -219,7 +219,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             do {
                 var (content, cipher) = try freshChannel(signed, areq: areq, acsTransID: lf.value(recordedARes["acsTransID"]?.stringValue ?? ""), lf,
                                                          faults: faults)
-                if faults.contains(.badSignature) { content = ReplayEngine.flipSignatureBit(content) }
+                if faults.contains(.badSignature) { content = SignatureFault.flippingSignatureBit(content) }
                 signedContent = content
                 lf.cipher = cipher
                 channelKeys.withLock { $0[cipher.acsTransID.lowercased()] = cipher.cek }
@@ -282,15 +282,6 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         return id
     }
 
-    /// The compact JWS with one bit of its signature flipped: the chain still validates, the signature does not.
-    static func flipSignatureBit(_ compact: String) -> String {
-        var parts = compact.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, var sig = Base64URL.decode(parts[2]), !sig.isEmpty else { return compact }
-        sig[sig.count / 2] ^= 0x01
-        parts[2] = Base64URL.encode(sig)
-        return parts.joined(separator: ".")
-    }
-
     // MARK: the rest of a transaction
 
     func appCReq(_ lf: LiveFlow, _ compact: JWE, _ req: LiveRequest) -> ReplayAnswer {
@@ -323,7 +314,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     func recordedNextCancels(_ lf: LiveFlow) -> Bool {
         let flow = catalog.flows[lf.flow]
         guard lf.next < flow.followUps.count else { return false }
-        return catalog.exchanges[flow.followUps[lf.next]].messages.contains { $0.direction == "request" && $0.json?["challengeCancel"] != nil }
+        return catalog.exchanges[flow.followUps[lf.next]].messages.contains { $0.messageDirection == .request && $0.json?["challengeCancel"] != nil }
     }
 
     /// A live CReq that cancels where the recording did not: the ACS ends the challenge as the protocol says, with a
@@ -351,9 +342,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// The final CRes with transStatus N an ACS sends to end a challenge the SDK cancelled, sealed on the transaction's channel.
     func finalCResN(_ lf: LiveFlow, answering creq: JSON) throws(ReplayError) -> (body: [UInt8], plaintext: JSON) {
         guard var cipher = lf.cipher else { throw ReplayError("a cancelling CReq for a transaction without an app channel") }
-        let final = JSON.object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in creq[k].map { (k, $0) } }
-                                + [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")),
-                                   ("messageVersion", .string(catalog.flows[lf.flow].messageVersion)), ("transStatus", .string("N"))])
+        let final = ThreeDSMessage.finalCRes(ids: MessageIDs(of: creq, [.threeDSServerTransID, .acsTransID, .sdkTransID]),
+                                             version: MessageVersion(wire: catalog.flows[lf.flow].messageVersion), transStatus: .notAuthenticated)
         do {
             let s = try cipher.sealed(final)
             lf.cipher = cipher
@@ -402,8 +392,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
         var body: [UInt8]
-        let cres = x.messages.first(where: { $0.direction == "response" && $0.location == "jwe" })
-        let type: String? = cres != nil ? "CRes" : x.messages.first { $0.direction == "response" }?.type
+        let cres = x.messages.first(where: { $0.messageDirection == .response && $0.location == "jwe" })
+        let type: String? = cres != nil ? "CRes" : x.messages.first { $0.messageDirection == .response }?.type
         var headers = ReplayEngine.replayableHeaders(x.responseHeaders)
         let faults = faultsFor(i, type: type ?? path, lf)
         var rreqOverride: JSON?
@@ -421,14 +411,13 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         var sealedCRes: JSON?
         if let cres, var cipher = lf.cipher {
-            guard var plaintext = cres.json.map({ rewrite($0, lf, &rng) }), cres.isDecrypted else {
+            guard var plaintext = cres.json.map({ rewrite($0, lf, &rng) }), cres.decryptionState?.isDecrypted == true else {
                 return miss(req, detail: "recorded CRes #\(x.id) was not decrypted", erroCode: "301", about: "CReq")
             }
             if faults.contains(.acsTimeout) {
                 // The ACS ends the challenge itself: a final CRes N, and an RReq N / 14 / challengeCancel 04.
-                plaintext = .object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in plaintext[k].map { (k, $0) } }
-                                    + [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")),
-                                       ("messageVersion", .string(flow.messageVersion)), ("transStatus", .string("N"))])
+                plaintext = ThreeDSMessage.finalCRes(ids: MessageIDs(of: plaintext, [.threeDSServerTransID, .acsTransID, .sdkTransID]),
+                                                     version: MessageVersion(wire: flow.messageVersion), transStatus: .notAuthenticated)
                 lf.next = flow.followUps.count
                 rreqOverride = .object([("transStatus", .string("N")), ("transStatusReason", .string("14")), ("challengeCancel", .string("04"))])
             }

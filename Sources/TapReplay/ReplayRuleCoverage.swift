@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapEMV
 import TapStore
 
 /// One answer a replay of a catalog gives (or the RReq it sends), as fault and delay rules see it: its message type
@@ -52,8 +53,8 @@ extension ReplayCatalog {
             add(.ares(signed: flow.aresJSON?["acsSignedContent"]?.stringValue != nil), flow.areq, flow.aresJSON?["messageType"]?.stringValue ?? "ARes")
             for i in flow.followUps {
                 let x = exchanges[i]
-                let type = x.messages.contains { $0.direction == "response" && $0.location == "jwe" } ? "CRes"
-                    : x.messages.first { $0.direction == "response" }?.type
+                let type = x.messages.contains { $0.messageDirection == .response && $0.location == "jwe" } ? "CRes"
+                    : x.messages.first { $0.messageDirection == .response }?.type
                 add(.followUp, i, type ?? path(i))
             }
             if let r = flow.rreq {
@@ -62,7 +63,7 @@ extension ReplayCatalog {
         }
         for i in plain {
             slots.append(AnswerSlot(kind: .plain, exchange: i, recordedExchangeID: exchanges[i].id,
-                                    messageType: exchanges[i].messages.first { $0.direction == "response" }?.type, occurrence: 1, path: path(i)))
+                                    messageType: exchanges[i].messages.first { $0.messageDirection == .response }?.type, occurrence: 1, path: path(i)))
         }
         return slots
     }

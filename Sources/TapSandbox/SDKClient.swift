@@ -16,7 +16,8 @@ public struct ClientOptions: Sendable {
     /// A directory as `sandbox certs` writes it.
     public var certsDirectory: String
     public var browser = false
-    public var messageVersion = "2.2.0"
+    /// `messageVersion` as given (the CLI accepts the versions 3dstape speaks); `version` is its typed reading.
+    public var messageVersion = MessageVersion.v2_2.wire
     public var enc: ContentEncryption = .a128cbcHS256
     public var answer: String?
     public var select: [String] = []
@@ -178,11 +179,7 @@ public final class SDKClient {
             let path = req.head.target
             if path.hasPrefix("/3ds/rreq"), let rreq = try? JSON.parse(req.body) {
                 box.store.withLock { $0["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = rreq }
-                let rres = JSON.object([("threeDSServerTransID", rreq["threeDSServerTransID"] ?? .null), ("dsTransID", rreq["dsTransID"] ?? .null),
-                                        ("acsTransID", rreq["acsTransID"] ?? .null), ("sdkTransID", rreq["sdkTransID"]),
-                                        ("messageType", .string("RRes")), ("messageVersion", rreq["messageVersion"] ?? .null),
-                                        ("resultsStatus", .string("01"))].filter { $0.1 != nil }.map { ($0.0, $0.1!) })
-                respond(.json(rres.bytes))
+                respond(.json(ThreeDSMessage.rRes(answering: rreq, resultsStatus: "01").bytes))
             } else if path.hasPrefix("/3ds/method") {
                 respond(.html("<p>3DS Method complete</p>")) // the ACS's notification that the 3DS Method ran
             } else if path.hasPrefix("/3ds/notify") {
@@ -236,26 +233,19 @@ public final class SDKClient {
         let sdkTransID = EMV.uuid()
         let sdkRef = "3DS_LOA_SDK_3DSTAPE_020300_00001"
         let sdkKey = try PrivateKey.generateP256()
-        var areq: [(String, JSON)] = [
-            ("threeDSServerTransID", .string(serverTransID)), ("messageType", .string("AReq")), ("messageVersion", .string(o.messageVersion)),
-            ("deviceChannel", .string(o.browser ? "02" : "01")), ("messageCategory", .string("01")),
-            ("threeDSCompInd", .string(o.browser ? "Y" : "U")),
-            ("threeDSRequestorAuthenticationInd", .string("01")), ("threeDSRequestorID", .string("3dstape-requestor")),
-            ("threeDSRequestorName", .string("3dstape Test Merchant")), ("threeDSRequestorURL", .string("https://merchant.example.test")),
-            ("threeDSServerRefNumber", .string("3DSTAPE-SERVER")), ("threeDSServerOperatorID", .string("3DSTAPE-OP")),
-            ("threeDSServerURL", .string(listenerURL + "/3ds/rreq")),
-            ("acquirerBIN", .string("412345")), ("acquirerMerchantID", .string("3DSTAPE-MERCHANT-1")), ("mcc", .string("5999")),
-            ("merchantCountryCode", .string("826")), ("merchantName", .string("3dstape Test Shop")),
-            ("acctNumber", .string(o.card)), ("cardExpiryDate", .string("3012")), ("acctType", .string("02")),
-            ("purchaseAmount", .string("1234")), ("purchaseCurrency", .string("978")), ("purchaseExponent", .string("2")),
-            ("purchaseDate", .string(Self.purchaseDate())), ("transType", .string("01")),
-        ]
+        var areq = ThreeDSMessage.AReq(
+            threeDSServerTransID: serverTransID, version: o.version, deviceChannel: o.browser ? .browser : .app, messageCategory: .payment,
+            threeDSCompInd: o.browser ? "Y" : "U", threeDSRequestorAuthenticationInd: "01", threeDSRequestorID: "3dstape-requestor",
+            threeDSRequestorName: "3dstape Test Merchant", threeDSRequestorURL: "https://merchant.example.test",
+            threeDSServerRefNumber: "3DSTAPE-SERVER", threeDSServerOperatorID: "3DSTAPE-OP", threeDSServerURL: listenerURL + "/3ds/rreq",
+            acquirerBIN: "412345", acquirerMerchantID: "3DSTAPE-MERCHANT-1", mcc: "5999", merchantCountryCode: "826",
+            merchantName: "3dstape Test Shop", acctNumber: o.card, cardExpiryDate: "3012", acctType: "02", purchaseAmount: "1234",
+            purchaseCurrency: "978", purchaseExponent: "2", purchaseDate: Self.purchaseDate(), transType: "01")
         if o.browser {
-            areq += [("notificationURL", .string(listenerURL + "/3ds/notify")), ("browserAcceptHeader", .string("text/html")),
-                     ("browserUserAgent", .string("3dstape-client")), ("browserLanguage", .string("en-GB")),
-                     ("browserIP", .string("192.0.2.10")), ("browserJavaEnabled", .bool(false)), ("browserColorDepth", .string("24")),
-                     ("browserScreenHeight", .string("900")), ("browserScreenWidth", .string("1440")), ("browserTZ", .string("0"))]
-            if o.messageVersion >= "2.2.0" { areq.append(("browserJavascriptEnabled", .bool(true))) }
+            areq.browser = .init(notificationURL: listenerURL + "/3ds/notify", browserAcceptHeader: "text/html", browserUserAgent: "3dstape-client",
+                                 browserLanguage: "en-GB", browserIP: "192.0.2.10", browserJavaEnabled: false, browserColorDepth: "24",
+                                 browserScreenHeight: "900", browserScreenWidth: "1440", browserTZ: "0",
+                                 browserJavascriptEnabled: o.version >= .v2_2 ? true : nil)
         } else {
             let device = JSON.object([("DV", .string("1.6")), ("DD", .object([
                 ("C001", .string("Linux")), ("C002", .string("3dstape client")), ("C004", .string("1")), ("C005", .string("en-GB")),
@@ -265,17 +255,17 @@ public final class SDKClient {
             let jwe = dsKey.type == .rsa
                 ? try JWE.encryptRSAOAEP256(plaintext: device.bytes, recipient: dsKey, enc: .a128cbcHS256, keyID: keyID)
                 : try JWE.encryptEMVECDH(plaintext: device.bytes, recipient: dsKey, directoryServerID: dsID, enc: .a128cbcHS256, keyID: keyID)
-            areq += [("sdkAppID", .string("9063b12c-fcde-43c7-b28e-8d0af5520e8a")), ("sdkEncData", .string(jwe.compact)),
-                     ("sdkEphemPubKey", JWK(publicKey: sdkKey.publicKey).json()), ("sdkMaxTimeout", .string("05")),
-                     ("sdkReferenceNumber", .string(sdkRef)), ("sdkTransID", .string(sdkTransID)),
-                     ("deviceRenderOptions", .object([("sdkInterface", .string("03")), ("sdkUiType", .array(["01", "02", "03", "04", "05"].map(JSON.string)))]))]
+            areq.app = .init(sdkAppID: "9063b12c-fcde-43c7-b28e-8d0af5520e8a", sdkEncData: jwe.compact,
+                             sdkEphemPubKey: JWK(publicKey: sdkKey.publicKey).json(), sdkMaxTimeout: "05", sdkReferenceNumber: sdkRef,
+                             sdkTransID: sdkTransID,
+                             deviceRenderOptions: .object([("sdkInterface", .string("03")), ("sdkUiType", .array(["01", "02", "03", "04", "05"].map(JSON.string)))]))
         }
         var dsURL = o.dsURL
         if dsURL.path == "/" { dsURL.path = "/ds/areq" }
         let t0 = Date()
         let aresResponse: HTTPResponse
         do {
-            aresResponse = try post(dsURL, JSON.object(areq).bytes, contentType: "application/json; charset=utf-8", timeout: o.aresTimeout)
+            aresResponse = try post(dsURL, areq.json.bytes, contentType: "application/json; charset=utf-8", timeout: o.aresTimeout)
         } catch let e as TimeoutFailure {
             throw ClientFailure("no ARes within \(CheckedDuration.describe(o.aresTimeout)) (--ares-timeout): \(e.message)", .dsFailure)
         }
@@ -283,8 +273,8 @@ public final class SDKClient {
         guard aresResponse.head.status == 200, let ares = try? JSON.parse(aresResponse.body), ares.isObject else {
             throw ClientFailure("the DS answered HTTP \(aresResponse.head.status) without an ARes or Erro", .dsFailure)
         }
-        if ares["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: ares, challenge: false) }
-        guard ares["messageType"]?.stringValue == "ARes" else { throw ClientFailure("expected an ARes, got \(ares["messageType"]?.compact ?? "nothing")", .dsFailure) }
+        if ares.messageKind == .erro { throw ClientFailure(erro: ares, challenge: false) }
+        guard ares.messageKind == .aRes else { throw ClientFailure("expected an ARes, got \(ares["messageType"]?.compact ?? "nothing")", .dsFailure) }
         result.transStatus = ares["transStatus"]?.stringValue
         result.transStatusReason = ares["transStatusReason"]?.stringValue
         result.eci = ares["eci"]?.stringValue
@@ -340,14 +330,14 @@ public final class SDKClient {
         guard let acsTransID = ares["acsTransID"]?.stringValue else { throw ClientFailure("ARes without acsTransID", .aresRejected) }
         var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: acsKey, sdkReferenceNumber: sdkRef,
                                           acsTransID: acsTransID, enc: o.enc)
-        let base: [(String, JSON)] = [("threeDSServerTransID", ares["threeDSServerTransID"]!), ("acsTransID", .string(acsTransID)),
-                                      ("messageType", .string("CReq")), ("messageVersion", .string(o.messageVersion)),
-                                      ("sdkTransID", ares["sdkTransID"] ?? .null)]
-        var extra: [(String, JSON)] = []
+        let base = ThreeDSMessage.CReq(threeDSServerTransID: ares["threeDSServerTransID"]!, acsTransID: .string(acsTransID), version: o.version,
+                                       sdkTransID: ares["sdkTransID"] ?? .null)
+        var extra: [ThreeDSMessage.ChallengeEntry] = []
         let deadline = Date().addingTimeInterval(o.timeout)
         for round in 0..<6 {
-            let creq = JSON.object(base + extra)
-            let sealed = try cipher.seal(creq)
+            var creq = base
+            creq.entries = extra
+            let sealed = try cipher.seal(creq.json)
             let remaining = deadline.timeIntervalSinceNow
             let response: HTTPResponse
             do {
@@ -361,15 +351,16 @@ public final class SDKClient {
                 result.transStatus = nil
                 if o.misbehaviour.contains(.noErro) { throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent nothing (--misbehave no-erro)", .challengeTimedOut) }
                 sendErro(.timedOut, "Transaction timed out", "the SDK's \(which) expired", to: acsURL, ares: ares)
-                let cancel = JSON.object(base + [("challengeCancel", .string("08"))])
-                if let c = try? cipher.seal(cancel) {
+                var cancel = base
+                cancel.entries = [.cancel("08")]
+                if let c = try? cipher.seal(cancel.json) {
                     _ = try? post(acsURL, Array(c.utf8), contentType: "application/jose; charset=UTF-8", timeout: 2)
                 }
                 throw ClientFailure("challenge timed out at \(which) (\(e.message)); sent Erro 402 and challengeCancel 08", .challengeTimedOut)
             }
             let body = String(decoding: response.body, as: UTF8.self)
             if (response.head.headers["Content-Type"] ?? "").lowercased().hasPrefix("application/json") || body.hasPrefix("{") {
-                if let erro = try? JSON.parse(response.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro, challenge: true) }
+                if let erro = try? JSON.parse(response.body), erro.messageKind == .erro { throw ClientFailure(erro: erro, challenge: true) }
                 throw ClientFailure("the ACS answered HTTP \(response.head.status) in JSON without an Erro", .challengeRuntime)
             }
             let cres: JSON
@@ -383,7 +374,7 @@ public final class SDKClient {
                                     + (o.misbehaviour.contains(.noErro) ? "sent no Erro (--misbehave no-erro)" : "sent Erro \(error.code.rawValue) to the ACS"),
                                     .sdkErro(error.code.rawValue))
             }
-            guard cres["messageType"]?.stringValue == "CRes" else { throw ClientFailure("expected a CRes", .challengeRuntime) }
+            guard cres.messageKind == .cRes else { throw ClientFailure("expected a CRes", .challengeRuntime) }
             if cres["challengeCompletionInd"]?.stringValue == "Y" {
                 result.transStatus = cres["transStatus"]?.stringValue
                 result.eci = nil
@@ -393,7 +384,7 @@ public final class SDKClient {
             let ui = cres["acsUiType"]?.stringValue ?? "01"
             result.acsUiType = ui
             if o.cancel {
-                extra = [("challengeCancel", .string("01"))]
+                extra = [.cancel("01")]
                 continue
             }
             extra = nextEntry(ui: ui, round: round)
@@ -410,29 +401,28 @@ public final class SDKClient {
     }
 
     /// The CReq fields that answer a challenge screen, from the scripted answers.
-    func nextEntry(ui: String, round: Int) -> [(String, JSON)] {
+    func nextEntry(ui: String, round: Int) -> [ThreeDSMessage.ChallengeEntry] {
         let o = options
         switch ui {
         case "02", "03":
-            return o.select.isEmpty ? [("challengeNoEntry", .string("Y"))] : [("challengeDataEntry", .string(o.select.joined(separator: ",")))]
+            return o.select.isEmpty ? [.noEntry] : [.dataEntry(o.select.joined(separator: ","))]
         case "04", "06":
-            if o.oob { return [("oobContinue", o.messageVersion >= "2.3.1" ? .string("01") : .bool(true))] }
-            return [("challengeNoEntry", .string("Y"))]
+            if o.oob { return [.oobContinue(o.version >= .v2_3 ? .string("01") : .bool(true))] }
+            return [.noEntry]
         case "05":
-            return o.answer.map { [("challengeHTMLDataEntry", .string("otp=\($0)"))] } ?? [("challengeNoEntry", .string("Y"))]
+            return o.answer.map { [.htmlDataEntry("otp=\($0)")] } ?? [.noEntry]
         case "07":
-            return o.messageVersion >= "2.3.1" ? [("infoContinueIndicator", .string("01"))] : [("challengeNoEntry", .string("Y"))]
+            return o.version >= .v2_3 ? [.infoContinue] : [.noEntry]
         default:
-            return o.answer.map { [("challengeDataEntry", .string($0))] } ?? [("challengeNoEntry", .string("Y"))]
+            return o.answer.map { [.dataEntry($0)] } ?? [.noEntry]
         }
     }
 
     func browserChallenge(_ ares: JSON, _ result: inout ClientResult) throws {
         let o = options
         guard let acsURLText = ares["acsURL"]?.stringValue, let acsURL = HTTPURL(acsURLText) else { throw ClientFailure("ARes without acsURL", .aresRejected) }
-        let creq = JSON.object([("threeDSServerTransID", ares["threeDSServerTransID"]!), ("acsTransID", ares["acsTransID"]!),
-                                ("messageType", .string("CReq")), ("messageVersion", .string(o.messageVersion)),
-                                ("challengeWindowSize", .string("05"))])
+        let creq = ThreeDSMessage.CReq(threeDSServerTransID: ares["threeDSServerTransID"]!, acsTransID: ares["acsTransID"]!,
+                                       version: o.version, challengeWindowSize: "05").json
         let session = Base64URL.encode(Array("merchant-session-\(EMV.uuid().prefix(8))".utf8))
         let page: HTTPResponse
         do {
@@ -442,7 +432,7 @@ public final class SDKClient {
             throw ClientFailure("challenge timed out after \(Checked.clampedInt(o.timeout)) s (\(e.message))", .challengeTimedOut)
         }
         let html = String(decoding: page.body, as: UTF8.self)
-        if html.hasPrefix("{"), let erro = try? JSON.parse(page.body), erro["messageType"]?.stringValue == "Erro" { throw ClientFailure(erro: erro, challenge: true) }
+        if html.hasPrefix("{"), let erro = try? JSON.parse(page.body), erro.messageKind == .erro { throw ClientFailure(erro: erro, challenge: true) }
         guard let action = HTMLForm.action(in: html), let submitURL = HTTPURL(action) else { throw ClientFailure("the challenge page has no form", .challengeRuntime) }
         var fields = HTMLForm.inputs(in: html).filter { $0.0 != "answer" }
         result.acsUiType = fields.first { $0.0 == "uiType" }?.1
@@ -477,4 +467,9 @@ public final class SDKClient {
         f.timeZone = TimeZone(identifier: "UTC")
         return f.string(from: Date())
     }
+}
+
+extension ClientOptions {
+    /// `messageVersion` as a typed, ordered version.
+    var version: MessageVersion { MessageVersion(wire: messageVersion) }
 }

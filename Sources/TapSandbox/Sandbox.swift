@@ -70,7 +70,7 @@ public final class Sandbox: @unchecked Sendable {
         let areq: JSON
         var ares: JSON
         let card: TestCard
-        let version: String
+        let version: MessageVersion
         let app: Bool
         var cipher: AppChannelCipher?
         var rounds = 0
@@ -79,7 +79,7 @@ public final class Sandbox: @unchecked Sendable {
         var uiType: String
         var sessionData: String?
 
-        init(areq: JSON, ares: JSON, card: TestCard, version: String, app: Bool, uiType: String) {
+        init(areq: JSON, ares: JSON, card: TestCard, version: MessageVersion, app: Bool, uiType: String) {
             self.areq = areq
             self.ares = ares
             self.card = card
@@ -147,15 +147,14 @@ public final class Sandbox: @unchecked Sendable {
     }
 
     func erroReply(_ code: EMVErrorCode, _ component: String, _ description: String, _ detail: String, about message: JSON?,
-                   type: String?) -> HTTPReply {
+                   type: MessageKind?) -> HTTPReply {
         log("Erro \(code.rawValue) \(description): \(detail)")
         return .json(Erro.make(code, component: component, description: description, detail: detail, about: message,
-                               messageType: type, version: message?["messageVersion"]?.stringValue).bytes)
+                               messageType: type?.rawValue, version: message?.messageVersion?.wire).bytes)
     }
 
     // MARK: DS: AReq
 
-    static let versions = ["2.1.0", "2.2.0", "2.3.1"]
     static let commonRequired = ["threeDSServerTransID", "deviceChannel", "messageCategory", "acctNumber", "threeDSServerRefNumber",
                                  "threeDSServerURL", "threeDSRequestorID", "threeDSRequestorName", "acquirerBIN",
                                  "acquirerMerchantID", "mcc", "merchantCountryCode", "merchantName"]
@@ -168,52 +167,54 @@ public final class Sandbox: @unchecked Sendable {
         guard let areq = try? JSON.parse(body), areq.isObject else {
             return respond(erroReply(.messageInvalid, "D", "Message not recognised", "the body is not a JSON object", about: nil, type: nil))
         }
-        guard areq["messageType"]?.stringValue == "AReq" else {
+        guard areq.messageKind == .aReq else {
             return respond(erroReply(.messageInvalid, "D", "Message not recognised",
                                      "messageType \(areq["messageType"]?.compact ?? "missing") at /ds/areq", about: areq, type: nil))
         }
-        guard let version = areq["messageVersion"]?.stringValue, Sandbox.versions.contains(version) else {
+        guard let version = areq.messageVersion, version.isKnown else {
             return respond(erroReply(.versionNotSupported, "D", "Message version not supported",
-                                     "messageVersion \(areq["messageVersion"]?.compact ?? "missing"); supported: 2.1.0, 2.2.0, 2.3.1",
-                                     about: areq, type: "AReq"))
+                                     "messageVersion \(areq["messageVersion"]?.compact ?? "missing"); supported: "
+                                     + MessageVersion.known.map(\.wire).joined(separator: ", "),
+                                     about: areq, type: .aReq))
         }
-        let channel = areq["deviceChannel"]?.stringValue
+        let channel = DeviceChannel(areq["deviceChannel"])
+        let category = MessageCategory(areq["messageCategory"])
         var required = Sandbox.commonRequired
-        if areq["messageCategory"]?.stringValue == "01" { required += Sandbox.purchaseRequired }
-        if channel == "01" { required += Sandbox.appRequired } else if channel == "02" { required += Sandbox.browserRequired }
+        if category == .payment { required += Sandbox.purchaseRequired }
+        if channel == .app { required += Sandbox.appRequired } else if channel == .browser { required += Sandbox.browserRequired }
         let missing = EMV.missing(required, in: areq)
         guard missing.isEmpty else {
             return respond(erroReply(.requiredElementMissing, "D", "Required element missing", missing.joined(separator: ","),
-                                     about: areq, type: "AReq"))
+                                     about: areq, type: .aReq))
         }
         var bad: [String] = []
-        if !EMV.isUUID(areq["threeDSServerTransID"]!.stringValue ?? "") { bad.append("threeDSServerTransID") }
-        if channel == "01", !EMV.isUUID(areq["sdkTransID"]?.stringValue ?? "") { bad.append("sdkTransID") }
-        if !["01", "02", "03"].contains(channel ?? "") { bad.append("deviceChannel") }
-        if !["01", "02"].contains(areq["messageCategory"]?.stringValue ?? "") { bad.append("messageCategory") }
+        if !(TransactionID(areq["threeDSServerTransID"])?.isWellFormed ?? false) { bad.append("threeDSServerTransID") }
+        if channel == .app, !(TransactionID(areq["sdkTransID"])?.isWellFormed ?? false) { bad.append("sdkTransID") }
+        if !(channel?.isKnown ?? false) { bad.append("deviceChannel") }
+        if !(category?.isKnown ?? false) { bad.append("messageCategory") }
         let pan = areq["acctNumber"]?.stringValue ?? ""
         if !(13...19).contains(pan.count) || !pan.allSatisfy(\.isASCIIDigitCharacter) { bad.append("acctNumber") }
-        if channel == "01", areq["sdkEphemPubKey"].map({ !$0.isObject }) ?? true { bad.append("sdkEphemPubKey") }
+        if channel == .app, areq["sdkEphemPubKey"].map({ !$0.isObject }) ?? true { bad.append("sdkEphemPubKey") }
         // The URLs the ACS posts to (the browser's final CRes, the RReq): fully qualified http(s) URLs, nothing a page could run.
-        for key in (channel == "02" ? ["threeDSServerURL", "notificationURL"] : ["threeDSServerURL"])
+        for key in (channel == .browser ? ["threeDSServerURL", "notificationURL"] : ["threeDSServerURL"])
             where HTTPURL(areq[key]?.stringValue ?? "") == nil { bad.append(key) }
         guard bad.isEmpty else {
-            return respond(erroReply(.formatInvalid, "D", "Format or value invalid", bad.joined(separator: ","), about: areq, type: "AReq"))
+            return respond(erroReply(.formatInvalid, "D", "Format or value invalid", bad.joined(separator: ","), about: areq, type: .aReq))
         }
-        if channel == "01" {
+        if channel == .app {
             do { _ = try decryptDeviceData(areq["sdkEncData"]!.stringValue ?? "") } catch {
-                return respond(erroReply(.decryptionFailure, "D", "Data decryption failure", "sdkEncData: \(error)", about: areq, type: "AReq"))
+                return respond(erroReply(.decryptionFailure, "D", "Data decryption failure", "sdkEncData: \(error)", about: areq, type: .aReq))
             }
         }
         let card = TestCard.find(pan) ?? TestCard(pan: pan, behaviour: .frictionless("U"), summary: "unknown card", passingAnswer: "-",
                                                   minimumVersion: "2.1.0")
         if card.behaviour == .erro {
             return respond(erroReply(.transactionDataInvalid, "D", "Transaction data not valid", "test card \(Masking.maskPAN(pan)) always answers Erro 305",
-                                     about: areq, type: "AReq"))
+                                     about: areq, type: .aReq))
         }
         let reply: HTTPReply
-        do { reply = try buildARes(areq, card: card, version: version, app: channel == "01") } catch {
-            return respond(erroReply(.transientFailure, "A", "Transient system failure", "\(error)", about: areq, type: "AReq"))
+        do { reply = try buildARes(areq, card: card, version: version, app: channel == .app) } catch {
+            return respond(erroReply(.transientFailure, "A", "Transient system failure", "\(error)", about: areq, type: .aReq))
         }
         if card.behaviour == .delayedARes {
             loop.schedule(after: options.aresDelay) { respond(reply) }
@@ -228,75 +229,60 @@ public final class Sandbox: @unchecked Sendable {
         return try JSON.parse(plaintext)
     }
 
-    func buildARes(_ areq: JSON, card: TestCard, version: String, app: Bool) throws -> HTTPReply {
+    func buildARes(_ areq: JSON, card: TestCard, version: MessageVersion, app: Bool) throws -> HTTPReply {
         let acsTransID = EMV.uuid(), dsTransID = EMV.uuid()
         var behaviour = card.behaviour
-        if version < card.minimumVersion { behaviour = .frictionless("U") }
-        var status: String
+        if version < MessageVersion(wire: card.minimumVersion) { behaviour = .frictionless("U") }
+        var status: TransStatus
         var uiType = "01"
         switch behaviour {
-        case let .frictionless(s): status = s
-        case let .challenge(ui): status = "C"; uiType = ui
-        case .acsNeverAnswers: status = "C"
-        case .decoupled: status = "D"
-        case .delayedARes: status = "Y"
-        case .erro: status = "U"
+        case let .frictionless(s): status = TransStatus(wire: s)
+        case let .challenge(ui): status = .challenge; uiType = ui
+        case .acsNeverAnswers: status = .challenge
+        case .decoupled: status = .decoupled
+        case .delayedARes: status = .authenticated
+        case .erro: status = .couldNotPerform
         }
-        var m: [(String, JSON)] = [
-            ("threeDSServerTransID", areq["threeDSServerTransID"]!), ("dsTransID", .string(dsTransID)),
-            ("acsTransID", .string(acsTransID)),
-        ]
-        if app { m.append(("sdkTransID", areq["sdkTransID"]!)) }
-        m += [("messageType", .string("ARes")), ("messageVersion", .string(version)),
-              ("acsReferenceNumber", .string("3DSTAPE-SANDBOX-ACS")), ("acsOperatorID", .string("3DSTAPE-ACS-OP")),
-              ("dsReferenceNumber", .string("3DSTAPE-SANDBOX-DS")), ("transStatus", .string(status))]
+        var ares = ThreeDSMessage.ARes(ids: MessageIDs(threeDSServerTransID: areq["threeDSServerTransID"]!, dsTransID: .string(dsTransID),
+                                                       acsTransID: .string(acsTransID), sdkTransID: app ? areq["sdkTransID"]! : nil),
+                                       version: version, acsReferenceNumber: "3DSTAPE-SANDBOX-ACS", acsOperatorID: "3DSTAPE-ACS-OP",
+                                       dsReferenceNumber: "3DSTAPE-SANDBOX-DS", transStatus: status)
         switch status {
-        case "Y": m += [("eci", .string("05")), ("authenticationValue", .string(Sandbox.cavv())), ("authenticationType", .string("02"))]
-        case "A": m += [("eci", .string("06")), ("authenticationValue", .string(Sandbox.cavv()))]
-        case "N", "R": m += [("eci", .string("07")), ("transStatusReason", .string("01"))]
-        case "U": m += [("eci", .string("07")), ("transStatusReason", .string(card.summary == "unknown card" ? "08" : "16"))]
-        case "I": m += [("eci", .string("07")), ("transStatusReason", .string("22"))]
-        case "D": m += [("acsChallengeMandated", .string("Y")), ("acsDecConInd", .string("Y")),
-                        ("cardholderInfo", .string("Approve the payment in your banking app"))]
+        case .authenticated: (ares.eci, ares.authenticationValue, ares.authenticationType) = ("05", Sandbox.cavv(), "02")
+        case .attempted: (ares.eci, ares.authenticationValue) = ("06", Sandbox.cavv())
+        case .notAuthenticated, .rejected: (ares.eci, ares.transStatusReason) = ("07", "01")
+        case .couldNotPerform: (ares.eci, ares.transStatusReason) = ("07", card.summary == "unknown card" ? "08" : "16")
+        case .informational: (ares.eci, ares.transStatusReason) = ("07", "22")
+        case .decoupled: (ares.acsChallengeMandated, ares.acsDecConInd, ares.cardholderInfo) = ("Y", "Y", "Approve the payment in your banking app")
         default: break
         }
         let tx = Transaction(areq: areq, ares: .null, card: card, version: version, app: app, uiType: uiType)
-        if status == "C" {
-            m.append(("acsChallengeMandated", .string("Y")))
+        if status == .challenge {
+            ares.acsChallengeMandated = "Y"
             let acsURL = baseURL + "/acs/challenge"
             if app {
                 let (cipher, acsEphemPubKey) = try ACSChannel.open(sdkEphemPubKey: areq["sdkEphemPubKey"]!,
                                                                     sdkReferenceNumber: areq["sdkReferenceNumber"]!.stringValue ?? "",
                                                                     acsTransID: acsTransID)
                 let (key, cert) = options.signing == .es256 ? keys.acsEC : keys.acsRSA
-                var compact = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: areq["sdkEphemPubKey"]!, acsURL: acsURL)
+                let compact = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: areq["sdkEphemPubKey"]!, acsURL: acsURL)
                     .sign(key: key, certificate: cert, algorithm: options.signing)
-                if options.badSignature {
-                    // Flip one bit of the signature: the chain still validates, the signature does not.
-                    var parts = compact.split(separator: ".").map(String.init)
-                    var sig = Base64URL.decode(parts[2]) ?? []
-                    if !sig.isEmpty { sig[sig.count / 2] ^= 0x01 }
-                    parts[2] = Base64URL.encode(sig)
-                    compact = parts.joined(separator: ".")
-                }
-                m.append(("acsSignedContent", .string(compact)))
+                ares.acsSignedContent = options.badSignature ? SignatureFault.flippingSignatureBit(compact) : compact
                 // Table A.1: required for an app challenge in every version (2.1.0 included).
-                m.append(("acsRenderingType", .object([("acsInterface", .string(uiType == "05" || uiType == "06" ? "02" : "01")),
-                                                         ("acsUiTemplate", .string(uiType))])))
+                ares.acsRenderingType = ThreeDSMessage.ARes.renderingType(interface: uiType == "05" || uiType == "06" ? "02" : "01", template: uiType)
                 tx.cipher = cipher
                 writeKeylog("CEK \(acsTransID) \(Hex.encode(cipher.cek))")
             } else {
-                m.append(("acsURL", .string(acsURL)))
+                ares.acsURL = acsURL
             }
         }
-        let ares = JSON.object(m)
-        tx.ares = ares
-        if status == "C" || status == "D" { transactions[acsTransID] = tx }
-        if status == "D" {
-            loop.schedule(after: options.decoupledDelay) { [weak self] in self?.finish(tx, status: "Y", cancel: nil) }
+        tx.ares = ares.json
+        if status == .challenge || status == .decoupled { transactions[acsTransID] = tx }
+        if status == .decoupled {
+            loop.schedule(after: options.decoupledDelay) { [weak self] in self?.finish(tx, status: .authenticated, cancel: nil) }
         }
         log("AReq \(card.pan.prefix(6))… \(app ? "app" : "browser") \(version) → ARes \(status)")
-        return .json(ares.bytes)
+        return .json(tx.ares.bytes)
     }
 
     static func cavv() -> String { Data(Digest.randomBytes(20)).base64EncodedString() }
@@ -312,23 +298,19 @@ public final class Sandbox: @unchecked Sendable {
     // MARK: DS: PReq
 
     func handlePReq(_ body: [UInt8]) -> HTTPReply {
-        guard let preq = try? JSON.parse(body), preq["messageType"]?.stringValue == "PReq" else {
+        guard let preq = try? JSON.parse(body), preq.messageKind == .pReq else {
             return erroReply(.messageInvalid, "D", "Message not recognised", "expected a PReq", about: nil, type: nil)
         }
         let missing = EMV.missing(["threeDSServerTransID", "threeDSServerRefNumber", "messageVersion"], in: preq)
         guard missing.isEmpty else {
-            return erroReply(.requiredElementMissing, "D", "Required element missing", missing.joined(separator: ","), about: preq, type: "PReq")
+            return erroReply(.requiredElementMissing, "D", "Required element missing", missing.joined(separator: ","), about: preq, type: .pReq)
         }
-        let range = JSON.object([
-            ("startRange", .string("4000000000001000")), ("endRange", .string("4000000000001999")), ("actionInd", .string("A")),
-            ("acsStartProtocolVersion", .string("2.1.0")), ("acsEndProtocolVersion", .string("2.3.1")),
-            ("threeDSMethodURL", .string(baseURL + "/acs/method")), ("acsInfoInd", .array([.string("01"), .string("02")])),
-        ])
-        return .json(JSON.object([
-            ("threeDSServerTransID", preq["threeDSServerTransID"]!), ("dsTransID", .string(EMV.uuid())),
-            ("messageType", .string("PRes")), ("messageVersion", preq["messageVersion"]!), ("serialNum", .string("1")),
-            ("dsProtocolVersions", .array(Sandbox.versions.map(JSON.string))), ("cardRangeData", .array([range])),
-        ]).bytes)
+        let range = ThreeDSMessage.CardRange(startRange: "4000000000001000", endRange: "4000000000001999", actionInd: "A",
+                                             acsStartProtocolVersion: .v2_1, acsEndProtocolVersion: .v2_3,
+                                             threeDSMethodURL: baseURL + "/acs/method", acsInfoInd: ["01", "02"])
+        return .json(ThreeDSMessage.pRes(threeDSServerTransID: preq["threeDSServerTransID"]!, dsTransID: EMV.uuid(),
+                                         version: preq["messageVersion"]!, serialNum: "1", dsProtocolVersions: MessageVersion.known,
+                                         cardRangeData: [range]).bytes)
     }
 
     // MARK: ACS: 3DS Method

@@ -31,12 +31,12 @@ extension Sandbox {
     func handleAppCReq(_ compact: String, _ respond: @escaping (HTTPReply) -> Void) {
         guard let jwe = try? JWE(compact: compact), let kid = jwe.keyID else {
             return respond(erroReply(.decryptionFailure, "A", "Data decryption failure", "CReq JWE is malformed or has no kid",
-                                     about: nil, type: "CReq"))
+                                     about: nil, type: .cReq))
         }
         guard let tx = transactions[kid], tx.app, var cipher = tx.cipher else {
             return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised",
                                      "acsTransID \(kid) (the JWE kid) is not a transaction of this ACS",
-                                     about: .object([("acsTransID", .string(kid))]), type: "CReq"))
+                                     about: .object([("acsTransID", .string(kid))]), type: .cReq))
         }
         if tx.card.behaviour == .acsNeverAnswers {
             log("CReq for \(kid): this test card's ACS never answers")
@@ -48,23 +48,23 @@ extension Sandbox {
             tx.cipher = cipher
         } catch {
             return respond(erroReply(error.code, "A", error.code == .decryptionFailure ? "Data decryption failure" : "Message invalid",
-                                     error.message, about: tx.ares, type: "CReq"))
+                                     error.message, about: tx.ares, type: .cReq))
         }
-        guard creq["messageType"]?.stringValue == "CReq" else {
+        guard creq.messageKind == .cReq else {
             return respond(erroReply(.messageInvalid, "A", "Message not recognised", "messageType \(creq["messageType"]?.compact ?? "missing")",
                                      about: tx.ares, type: nil))
         }
-        guard creq["messageVersion"]?.stringValue == tx.version else {
+        guard creq.messageVersion == tx.version else {
             return respond(erroReply(.formatInvalid, "A", "Format or value invalid", "messageVersion differs from the ARes",
-                                     about: tx.ares, type: "CReq"))
+                                     about: tx.ares, type: .cReq))
         }
         let missing = EMV.missing(["threeDSServerTransID", "acsTransID", "sdkTransID"], in: creq)
         guard missing.isEmpty else {
-            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: tx.ares, type: "CReq"))
+            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: tx.ares, type: .cReq))
         }
         guard creq["threeDSServerTransID"] == tx.ares["threeDSServerTransID"], creq["sdkTransID"] == tx.ares["sdkTransID"] else {
             return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised", "threeDSServerTransID or sdkTransID",
-                                     about: tx.ares, type: "CReq"))
+                                     about: tx.ares, type: .cReq))
         }
         let cres: JSON
         switch step(tx, creq) {
@@ -79,25 +79,26 @@ extension Sandbox {
             tx.cipher = cipher
             respond(HTTPReply(status: 200, headers: [("Content-Type", "application/jose; charset=UTF-8")], body: Array(sealed.utf8)))
         } catch {
-            respond(erroReply(.decryptionFailure, "A", "Data decryption failure", error.message, about: tx.ares, type: "CReq"))
+            respond(erroReply(.decryptionFailure, "A", "Data decryption failure", error.message, about: tx.ares, type: .cReq))
         }
     }
 
     enum Step {
         case ui(JSON)
-        case final(status: String, reason: String?, cancel: String?)
+        case final(status: TransStatus, reason: String?, cancel: String?)
     }
 
     /// The challenge state machine shared by both channels.
     func step(_ tx: Transaction, _ creq: JSON) -> Step {
         tx.rounds += 1
-        if let cancel = creq["challengeCancel"]?.stringValue { return .final(status: "N", reason: "01", cancel: cancel) }
+        if let cancel = creq["challengeCancel"]?.stringValue { return .final(status: .notAuthenticated, reason: "01", cancel: cancel) }
         if tx.rounds == 1, !hasEntry(creq) { return .ui(uiCRes(tx, note: nil)) }
         if creq["resendChallenge"]?.stringValue == "Y" {
             tx.resends += 1
             return .ui(uiCRes(tx, note: "A new code was sent (\(tx.resends))."))
         }
-        return passes(tx.uiType, creq) ? .final(status: "Y", reason: nil, cancel: nil) : .final(status: "N", reason: "01", cancel: nil)
+        return passes(tx.uiType, creq) ? .final(status: .authenticated, reason: nil, cancel: nil)
+            : .final(status: .notAuthenticated, reason: "01", cancel: nil)
     }
 
     func hasEntry(_ c: JSON) -> Bool {
@@ -119,65 +120,68 @@ extension Sandbox {
         }
     }
 
+    /// The IDs a CRes carries: the ARes's, sdkTransID on the app channel only.
+    func cresIDs(_ tx: Transaction) -> MessageIDs {
+        MessageIDs(threeDSServerTransID: tx.ares["threeDSServerTransID"]!, acsTransID: tx.ares["acsTransID"]!,
+                   sdkTransID: tx.app ? tx.ares["sdkTransID"]! : nil)
+    }
+
     func uiCRes(_ tx: Transaction, note: String?) -> JSON {
-        var m: [(String, JSON)] = [("threeDSServerTransID", tx.ares["threeDSServerTransID"]!), ("acsTransID", tx.ares["acsTransID"]!)]
-        if tx.app { m.append(("sdkTransID", tx.ares["sdkTransID"]!)) }
-        m += [("messageType", .string("CRes")), ("messageVersion", .string(tx.version)), ("challengeCompletionInd", .string("N")),
-              ("acsUiType", .string(tx.uiType)), ("challengeInfoHeader", .string("3dstape Sandbox Bank")),
-              ("psImage", .object([("medium", .string(baseURL + "/img/ps.png"))]))]
+        var c = ThreeDSMessage.ChallengeCRes(ids: cresIDs(tx), version: tx.version, acsUiType: tx.uiType)
+        c.challengeInfoHeader = "3dstape Sandbox Bank"
+        c.psImage = .object([("medium", .string(baseURL + "/img/ps.png"))])
         let info = note.map { " " + $0 } ?? ""
         switch tx.uiType {
         case "01":
-            m += [("challengeInfoText", .string("Enter the code sent to your phone (the sandbox code is \(TestCard.otp)).\(info)")),
-                  ("challengeInfoLabel", .string("Code")), ("submitAuthenticationLabel", .string("Submit")),
-                  ("resendInformationLabel", .string("Send a new code"))]
+            c.challengeInfoText = "Enter the code sent to your phone (the sandbox code is \(TestCard.otp)).\(info)"
+            c.challengeInfoLabel = "Code"
+            c.submitAuthenticationLabel = "Submit"
+            c.resendInformationLabel = "Send a new code"
         case "02":
-            m += [("challengeInfoText", .string("Where should we send your code? (choose 2)\(info)")),
-                  ("challengeSelectInfo", .array([.object([("1", .string("Mobile **** 321"))]), .object([("2", .string("Email a***@example.test"))])])),
-                  ("submitAuthenticationLabel", .string("Next"))]
+            c.challengeInfoText = "Where should we send your code? (choose 2)\(info)"
+            c.challengeSelectInfo = .array([.object([("1", .string("Mobile **** 321"))]), .object([("2", .string("Email a***@example.test"))])])
+            c.submitAuthenticationLabel = "Next"
         case "03":
-            m += [("challengeInfoText", .string("Which of these did you buy? (choose 1 and 3)\(info)")),
-                  ("challengeSelectInfo", .array([.object([("1", .string("Coffee"))]), .object([("2", .string("Train ticket"))]), .object([("3", .string("Books"))])])),
-                  ("submitAuthenticationLabel", .string("Confirm"))]
+            c.challengeInfoText = "Which of these did you buy? (choose 1 and 3)\(info)"
+            c.challengeSelectInfo = .array([.object([("1", .string("Coffee"))]), .object([("2", .string("Train ticket"))]), .object([("3", .string("Books"))])])
+            c.submitAuthenticationLabel = "Confirm"
         case "04":
-            m += [("challengeInfoText", .string("Approve the payment in your banking app, then continue.\(info)")),
-                  ("oobContinueLabel", .string("Continue"))]
+            c.challengeInfoText = "Approve the payment in your banking app, then continue.\(info)"
+            c.oobContinueLabel = "Continue"
         case "05":
             let html = "<html><body><form action=\"HTTPS://EMV3DS/challenge\"><p>Enter \(TestCard.otp)</p><input name=\"otp\"><button>Submit</button></form></body></html>"
-            m += [("acsHTML", .string(Base64URL.encode(Array(html.utf8))))]
+            c.acsHTML = Base64URL.encode(Array(html.utf8))
         case "06":
             let html = "<html><body><p>Approve in your banking app.</p><form action=\"HTTPS://EMV3DS/challenge\"><button>Continue</button></form></body></html>"
-            m += [("acsHTML", .string(Base64URL.encode(Array(html.utf8)))), ("oobContinueLabel", .string("Continue"))]
+            c.acsHTML = Base64URL.encode(Array(html.utf8))
+            c.oobContinueLabel = "Continue"
         case "07":
-            m += [("challengeInfoText", .string("Your card ending 1125 is being used for a payment of EUR 12.34.\(info)")),
-                  ("submitAuthenticationLabel", .string("Continue"))]
+            c.challengeInfoText = "Your card ending 1125 is being used for a payment of EUR 12.34.\(info)"
+            c.submitAuthenticationLabel = "Continue"
         default: break
         }
-        m += [("whyInfoLabel", .string("Why am I seeing this?")), ("whyInfoText", .string("The sandbox asks for a challenge for this test card."))]
-        return .object(m)
+        c.whyInfoLabel = "Why am I seeing this?"
+        c.whyInfoText = "The sandbox asks for a challenge for this test card."
+        return c.json
     }
 
-    func finalCRes(_ tx: Transaction, status: String) -> JSON {
-        var m: [(String, JSON)] = [("threeDSServerTransID", tx.ares["threeDSServerTransID"]!), ("acsTransID", tx.ares["acsTransID"]!)]
-        if tx.app { m.append(("sdkTransID", tx.ares["sdkTransID"]!)) }
-        m += [("challengeCompletionInd", .string("Y")), ("messageType", .string("CRes")), ("messageVersion", .string(tx.version)),
-              ("transStatus", .string(status))]
-        return .object(m)
+    func finalCRes(_ tx: Transaction, status: TransStatus) -> JSON {
+        ThreeDSMessage.finalCRes(ids: cresIDs(tx), version: tx.version, transStatus: status)
     }
 
     // MARK: ACS: browser
 
     func handleBrowserCReq(_ value: String, sessionData: String?, _ respond: @escaping (HTTPReply) -> Void) {
         guard let bytes = Base64URL.decode(value.trimmingWhitespace), let creq = try? JSON.parse(bytes), creq.isObject else {
-            return respond(erroReply(.messageInvalid, "A", "Message not recognised", "creq is not base64url JSON", about: nil, type: "CReq"))
+            return respond(erroReply(.messageInvalid, "A", "Message not recognised", "creq is not base64url JSON", about: nil, type: .cReq))
         }
         guard let id = creq["acsTransID"]?.stringValue, let tx = transactions[id], !tx.app else {
             return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised",
-                                     "acsTransID \(creq["acsTransID"]?.compact ?? "missing")", about: creq, type: "CReq"))
+                                     "acsTransID \(creq["acsTransID"]?.compact ?? "missing")", about: creq, type: .cReq))
         }
         let missing = EMV.missing(["threeDSServerTransID", "messageType", "messageVersion", "challengeWindowSize"], in: creq)
         guard missing.isEmpty else {
-            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: creq, type: "CReq"))
+            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: creq, type: .cReq))
         }
         if tx.card.behaviour == .acsNeverAnswers { return }
         tx.sessionData = sessionData
@@ -209,16 +213,18 @@ extension Sandbox {
             return respond(.html("<p>Unknown or finished transaction</p>", status: 400))
         }
         let answer = field("answer") ?? ""
-        var creq: [(String, JSON)] = [("messageType", .string("CReq"))]
-        if field("action") == "cancel" { creq.append(("challengeCancel", .string("01"))) }
+        var entries: [ThreeDSMessage.ChallengeEntry] = []
+        if field("action") == "cancel" { entries.append(.cancel("01")) }
         switch tx.uiType {
-        case "04", "06": if answer == "oob" { creq.append(("oobContinue", .bool(true))) }
-        case "05": creq.append(("challengeHTMLDataEntry", .string(answer)))
-        case "07": creq.append(("infoContinueIndicator", .string("01")))
-        default: creq.append(("challengeDataEntry", .string(answer)))
+        case "04", "06": if answer == "oob" { entries.append(.oobContinue(.bool(true))) }
+        case "05": entries.append(.htmlDataEntry(answer))
+        case "07": entries.append(.infoContinue)
+        default: entries.append(.dataEntry(answer))
         }
         tx.rounds = max(tx.rounds, 1)
-        guard case let .final(status, reason, cancel) = step(tx, .object(creq)) else {
+        // The form's answer as the challenge state machine reads a CReq (only the entries matter to it).
+        let creq = JSON.object([("messageType", .string(MessageKind.cReq.rawValue))] + entries.map(\.member))
+        guard case let .final(status, reason, cancel) = step(tx, creq) else {
             return respond(.html("<p>Try again</p>"))
         }
         tx.finished = true
@@ -233,23 +239,22 @@ extension Sandbox {
     // MARK: RReq
 
     /// Sends the RReq for a finished challenge (or decoupled authentication) to the 3DS Server.
-    func finish(_ tx: Transaction, status: String, cancel: String?, reason: String? = nil) {
+    func finish(_ tx: Transaction, status: TransStatus, cancel: String?, reason: String? = nil) {
         guard let url = tx.areq["threeDSServerURL"]?.stringValue.flatMap(HTTPURL.init) else {
             log("no usable threeDSServerURL; RReq not sent")
             return
         }
-        var m: [(String, JSON)] = [("threeDSServerTransID", tx.ares["threeDSServerTransID"]!), ("dsTransID", tx.ares["dsTransID"]!),
-                                   ("acsTransID", tx.ares["acsTransID"]!)]
-        if tx.app, tx.version >= "2.2.0" { m.append(("sdkTransID", tx.ares["sdkTransID"]!)) }
-        m += [("messageType", .string("RReq")), ("messageVersion", .string(tx.version)),
-              ("messageCategory", tx.areq["messageCategory"] ?? .string("01")), ("transStatus", .string(status)),
-              ("eci", .string(status == "Y" ? "05" : "07")), ("authenticationType", .string("02")),
-              ("interactionCounter", .string(String(format: "%02d", max(1, tx.rounds))))]
-        if status == "Y" { m.append(("authenticationValue", .string(Sandbox.cavv()))) }
-        if let reason { m.append(("transStatusReason", .string(reason))) }
-        if let cancel { m.append(("challengeCancel", .string(cancel))) }
-        if tx.app, tx.version >= "2.2.0", let r = tx.ares["acsRenderingType"] { m.append(("acsRenderingType", r)) }
-        let rreq = JSON.object(m)
+        let fromV22App = tx.app && tx.version >= .v2_2
+        var r = ThreeDSMessage.RReq(ids: MessageIDs(threeDSServerTransID: tx.ares["threeDSServerTransID"]!, dsTransID: tx.ares["dsTransID"]!,
+                                                    acsTransID: tx.ares["acsTransID"]!, sdkTransID: fromV22App ? tx.ares["sdkTransID"]! : nil),
+                                    version: tx.version, messageCategory: MessageCategory(tx.areq["messageCategory"]) ?? .payment,
+                                    transStatus: status, eci: status == .authenticated ? "05" : "07", authenticationType: "02",
+                                    interactionCounter: String(format: "%02d", max(1, tx.rounds)))
+        if status == .authenticated { r.authenticationValue = Sandbox.cavv() }
+        r.transStatusReason = reason
+        r.challengeCancel = cancel
+        if fromV22App { r.acsRenderingType = tx.ares["acsRenderingType"] }
+        let rreq = r.json
         let options = self.options
         let log = self.log
         transactions[tx.ares["acsTransID"]?.stringValue ?? ""] = nil

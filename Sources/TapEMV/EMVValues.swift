@@ -1,0 +1,160 @@
+import TapCore
+
+/// An EMV 3DS code element read from the wire (a version, a device channel, a transStatus …): the string exactly as it
+/// came, with the values the specification defines as named constants. Parsing never fails on an unknown value: a 3DS
+/// tool shows what it got, and `isKnown` says whether the specification defines it.
+public protocol EMVCode: Hashable, Sendable, CustomStringConvertible {
+    /// The value as it is written on the wire.
+    var wire: String { get }
+    /// Takes any wire string, known or not.
+    init(wire: String)
+    /// The values the specification defines (all versions 3dstape speaks).
+    static var known: [Self] { get }
+}
+
+extension EMVCode {
+    public var description: String { wire }
+    /// Whether the specification defines this value.
+    public var isKnown: Bool { Self.known.contains(self) }
+    /// The value as a JSON string, for a message being built.
+    public var json: JSON { .string(wire) }
+
+    /// The checked parser for a member of a message: nil when the member is absent or not a JSON string; any string,
+    /// known or not, is kept.
+    public init?(_ member: JSON?) {
+        guard let s = member?.stringValue else { return nil }
+        self.init(wire: s)
+    }
+}
+
+/// `messageVersion`, ordered by its numbers (2.1.0 < 2.2.0 < 2.3.1 < 2.10.0), so a rule reads `version >= .v2_2`.
+/// A version that is not dotted decimal numbers is kept as it came and sorts before every numbered one.
+public struct MessageVersion: EMVCode, Comparable {
+    public let wire: String
+    /// The dotted numbers, or nil when the wire string is not made of them.
+    public let numbers: [Int]?
+
+    public init(wire: String) {
+        self.wire = wire
+        let parts = wire.split(separator: ".", omittingEmptySubsequences: false)
+        let numbers = parts.compactMap { p -> Int? in
+            guard !p.isEmpty, p.count <= 6, p.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            return Int(p)
+        }
+        self.numbers = numbers.count == parts.count ? numbers : nil
+    }
+
+    public static let v2_1 = MessageVersion(wire: "2.1.0")
+    public static let v2_2 = MessageVersion(wire: "2.2.0")
+    public static let v2_3 = MessageVersion(wire: "2.3.1")
+    /// The versions 3dstape speaks, oldest first.
+    public static let known: [MessageVersion] = [.v2_1, .v2_2, .v2_3]
+
+    public static func < (a: MessageVersion, b: MessageVersion) -> Bool {
+        switch (a.numbers, b.numbers) {
+        case let (x?, y?): return x == y ? a.wire < b.wire : x.lexicographicallyPrecedes(y)
+        case (nil, _?): return true
+        case (_?, nil): return false
+        case (nil, nil): return a.wire < b.wire
+        }
+    }
+}
+
+/// `deviceChannel`: app-based (01), browser-based (02), 3DS Requestor Initiated (03).
+public struct DeviceChannel: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    public static let app = DeviceChannel(wire: "01")
+    public static let browser = DeviceChannel(wire: "02")
+    public static let requestorInitiated = DeviceChannel(wire: "03")
+    public static let known: [DeviceChannel] = [.app, .browser, .requestorInitiated]
+}
+
+/// `messageCategory`: payment authentication (01) or non-payment authentication (02).
+public struct MessageCategory: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    public static let payment = MessageCategory(wire: "01")
+    public static let nonPayment = MessageCategory(wire: "02")
+    public static let known: [MessageCategory] = [.payment, .nonPayment]
+}
+
+/// `transStatus` of an ARes, CRes or RReq (SPEC Table A.1; D and I from 2.2.0, S from 2.3.1).
+public struct TransStatus: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    /// Authenticated.
+    public static let authenticated = TransStatus(wire: "Y")
+    /// Not authenticated.
+    public static let notAuthenticated = TransStatus(wire: "N")
+    /// Authentication could not be performed.
+    public static let couldNotPerform = TransStatus(wire: "U")
+    /// Attempts processing performed.
+    public static let attempted = TransStatus(wire: "A")
+    /// Challenge required.
+    public static let challenge = TransStatus(wire: "C")
+    /// Rejected.
+    public static let rejected = TransStatus(wire: "R")
+    /// Decoupled authentication confirmed.
+    public static let decoupled = TransStatus(wire: "D")
+    /// Informational only.
+    public static let informational = TransStatus(wire: "I")
+    /// Challenge using SPC.
+    public static let spcChallenge = TransStatus(wire: "S")
+    public static let known: [TransStatus] = [.authenticated, .notAuthenticated, .couldNotPerform, .attempted, .challenge, .rejected,
+                                              .decoupled, .informational, .spcChallenge]
+}
+
+/// The four transaction identifiers a 3DS message can carry, named as on the wire, in the order messages carry them.
+public enum TransactionIDField: String, Sendable, CaseIterable {
+    case threeDSServerTransID, dsTransID, acsTransID, sdkTransID
+}
+
+/// A transaction identifier as it came (3dstape keeps a malformed one to show it); `isWellFormed` checks the
+/// specification's 36-character canonical UUID form.
+public struct TransactionID: Hashable, Sendable, CustomStringConvertible {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    public var description: String { wire }
+
+    /// The checked parser for a member of a message: nil when absent or not a JSON string.
+    public init?(_ member: JSON?) {
+        guard let s = member?.stringValue else { return nil }
+        wire = s
+    }
+
+    /// 8-4-4-4-12 hexadecimal digits (either case), as SPEC Table A.1 defines a transaction ID.
+    public var isWellFormed: Bool {
+        let u = Array(wire.utf8)
+        guard u.count == 36 else { return false }
+        for (i, c) in u.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if c != UInt8(ascii: "-") { return false }
+            } else if !((c >= 48 && c <= 57) || (c | 0x20 >= 97 && c | 0x20 <= 102)) {
+                return false
+            }
+        }
+        return true
+    }
+}
+
+/// Which way a message went in an exchange: the request, or the response to it (as session files store it).
+public enum MessageDirection: String, Sendable, CaseIterable {
+    case request, response
+}
+
+extension MessageKind {
+    /// The checked parser for `messageType` as the specification spells it (the UL harness names are not mapped here:
+    /// `init?(messageType:)` does that); nil for any other value, which the caller still holds as a string.
+    public init?(_ member: JSON?) {
+        guard let s = member?.stringValue, let k = MessageKind(rawValue: s) else { return nil }
+        self = k
+    }
+}
+
+extension JSON {
+    /// This message's `messageType`, as the specification spells it; nil when absent or unknown.
+    public var messageKind: MessageKind? { MessageKind(self["messageType"]) }
+    /// This message's `messageVersion`; nil when absent or not a string.
+    public var messageVersion: MessageVersion? { MessageVersion(self["messageVersion"]) }
+}

@@ -1,0 +1,541 @@
+import TapCore
+
+/// The transaction IDs a message carries, as the wire had them (a JSON value, so a copied ID keeps its bytes), written in
+/// the order every 3DS message carries them: threeDSServerTransID, dsTransID, acsTransID, sdkTransID.
+public struct MessageIDs: Sendable, Equatable {
+    public var threeDSServerTransID: JSON?
+    public var dsTransID: JSON?
+    public var acsTransID: JSON?
+    public var sdkTransID: JSON?
+
+    public init(threeDSServerTransID: JSON? = nil, dsTransID: JSON? = nil, acsTransID: JSON? = nil, sdkTransID: JSON? = nil) {
+        self.threeDSServerTransID = threeDSServerTransID
+        self.dsTransID = dsTransID
+        self.acsTransID = acsTransID
+        self.sdkTransID = sdkTransID
+    }
+
+    /// The IDs among `fields` that `message` has.
+    public init(of message: JSON?, _ fields: [TransactionIDField] = TransactionIDField.allCases) {
+        for f in fields { self[f] = message?[f.rawValue] }
+    }
+
+    public subscript(field: TransactionIDField) -> JSON? {
+        get {
+            switch field {
+            case .threeDSServerTransID: threeDSServerTransID
+            case .dsTransID: dsTransID
+            case .acsTransID: acsTransID
+            case .sdkTransID: sdkTransID
+            }
+        }
+        set {
+            switch field {
+            case .threeDSServerTransID: threeDSServerTransID = newValue
+            case .dsTransID: dsTransID = newValue
+            case .acsTransID: acsTransID = newValue
+            case .sdkTransID: sdkTransID = newValue
+            }
+        }
+    }
+
+    /// The IDs present, in message order.
+    public var members: [(String, JSON)] {
+        TransactionIDField.allCases.compactMap { f in self[f].map { (f.rawValue, $0) } }
+    }
+}
+
+/// Builds JSON objects member by member, leaving out the members that have no value.
+struct MessageWriter {
+    var members: [(String, JSON)] = []
+    mutating func add(_ name: String, _ value: JSON?) { if let value { members.append((name, value)) } }
+    mutating func add(_ name: String, _ value: String?) { if let value { members.append((name, .string(value))) } }
+    mutating func add(_ name: String, _ value: some EMVCode) { members.append((name, value.json)) }
+    mutating func add(_ name: String, _ value: (some EMVCode)?) { if let value { members.append((name, value.json)) } }
+    mutating func add(_ name: String, kind: MessageKind) { members.append(("messageType", .string(kind.rawValue))) }
+    mutating func add(ids: MessageIDs) { members += ids.members }
+    var json: JSON { .object(members) }
+}
+
+/// The EMV 3DS messages 3dstape writes (the sandbox's DS and ACS, the client's SDK and 3DS Server, the replayer's
+/// faults): each builder names its members once, in the order the messages carry them, and leaves out what is nil.
+public enum ThreeDSMessage {
+    /// An AReq from an app (`app` set) or a browser (`browser` set), as the client sends it.
+    public struct AReq: Sendable {
+        public var threeDSServerTransID: String
+        public var version: MessageVersion
+        public var deviceChannel: DeviceChannel
+        public var messageCategory: MessageCategory
+        public var threeDSCompInd: String
+        public var threeDSRequestorAuthenticationInd: String
+        public var threeDSRequestorID: String
+        public var threeDSRequestorName: String
+        public var threeDSRequestorURL: String
+        public var threeDSServerRefNumber: String
+        public var threeDSServerOperatorID: String
+        public var threeDSServerURL: String
+        public var acquirerBIN: String
+        public var acquirerMerchantID: String
+        public var mcc: String
+        public var merchantCountryCode: String
+        public var merchantName: String
+        public var acctNumber: String
+        public var cardExpiryDate: String
+        public var acctType: String
+        public var purchaseAmount: String
+        public var purchaseCurrency: String
+        public var purchaseExponent: String
+        public var purchaseDate: String
+        public var transType: String
+        public var browser: Browser?
+        public var app: App?
+
+        /// The browser members of a browser-based AReq.
+        public struct Browser: Sendable {
+            public var notificationURL: String
+            public var browserAcceptHeader: String
+            public var browserUserAgent: String
+            public var browserLanguage: String
+            public var browserIP: String
+            public var browserJavaEnabled: Bool
+            public var browserColorDepth: String
+            public var browserScreenHeight: String
+            public var browserScreenWidth: String
+            public var browserTZ: String
+            /// Written from 2.2.0 on.
+            public var browserJavascriptEnabled: Bool?
+
+            public init(notificationURL: String, browserAcceptHeader: String, browserUserAgent: String, browserLanguage: String,
+                        browserIP: String, browserJavaEnabled: Bool, browserColorDepth: String, browserScreenHeight: String,
+                        browserScreenWidth: String, browserTZ: String, browserJavascriptEnabled: Bool?) {
+                self.notificationURL = notificationURL
+                self.browserAcceptHeader = browserAcceptHeader
+                self.browserUserAgent = browserUserAgent
+                self.browserLanguage = browserLanguage
+                self.browserIP = browserIP
+                self.browserJavaEnabled = browserJavaEnabled
+                self.browserColorDepth = browserColorDepth
+                self.browserScreenHeight = browserScreenHeight
+                self.browserScreenWidth = browserScreenWidth
+                self.browserTZ = browserTZ
+                self.browserJavascriptEnabled = browserJavascriptEnabled
+            }
+        }
+
+        /// The SDK members of an app-based AReq.
+        public struct App: Sendable {
+            public var sdkAppID: String
+            public var sdkEncData: String
+            public var sdkEphemPubKey: JSON
+            public var sdkMaxTimeout: String
+            public var sdkReferenceNumber: String
+            public var sdkTransID: String
+            public var deviceRenderOptions: JSON
+
+            public init(sdkAppID: String, sdkEncData: String, sdkEphemPubKey: JSON, sdkMaxTimeout: String, sdkReferenceNumber: String,
+                        sdkTransID: String, deviceRenderOptions: JSON) {
+                self.sdkAppID = sdkAppID
+                self.sdkEncData = sdkEncData
+                self.sdkEphemPubKey = sdkEphemPubKey
+                self.sdkMaxTimeout = sdkMaxTimeout
+                self.sdkReferenceNumber = sdkReferenceNumber
+                self.sdkTransID = sdkTransID
+                self.deviceRenderOptions = deviceRenderOptions
+            }
+        }
+
+        public init(threeDSServerTransID: String, version: MessageVersion, deviceChannel: DeviceChannel, messageCategory: MessageCategory,
+                    threeDSCompInd: String, threeDSRequestorAuthenticationInd: String, threeDSRequestorID: String, threeDSRequestorName: String,
+                    threeDSRequestorURL: String, threeDSServerRefNumber: String, threeDSServerOperatorID: String, threeDSServerURL: String,
+                    acquirerBIN: String, acquirerMerchantID: String, mcc: String, merchantCountryCode: String, merchantName: String,
+                    acctNumber: String, cardExpiryDate: String, acctType: String, purchaseAmount: String, purchaseCurrency: String,
+                    purchaseExponent: String, purchaseDate: String, transType: String, browser: Browser? = nil, app: App? = nil) {
+            self.threeDSServerTransID = threeDSServerTransID
+            self.version = version
+            self.deviceChannel = deviceChannel
+            self.messageCategory = messageCategory
+            self.threeDSCompInd = threeDSCompInd
+            self.threeDSRequestorAuthenticationInd = threeDSRequestorAuthenticationInd
+            self.threeDSRequestorID = threeDSRequestorID
+            self.threeDSRequestorName = threeDSRequestorName
+            self.threeDSRequestorURL = threeDSRequestorURL
+            self.threeDSServerRefNumber = threeDSServerRefNumber
+            self.threeDSServerOperatorID = threeDSServerOperatorID
+            self.threeDSServerURL = threeDSServerURL
+            self.acquirerBIN = acquirerBIN
+            self.acquirerMerchantID = acquirerMerchantID
+            self.mcc = mcc
+            self.merchantCountryCode = merchantCountryCode
+            self.merchantName = merchantName
+            self.acctNumber = acctNumber
+            self.cardExpiryDate = cardExpiryDate
+            self.acctType = acctType
+            self.purchaseAmount = purchaseAmount
+            self.purchaseCurrency = purchaseCurrency
+            self.purchaseExponent = purchaseExponent
+            self.purchaseDate = purchaseDate
+            self.transType = transType
+            self.browser = browser
+            self.app = app
+        }
+
+        public var json: JSON {
+            var w = MessageWriter()
+            w.add("threeDSServerTransID", threeDSServerTransID)
+            w.add("messageType", kind: .aReq)
+            w.add("messageVersion", version)
+            w.add("deviceChannel", deviceChannel)
+            w.add("messageCategory", messageCategory)
+            w.add("threeDSCompInd", threeDSCompInd)
+            w.add("threeDSRequestorAuthenticationInd", threeDSRequestorAuthenticationInd)
+            w.add("threeDSRequestorID", threeDSRequestorID)
+            w.add("threeDSRequestorName", threeDSRequestorName)
+            w.add("threeDSRequestorURL", threeDSRequestorURL)
+            w.add("threeDSServerRefNumber", threeDSServerRefNumber)
+            w.add("threeDSServerOperatorID", threeDSServerOperatorID)
+            w.add("threeDSServerURL", threeDSServerURL)
+            w.add("acquirerBIN", acquirerBIN)
+            w.add("acquirerMerchantID", acquirerMerchantID)
+            w.add("mcc", mcc)
+            w.add("merchantCountryCode", merchantCountryCode)
+            w.add("merchantName", merchantName)
+            w.add("acctNumber", acctNumber)
+            w.add("cardExpiryDate", cardExpiryDate)
+            w.add("acctType", acctType)
+            w.add("purchaseAmount", purchaseAmount)
+            w.add("purchaseCurrency", purchaseCurrency)
+            w.add("purchaseExponent", purchaseExponent)
+            w.add("purchaseDate", purchaseDate)
+            w.add("transType", transType)
+            if let b = browser {
+                w.add("notificationURL", b.notificationURL)
+                w.add("browserAcceptHeader", b.browserAcceptHeader)
+                w.add("browserUserAgent", b.browserUserAgent)
+                w.add("browserLanguage", b.browserLanguage)
+                w.add("browserIP", b.browserIP)
+                w.add("browserJavaEnabled", JSON.bool(b.browserJavaEnabled))
+                w.add("browserColorDepth", b.browserColorDepth)
+                w.add("browserScreenHeight", b.browserScreenHeight)
+                w.add("browserScreenWidth", b.browserScreenWidth)
+                w.add("browserTZ", b.browserTZ)
+                w.add("browserJavascriptEnabled", b.browserJavascriptEnabled.map(JSON.bool))
+            }
+            if let a = app {
+                w.add("sdkAppID", a.sdkAppID)
+                w.add("sdkEncData", a.sdkEncData)
+                w.add("sdkEphemPubKey", a.sdkEphemPubKey)
+                w.add("sdkMaxTimeout", a.sdkMaxTimeout)
+                w.add("sdkReferenceNumber", a.sdkReferenceNumber)
+                w.add("sdkTransID", a.sdkTransID)
+                w.add("deviceRenderOptions", a.deviceRenderOptions)
+            }
+            return w.json
+        }
+    }
+
+    /// An ARes, as a DS relays an ACS's answer.
+    public struct ARes: Sendable {
+        public var ids: MessageIDs
+        public var version: MessageVersion
+        public var acsReferenceNumber: String
+        public var acsOperatorID: String
+        public var dsReferenceNumber: String
+        public var transStatus: TransStatus
+        public var eci: String?
+        public var authenticationValue: String?
+        public var authenticationType: String?
+        public var transStatusReason: String?
+        public var acsChallengeMandated: String?
+        public var acsDecConInd: String?
+        public var cardholderInfo: String?
+        public var acsSignedContent: String?
+        public var acsRenderingType: JSON?
+        public var acsURL: String?
+
+        public init(ids: MessageIDs, version: MessageVersion, acsReferenceNumber: String, acsOperatorID: String, dsReferenceNumber: String,
+                    transStatus: TransStatus) {
+            self.ids = ids
+            self.version = version
+            self.acsReferenceNumber = acsReferenceNumber
+            self.acsOperatorID = acsOperatorID
+            self.dsReferenceNumber = dsReferenceNumber
+            self.transStatus = transStatus
+        }
+
+        public var json: JSON {
+            var w = MessageWriter()
+            w.add(ids: ids)
+            w.add("messageType", kind: .aRes)
+            w.add("messageVersion", version)
+            w.add("acsReferenceNumber", acsReferenceNumber)
+            w.add("acsOperatorID", acsOperatorID)
+            w.add("dsReferenceNumber", dsReferenceNumber)
+            w.add("transStatus", transStatus)
+            w.add("eci", eci)
+            w.add("authenticationValue", authenticationValue)
+            w.add("authenticationType", authenticationType)
+            w.add("transStatusReason", transStatusReason)
+            w.add("acsChallengeMandated", acsChallengeMandated)
+            w.add("acsDecConInd", acsDecConInd)
+            w.add("cardholderInfo", cardholderInfo)
+            w.add("acsSignedContent", acsSignedContent)
+            w.add("acsRenderingType", acsRenderingType)
+            w.add("acsURL", acsURL)
+            return w.json
+        }
+
+        /// `acsRenderingType`: the interface (01 native, 02 HTML) and the UI template.
+        public static func renderingType(interface: String, template: String) -> JSON {
+            .object([("acsInterface", .string(interface)), ("acsUiTemplate", .string(template))])
+        }
+    }
+
+    /// What the cardholder's answer adds to a CReq.
+    public enum ChallengeEntry: Sendable, Equatable {
+        case cancel(String)
+        case dataEntry(String)
+        case htmlDataEntry(String)
+        case noEntry
+        /// `oobContinue`: a boolean before 2.3.1, "01" from 2.3.1 on.
+        case oobContinue(JSON)
+        case infoContinue
+        case resend
+
+        public var member: (String, JSON) {
+            switch self {
+            case let .cancel(c): ("challengeCancel", .string(c))
+            case let .dataEntry(s): ("challengeDataEntry", .string(s))
+            case let .htmlDataEntry(s): ("challengeHTMLDataEntry", .string(s))
+            case .noEntry: ("challengeNoEntry", .string("Y"))
+            case let .oobContinue(v): ("oobContinue", v)
+            case .infoContinue: ("infoContinueIndicator", .string("01"))
+            case .resend: ("resendChallenge", .string("Y"))
+            }
+        }
+    }
+
+    /// A CReq: on the app channel with `sdkTransID` (nil is written as null, as an SDK that lost it would), in a browser
+    /// with `challengeWindowSize`; then the cardholder's entries.
+    public struct CReq: Sendable {
+        public var threeDSServerTransID: JSON
+        public var acsTransID: JSON
+        public var version: MessageVersion
+        public var sdkTransID: JSON?
+        public var challengeWindowSize: String?
+        public var entries: [ChallengeEntry]
+
+        public init(threeDSServerTransID: JSON, acsTransID: JSON, version: MessageVersion, sdkTransID: JSON? = nil,
+                    challengeWindowSize: String? = nil, entries: [ChallengeEntry] = []) {
+            self.threeDSServerTransID = threeDSServerTransID
+            self.acsTransID = acsTransID
+            self.version = version
+            self.sdkTransID = sdkTransID
+            self.challengeWindowSize = challengeWindowSize
+            self.entries = entries
+        }
+
+        public var json: JSON {
+            var w = MessageWriter()
+            w.add("threeDSServerTransID", threeDSServerTransID)
+            w.add("acsTransID", acsTransID)
+            w.add("messageType", kind: .cReq)
+            w.add("messageVersion", version)
+            w.add("sdkTransID", sdkTransID)
+            w.add("challengeWindowSize", challengeWindowSize)
+            w.members += entries.map(\.member)
+            return w.json
+        }
+    }
+
+    /// A CRes that shows a challenge screen (challengeCompletionInd N).
+    public struct ChallengeCRes: Sendable {
+        public var ids: MessageIDs
+        public var version: MessageVersion
+        public var acsUiType: String
+        public var challengeInfoHeader: String?
+        public var psImage: JSON?
+        public var challengeInfoText: String?
+        public var challengeInfoLabel: String?
+        public var challengeSelectInfo: JSON?
+        public var acsHTML: String?
+        public var submitAuthenticationLabel: String?
+        public var resendInformationLabel: String?
+        public var oobContinueLabel: String?
+        public var whyInfoLabel: String?
+        public var whyInfoText: String?
+
+        public init(ids: MessageIDs, version: MessageVersion, acsUiType: String) {
+            self.ids = ids
+            self.version = version
+            self.acsUiType = acsUiType
+        }
+
+        public var json: JSON {
+            var w = MessageWriter()
+            w.add(ids: ids)
+            w.add("messageType", kind: .cRes)
+            w.add("messageVersion", version)
+            w.add("challengeCompletionInd", "N")
+            w.add("acsUiType", acsUiType)
+            w.add("challengeInfoHeader", challengeInfoHeader)
+            w.add("psImage", psImage)
+            w.add("challengeInfoText", challengeInfoText)
+            w.add("challengeInfoLabel", challengeInfoLabel)
+            w.add("challengeSelectInfo", challengeSelectInfo)
+            w.add("acsHTML", acsHTML)
+            w.add("submitAuthenticationLabel", submitAuthenticationLabel)
+            w.add("resendInformationLabel", resendInformationLabel)
+            w.add("oobContinueLabel", oobContinueLabel)
+            w.add("whyInfoLabel", whyInfoLabel)
+            w.add("whyInfoText", whyInfoText)
+            return w.json
+        }
+    }
+
+    /// The final CRes (challengeCompletionInd Y) with the challenge's outcome.
+    public static func finalCRes(ids: MessageIDs, version: MessageVersion, transStatus: TransStatus) -> JSON {
+        var w = MessageWriter()
+        w.add(ids: ids)
+        w.add("challengeCompletionInd", "Y")
+        w.add("messageType", kind: .cRes)
+        w.add("messageVersion", version)
+        w.add("transStatus", transStatus)
+        return w.json
+    }
+
+    /// An RReq, as the ACS sends the outcome of a challenge or of decoupled authentication to the 3DS Server.
+    public struct RReq: Sendable {
+        public var ids: MessageIDs
+        public var version: MessageVersion
+        public var messageCategory: MessageCategory
+        public var transStatus: TransStatus
+        public var eci: String
+        public var authenticationType: String
+        public var interactionCounter: String
+        public var authenticationValue: String?
+        public var transStatusReason: String?
+        public var challengeCancel: String?
+        public var acsRenderingType: JSON?
+
+        public init(ids: MessageIDs, version: MessageVersion, messageCategory: MessageCategory, transStatus: TransStatus, eci: String,
+                    authenticationType: String, interactionCounter: String) {
+            self.ids = ids
+            self.version = version
+            self.messageCategory = messageCategory
+            self.transStatus = transStatus
+            self.eci = eci
+            self.authenticationType = authenticationType
+            self.interactionCounter = interactionCounter
+        }
+
+        public var json: JSON {
+            var w = MessageWriter()
+            w.add(ids: ids)
+            w.add("messageType", kind: .rReq)
+            w.add("messageVersion", version)
+            w.add("messageCategory", messageCategory)
+            w.add("transStatus", transStatus)
+            w.add("eci", eci)
+            w.add("authenticationType", authenticationType)
+            w.add("interactionCounter", interactionCounter)
+            w.add("authenticationValue", authenticationValue)
+            w.add("transStatusReason", transStatusReason)
+            w.add("challengeCancel", challengeCancel)
+            w.add("acsRenderingType", acsRenderingType)
+            return w.json
+        }
+    }
+
+    /// The RRes a 3DS Server answers an RReq with: the RReq's IDs (null where it lacked one; sdkTransID only when it had
+    /// one) and version, and `resultsStatus`.
+    public static func rRes(answering rreq: JSON, resultsStatus: String) -> JSON {
+        var ids = MessageIDs(of: rreq)
+        for f in [TransactionIDField.threeDSServerTransID, .dsTransID, .acsTransID] where ids[f] == nil { ids[f] = .null }
+        var w = MessageWriter()
+        w.add(ids: ids)
+        w.add("messageType", kind: .rRes)
+        w.add("messageVersion", rreq["messageVersion"] ?? .null)
+        w.add("resultsStatus", resultsStatus)
+        return w.json
+    }
+
+    /// A PRes listing the DS's versions and its card ranges.
+    public static func pRes(threeDSServerTransID: JSON, dsTransID: String, version: JSON, serialNum: String,
+                            dsProtocolVersions: [MessageVersion], cardRangeData: [CardRange]) -> JSON {
+        var w = MessageWriter()
+        w.add("threeDSServerTransID", threeDSServerTransID)
+        w.add("dsTransID", dsTransID)
+        w.add("messageType", kind: .pRes)
+        w.add("messageVersion", version)
+        w.add("serialNum", serialNum)
+        w.add("dsProtocolVersions", JSON.array(dsProtocolVersions.map(\.json)))
+        w.add("cardRangeData", JSON.array(cardRangeData.map(\.json)))
+        return w.json
+    }
+
+    /// One entry of a PRes's `cardRangeData`.
+    public struct CardRange: Sendable {
+        public var startRange: String
+        public var endRange: String
+        public var actionInd: String
+        public var acsStartProtocolVersion: MessageVersion
+        public var acsEndProtocolVersion: MessageVersion
+        public var threeDSMethodURL: String?
+        public var acsInfoInd: [String]
+
+        public init(startRange: String, endRange: String, actionInd: String, acsStartProtocolVersion: MessageVersion,
+                    acsEndProtocolVersion: MessageVersion, threeDSMethodURL: String?, acsInfoInd: [String]) {
+            self.startRange = startRange
+            self.endRange = endRange
+            self.actionInd = actionInd
+            self.acsStartProtocolVersion = acsStartProtocolVersion
+            self.acsEndProtocolVersion = acsEndProtocolVersion
+            self.threeDSMethodURL = threeDSMethodURL
+            self.acsInfoInd = acsInfoInd
+        }
+
+        public var json: JSON {
+            var w = MessageWriter()
+            w.add("startRange", startRange)
+            w.add("endRange", endRange)
+            w.add("actionInd", actionInd)
+            w.add("acsStartProtocolVersion", acsStartProtocolVersion)
+            w.add("acsEndProtocolVersion", acsEndProtocolVersion)
+            w.add("threeDSMethodURL", threeDSMethodURL)
+            w.add("acsInfoInd", JSON.array(acsInfoInd.map(JSON.string)))
+            return w.json
+        }
+    }
+}
+
+/// Erro messages (SPEC B.12): the IDs known from the message it is about, the code, component and texts.
+public enum Erro {
+    public static func make(code: String, component: String, description: String, detail: String, about message: JSON?,
+                            messageType: String?, version: String?) -> JSON {
+        var w = MessageWriter()
+        w.add(ids: MessageIDs(of: message).onlyStrings)
+        w.add("errorCode", code)
+        w.add("errorComponent", component)
+        w.add("errorDescription", description)
+        w.add("errorDetail", String(detail.prefix(2048)))
+        w.add("errorMessageType", messageType)
+        w.add("messageType", kind: .erro)
+        w.add("messageVersion", version ?? MessageVersion.v2_2.wire)
+        return w.json
+    }
+
+    public static func make(_ code: EMVErrorCode, component: String, description: String, detail: String, about message: JSON?,
+                            messageType: String?, version: String?) -> JSON {
+        make(code: code.rawValue, component: component, description: description, detail: detail, about: message,
+             messageType: messageType, version: version)
+    }
+}
+
+extension MessageIDs {
+    /// Only the IDs that are JSON strings (an Erro names no ID it could not read).
+    var onlyStrings: MessageIDs {
+        var out = MessageIDs()
+        for f in TransactionIDField.allCases { out[f] = self[f]?.stringValue.map(JSON.string) }
+        return out
+    }
+}
