@@ -356,9 +356,9 @@ private final class DatabaseBox: @unchecked Sendable {
     }
 }
 
-/// Prepared statements for the writer.
+/// The writer's inserts and updates, one per kind of event; each names its columns beside their values.
 private final class Statements {
-    let connection, connectionTLS, connectionClosed, exchange, message, note, replay, tunnel: Statement
+    let connection, connectionTLS, connectionClosed, exchange, message, note, replay, tunnel: RowWrite
     let db: Database
     let keys: (any ChannelKeySource)?
     /// Whether anyone reads the live-view lines (without a reader, none is made).
@@ -368,46 +368,32 @@ private final class Statements {
         self.db = db
         self.keys = keys
         self.wantsLines = wantsLines
-        connection = try db.prepare("INSERT INTO connections(id, client_addr, accepted_at, mode, upstream) VALUES (?,?,?,?,?)")
-        connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=?, alpn_offered=? WHERE id=?")
-        connectionClosed = try db.prepare("UPDATE connections SET closed_at=? WHERE id=?")
-        exchange = try db.prepare("""
-            INSERT INTO exchanges(connection_id, seq, method, url, host, path, request_headers, request_body, request_body_compressed,
-              request_content_encoding, request_wire_size, status, response_headers, response_body, response_body_compressed,
-              response_content_encoding, response_wire_size, upstream, t_request_start, t_upstream_connect, t_tls_done,
-              t_request_sent, t_first_byte, t_done, error, client_abort_at)
-            VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-            """)
-        message = try db.prepare("""
-            INSERT INTO messages(exchange_id, direction, location, message_type, message_version, three_ds_server_trans_id,
-              ds_trans_id, acs_trans_id, sdk_trans_id, trans_status, error_code, json, decryption) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
-            """)
-        note = try db.prepare("INSERT INTO events(at, kind, detail) VALUES (?,?,?)")
-        replay = try db.prepare("""
-            INSERT INTO replay_matches(exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, faults, outcome)
-            VALUES (?,?,?,?,?,?,?,?)
-            """)
-        tunnel = try db.prepare("""
-            INSERT INTO tunnels(exchange_id, host, port, sni, alpn_offered, bytes_up, bytes_down, ended, decided_by) VALUES (?,?,?,?,?,?,?,?,?)
-            """)
-    }
-
-    func exec(_ s: Statement, _ values: [SQLiteValue]) throws {
-        try s.execute(values) // bodies read in place, not copied into SQLite first
+        connection = RowWrite(.insert, into: ConnectionsTable.table, db)
+        connectionTLS = RowWrite(.update(key: ConnectionsTable.id), into: ConnectionsTable.table, db)
+        connectionClosed = RowWrite(.update(key: ConnectionsTable.id), into: ConnectionsTable.table, db)
+        exchange = RowWrite(.insert, into: ExchangesTable.table, db)
+        message = RowWrite(.insert, into: MessagesTable.table, db)
+        note = RowWrite(.insert, into: EventsTable.table, db)
+        replay = RowWrite(.insert, into: ReplayMatchesTable.table, db)
+        tunnel = RowWrite(.insert, into: TunnelsTable.table, db)
     }
 
     /// Writes one event; for an exchange, returns its live-view line.
     func write(_ event: SessionEvent) throws -> ExchangeLine? {
+        typealias C = ConnectionsTable
+        typealias N = EventsTable
         switch event {
         case let .connectionOpened(c):
-            try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
+            try connection.insert([(C.id, .integer(c.id)), (C.clientAddr, .text(c.clientAddress)), (C.acceptedAt, .real(c.acceptedAt)),
+                                   (C.mode, .text(c.mode)), (C.upstream, opt(c.upstream))])
         case let .connectionTLS(id, version, cipher, sni, alpn, alpnOffered):
-            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ALPNOffer.stored)), .integer(id)])
+            try connectionTLS.update([(C.tlsVersion, .text(version)), (C.tlsCipher, opt(cipher)), (C.sni, opt(sni)), (C.alpn, opt(alpn)),
+                                      (C.alpnOffered, opt(alpnOffered.map(ALPNOffer.stored)))], key: .integer(id))
         case let .connectionClosed(id, at):
-            try exec(connectionClosed, [.real(at), .integer(id)])
+            try connectionClosed.update([(C.closedAt, .real(at))], key: .integer(id))
         case let .note(at, kind, detail):
             // Notes quote what clients sent (a rejected target with a card number in it): masked like URLs, always.
-            try exec(note, [.real(at), .text(kind), .text(ThreeDSContent.printable(detail))])
+            try note.insert([(N.at, .real(at)), (N.kind, .text(kind)), (N.detail, .text(ThreeDSContent.printable(detail)))])
         case let .exchange(captured):
             return try writeExchange(captured)
         }
@@ -424,34 +410,46 @@ private final class Statements {
             let error = x.mask ? x.error.map { Masking.maskText($0) } : x.error // an imported HAR's _error is anyone's text
             let (reqBody, reqZ) = Statements.storedBody(request.body)
             let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
-            try exec(exchange, [
-                .integer(x.connectionID), .integer(Int64(x.seq)), .text(x.method), .text(url), opt(x.host), opt(path),
-                .text(Statements.headersJSON(request.headers)), reqBody, .integer(reqZ ? 1 : 0), opt(request.contentEncoding),
-                .integer(Int64(request.wireSize)), x.status.map { .integer(Int64($0)) } ?? .null,
-                resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null, respBody, .integer(respZ ? 1 : 0),
-                opt(resp?.contentEncoding), .integer(Int64(resp?.wireSize ?? 0)), opt(x.upstream), .real(x.requestStart),
-                optReal(x.upstreamConnect), optReal(x.tlsDone), optReal(x.requestSent), optReal(x.firstByte), optReal(x.done),
-                opt(error), optReal(x.clientAbortAt),
+            typealias E = ExchangesTable
+            typealias M = MessagesTable
+            typealias R = ReplayMatchesTable
+            typealias T = TunnelsTable
+            try exchange.insert([
+                (E.connectionID, .integer(x.connectionID)), (E.seq, .integer(Int64(x.seq))), (E.method, .text(x.method)), (E.url, .text(url)),
+                (E.host, opt(x.host)), (E.path, opt(path)),
+                (E.requestHeaders, .text(Statements.headersJSON(request.headers))), (E.requestBody, reqBody),
+                (E.requestBodyCompressed, .integer(reqZ ? 1 : 0)), (E.requestContentEncoding, opt(request.contentEncoding)),
+                (E.requestWireSize, .integer(Int64(request.wireSize))), (E.status, x.status.map { .integer(Int64($0)) } ?? .null),
+                (E.responseHeaders, resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null), (E.responseBody, respBody),
+                (E.responseBodyCompressed, .integer(respZ ? 1 : 0)), (E.responseContentEncoding, opt(resp?.contentEncoding)),
+                (E.responseWireSize, .integer(Int64(resp?.wireSize ?? 0))), (E.upstream, opt(x.upstream)),
+                (E.tRequestStart, .real(x.requestStart)), (E.tUpstreamConnect, optReal(x.upstreamConnect)), (E.tTLSDone, optReal(x.tlsDone)),
+                (E.tRequestSent, optReal(x.requestSent)), (E.tFirstByte, optReal(x.firstByte)), (E.tDone, optReal(x.done)),
+                (E.error, opt(error)), (E.clientAbortAt, optReal(x.clientAbortAt)),
             ])
             let exchangeID = db.lastInsertRowID
             if let r = x.replay {
-                try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
-                                  opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 }),
-                                  optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults), opt(r.outcome)])
+                try replay.insert([(R.exchangeID, .integer(exchangeID)), (R.recordedExchangeID, r.recordedExchangeID.map { .integer($0) } ?? .null),
+                                   (R.matchedBy, opt(r.matchedBy)), (R.miss, opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 })),
+                                   (R.scheduledDelayMs, optReal(r.scheduledDelayMs)), (R.actualDelayMs, optReal(r.actualDelayMs)),
+                                   (R.faults, opt(r.faults)), (R.outcome, opt(r.outcome))])
             }
             if let t = x.tunnel {
                 // The SNI and ALPN names are the client's bytes: stored printable, as notes are.
-                try exec(tunnel, [.integer(exchangeID), .text(t.host), .integer(Int64(t.port)), opt(t.sni.map(ThreeDSContent.printable)),
-                                  opt(t.alpnOffered.map(ALPNOffer.stored)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
-                                  opt(t.ended), opt(t.decidedBy)])
+                try tunnel.insert([(T.exchangeID, .integer(exchangeID)), (T.host, .text(t.host)), (T.port, .integer(Int64(t.port))),
+                                   (T.sni, opt(t.sni.map(ThreeDSContent.printable))), (T.alpnOffered, opt(t.alpnOffered.map(ALPNOffer.stored))),
+                                   (T.bytesUp, .integer(Int64(t.bytesUp))), (T.bytesDown, .integer(Int64(t.bytesDown))),
+                                   (T.ended, opt(t.ended)), (T.decidedBy, opt(t.decidedBy))])
             }
             for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
                 let s = found.summary
-                try exec(message, [
-                    .integer(exchangeID), .text(direction), .text(found.location), opt(s?.messageType), opt(s?.messageVersion),
-                    opt(s?.threeDSServerTransID), opt(s?.dsTransID), opt(s?.acsTransID), opt(s?.sdkTransID), opt(s?.transStatus),
+                try message.insert([
+                    (M.exchangeID, .integer(exchangeID)), (M.direction, .text(direction)), (M.location, .text(found.location)),
+                    (M.messageType, opt(s?.messageType)), (M.messageVersion, opt(s?.messageVersion)),
+                    (M.threeDSServerTransID, opt(s?.threeDSServerTransID)), (M.dsTransID, opt(s?.dsTransID)), (M.acsTransID, opt(s?.acsTransID)),
+                    (M.sdkTransID, opt(s?.sdkTransID)), (M.transStatus, opt(s?.transStatus)), (M.errorCode, opt(s?.errorCode)),
                     // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
-                    opt(s?.errorCode), found.location == "body" ? .null : .text(found.json.compact), opt(found.decryption),
+                    (M.json, found.location == "body" ? .null : .text(found.json.compact)), (M.decryption, opt(found.decryption)),
                 ])
             }
             guard wantsLines else { return nil }
