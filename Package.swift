@@ -54,9 +54,13 @@ let package = Package(
         // The built-in DS + ACS simulator and the SDK-like client that plays a 3DS SDK and a 3DS Server.
         .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
-        // Session files: the schema, the single writer, and the reader.
-        .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], exclude: ["SCHEMA.md"],
+        // Session files: the schema, the single writer, and the reader. Knows the tables, not 3DS: what is stored of an
+        // exchange is what the writer's stages (ExchangeStage) leave.
+        .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapCore"], exclude: ["SCHEMA.md"],
                 swiftSettings: strict),
+        // The recorder's stages before the writer (content decoding, 3DS extraction and masking, app-channel decryption),
+        // the writer that runs them, and `decrypt` of a stored session.
+        .target(name: "TapRecording", dependencies: ["TapStore", "TapEMV", "TapCompression", "TapCore"], swiftSettings: strict),
         // The recording proxy: forward (CONNECT + TLS interception) and reverse modes, the 3DS layer, the CA.
         .target(name: "TapProxy", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
@@ -77,7 +81,7 @@ let package = Package(
                 swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapCheck", "TapClientReplay", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                          dependencies: ["TapArguments", "TapCheck", "TapClientReplay", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapRecording", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
@@ -86,7 +90,7 @@ let package = Package(
         .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore",
                                                           "TapReplay", "TapNet", "TapCrypto", "TapInspect"]),
         // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3).
-        .executableTarget(name: "TapBench", dependencies: ["TapStore"], swiftSettings: strict),
+        .executableTarget(name: "TapBench", dependencies: ["TapRecording", "TapStore", "TapEMV"], swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",
                           dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
@@ -101,21 +105,21 @@ let package = Package(
         .testTarget(name: "TapJOSETests", dependencies: ["TapJOSE", "TapCrypto", "TapCore"],
                     exclude: ["Fixtures"]),
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
-        .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
+        .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapProxy", "TapRecording", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
                                                           "TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
-        .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "TapHTTPService", "TapNet", "TapSQLite",
+        .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapRecording", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "TapHTTPService", "TapNet", "TapSQLite",
                                                            "TapTestSupport"]),
         // Helpers shared by test targets (not part of the product).
         .target(name: "TapTestSupport", dependencies: ["TapCore", "TapCrypto", "TapHTTP", "TapHTTPService", "TapNet", "TapSQLite"], path: "Tests/TapTestSupport",
                 swiftSettings: strict),
-        .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapSQLite", "TapCore"]),
-        .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
-        .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore",
+        .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapRecording", "TapEMV", "TapSQLite", "TapCore"]),
+        .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapRecording", "TapStore", "TapCore"]),
+        .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapRecording", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore",
                                                           "TapTestSupport"]),
         .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore", "TapTestSupport"]),
-        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
+        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapRecording", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
         .testTarget(name: "TapCheckTests", dependencies: ["TapCheck", "TapReplay", "TapStore", "TapCore"]),
-        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapNet", "TapCore"]),
+        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapRecording", "TapStore", "TapNet", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

@@ -6,6 +6,7 @@ import TapCrypto
 import TapEMV
 import TapNet
 import TapProxy
+import TapRecording
 import TapSandbox
 import TapStore
 

@@ -3,6 +3,7 @@ import TapCore
 import TapCrypto
 import TapNet
 import TapProxy
+import TapRecording
 import TapReplay
 import TapStore
 

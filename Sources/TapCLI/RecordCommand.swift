@@ -6,6 +6,7 @@ import TapCrypto
 import TapHTTP
 import TapNet
 import TapProxy
+import TapRecording
 import TapSandbox
 import TapCore
 import TapEMV

@@ -5,6 +5,7 @@ import TapCrypto
 import TapEMV
 import TapNet
 import TapProxy
+import TapRecording
 import TapReplay
 import TapSandbox
 import TapStore

@@ -3,11 +3,11 @@ import Foundation
 import Synchronization
 import TapCompression
 import TapCore
-import TapEMV
 import TapSQLite
 
 /// Writes session events into a new session file from its own thread, in batched transactions, so that
-/// a slow disk never stalls the network loop. `submit` never blocks on I/O.
+/// a slow disk never stalls the network loop. `submit` never blocks on I/O. Each exchange goes through the writer's
+/// `ExchangeStage`s, on its thread, before it is stored; the writer itself only stores.
 public final class SessionWriter: Sendable {
     public let path: String
     private let queue = Locked<[SessionEvent]>([])
@@ -23,7 +23,7 @@ public final class SessionWriter: Sendable {
     public static let compressAbove = 8 * 1024
 
     private let onExchange: (@Sendable (ExchangeLine) -> Void)?
-    private let keys: (any ChannelKeySource)?
+    private let stages: [any ExchangeStage]
     /// Told, once, when recording stops before `close` (disk full, the file deleted, an I/O error), and when the file
     /// is locked by another process and when it is released. Called on the writer thread.
     private let onProblem: (@Sendable (String) -> Void)?
@@ -47,14 +47,15 @@ public final class SessionWriter: Sendable {
          ("replayed_session", path), ("masked", "yes")]
     }
 
-    /// `keys` decrypts app-channel CReq/CRes as they are stored (a key log).
+    /// `stages` prepare each exchange for storage, in order (TapRecording's `RecordingStages.standard`: decoding, 3DS
+    /// extraction and masking, app-channel decryption; its `SessionWriter.init(path:meta:keys:…)` passes them).
     /// `maxBytes` caps the file's size (SQLite's `max_page_count`): past it, recording stops as on a full disk.
     /// `onProblem` is told when recording stops early or the file is locked (see the property).
-    public init(path: String, meta: [(String, String)], keys: (any ChannelKeySource)? = nil, maxBytes: Int? = nil,
+    public init(path: String, meta: [(String, String)], stages: [any ExchangeStage], maxBytes: Int? = nil,
                 onProblem: (@Sendable (String) -> Void)? = nil, onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
         self.onExchange = onExchange
         self.onProblem = onProblem
-        self.keys = keys
+        self.stages = stages
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         try SessionWriter.createPrivateFile(path)
@@ -238,7 +239,7 @@ public final class SessionWriter: Sendable {
 
     private func runLoop(_ db: Database) {
         var statements: Statements?
-        do { statements = try Statements(db, keys: keys, wantsLines: onExchange != nil) } catch { stop("\(error)") }
+        do { statements = try Statements(db, stages: stages, wantsLines: onExchange != nil) } catch { stop("\(error)") }
         var lastIdentityCheck = Date()
         var locked = false
         var load = BusyMeter()
@@ -360,13 +361,13 @@ private final class DatabaseBox: @unchecked Sendable {
 private final class Statements {
     let connection, connectionTLS, connectionClosed, exchange, message, note, replay, tunnel: RowWrite
     let db: Database
-    let keys: (any ChannelKeySource)?
+    let stages: [any ExchangeStage]
     /// Whether anyone reads the live-view lines (without a reader, none is made).
     let wantsLines: Bool
 
-    init(_ db: Database, keys: (any ChannelKeySource)?, wantsLines: Bool = true) throws {
+    init(_ db: Database, stages: [any ExchangeStage], wantsLines: Bool = true) throws {
         self.db = db
-        self.keys = keys
+        self.stages = stages
         self.wantsLines = wantsLines
         connection = RowWrite(.insert, into: ConnectionsTable.table, db)
         connectionTLS = RowWrite(.update(key: ConnectionsTable.id), into: ConnectionsTable.table, db)
@@ -388,26 +389,28 @@ private final class Statements {
                                    (C.mode, .text(c.mode)), (C.upstream, opt(c.upstream))])
         case let .connectionTLS(id, version, cipher, sni, alpn, alpnOffered):
             try connectionTLS.update([(C.tlsVersion, .text(version)), (C.tlsCipher, opt(cipher)), (C.sni, opt(sni)), (C.alpn, opt(alpn)),
-                                      (C.alpnOffered, opt(alpnOffered.map(ALPNOffer.stored)))], key: .integer(id))
+                                      (C.alpnOffered, opt(alpnOffered.map { ALPNOffer.stored($0.map(clientText)) }))], key: .integer(id))
         case let .connectionClosed(id, at):
             try connectionClosed.update([(C.closedAt, .real(at))], key: .integer(id))
         case let .note(at, kind, detail):
-            // Notes quote what clients sent (a rejected target with a card number in it): masked like URLs, always.
-            try note.insert([(N.at, .real(at)), (N.kind, .text(kind)), (N.detail, .text(ThreeDSContent.printable(detail)))])
+            // Notes quote what clients sent (a rejected target with a card number in it): the stages mask them like URLs, always.
+            try note.insert([(N.at, .real(at)), (N.kind, .text(kind)), (N.detail, .text(clientText(detail)))])
         case let .exchange(captured):
             return try writeExchange(captured)
         }
         return nil
     }
 
-    func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine? {
-            let request = StoredMessage(x.request, mask: x.mask, isRequest: true, keys: keys)
-            let resp = x.response.map { StoredMessage($0, mask: x.mask, isRequest: false, keys: keys) }
-            // URLs are masked as bodies are: card numbers (also percent-encoded or with separators), a JWT or base64url
-            // JSON anywhere, the values of secret query fields.
-            let url = x.mask ? Masking.maskText(x.url) : x.url
-            let path = x.mask ? x.path.map { Masking.maskText($0) } : x.path
-            let error = x.mask ? x.error.map { Masking.maskText($0) } : x.error // an imported HAR's _error is anyone's text
+    /// Text quoted from a client, as the stages store it (masked and printable).
+    func clientText(_ text: String) -> String {
+        stages.reduce(text) { $1.prepare(clientText: $0) }
+    }
+
+    func writeExchange(_ captured: ExchangeRecord) throws -> ExchangeLine? {
+            var prepared = PreparedExchange(captured)
+            for stage in stages { stage.prepare(&prepared) }
+            let x = prepared.record, request = prepared.request, resp = prepared.response
+            let (url, path, error) = (x.url, x.path, x.error)
             let (reqBody, reqZ) = Statements.storedBody(request.body)
             let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
             typealias E = ExchangesTable
@@ -430,32 +433,31 @@ private final class Statements {
             let exchangeID = db.lastInsertRowID
             if let r = x.replay {
                 try replay.insert([(R.exchangeID, .integer(exchangeID)), (R.recordedExchangeID, r.recordedExchangeID.map { .integer($0) } ?? .null),
-                                   (R.matchedBy, opt(r.matchedBy)), (R.miss, opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 })),
+                                   (R.matchedBy, opt(r.matchedBy)), (R.miss, opt(r.miss)),
                                    (R.scheduledDelayMs, optReal(r.scheduledDelayMs)), (R.actualDelayMs, optReal(r.actualDelayMs)),
                                    (R.faults, opt(r.faults)), (R.outcome, opt(r.outcome))])
             }
             if let t = x.tunnel {
                 // The SNI and ALPN names are the client's bytes: stored printable, as notes are.
                 try tunnel.insert([(T.exchangeID, .integer(exchangeID)), (T.host, .text(t.host)), (T.port, .integer(Int64(t.port))),
-                                   (T.sni, opt(t.sni.map(ThreeDSContent.printable))), (T.alpnOffered, opt(t.alpnOffered.map(ALPNOffer.stored))),
+                                   (T.sni, opt(t.sni.map(clientText))), (T.alpnOffered, opt(t.alpnOffered.map { ALPNOffer.stored($0.map(clientText)) })),
                                    (T.bytesUp, .integer(Int64(t.bytesUp))), (T.bytesDown, .integer(Int64(t.bytesDown))),
                                    (T.ended, opt(t.ended)), (T.decidedBy, opt(t.decidedBy))])
             }
-            for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
-                let s = found.summary
+            for (direction, m) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
                 try message.insert([
-                    (M.exchangeID, .integer(exchangeID)), (M.direction, .text(direction)), (M.location, .text(found.location)),
-                    (M.messageType, opt(s?.messageType)), (M.messageVersion, opt(s?.messageVersion)),
-                    (M.threeDSServerTransID, opt(s?.threeDSServerTransID)), (M.dsTransID, opt(s?.dsTransID)), (M.acsTransID, opt(s?.acsTransID)),
-                    (M.sdkTransID, opt(s?.sdkTransID)), (M.transStatus, opt(s?.transStatus)), (M.errorCode, opt(s?.errorCode)),
+                    (M.exchangeID, .integer(exchangeID)), (M.direction, .text(direction)), (M.location, .text(m.location)),
+                    (M.messageType, opt(m.messageType)), (M.messageVersion, opt(m.messageVersion)),
+                    (M.threeDSServerTransID, opt(m.threeDSServerTransID)), (M.dsTransID, opt(m.dsTransID)), (M.acsTransID, opt(m.acsTransID)),
+                    (M.sdkTransID, opt(m.sdkTransID)), (M.transStatus, opt(m.transStatus)), (M.errorCode, opt(m.errorCode)),
                     // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
-                    (M.json, found.location == "body" ? .null : .text(found.json.compact)), (M.decryption, opt(found.decryption)),
+                    (M.json, m.json.map { .text($0.compact) } ?? .null), (M.decryption, opt(m.decryption)),
                 ])
             }
             guard wantsLines else { return nil }
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
-                                requestTypes: request.messages.compactMap { $0.summary?.messageType },
-                                responseTypes: resp?.messages.compactMap { $0.summary?.messageType } ?? [],
+                                requestTypes: request.messages.compactMap(\.messageType),
+                                responseTypes: resp?.messages.compactMap(\.messageType) ?? [],
                                 durationMs: ((x.done ?? x.requestStart) - x.requestStart) * 1000, error: error)
     }
 

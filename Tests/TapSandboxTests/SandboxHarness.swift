@@ -4,6 +4,7 @@ import TapCrypto
 import TapHTTPService
 import TapNet
 import TapProxy
+import TapRecording
 import TapSandbox
 import TapStore
 

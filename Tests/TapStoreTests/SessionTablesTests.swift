@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TapCore
+import TapRecording
 import TapSQLite
 @testable import TapStore
 
@@ -69,7 +70,7 @@ import TapSQLite
         try check(SessionReader.tunnelReader, "tunnels", from: "tunnels", in: db)
         try check(SessionReader.exchangeRowReader, "timeline rows", from: "exchanges", in: db)
         try check(SessionReader.messageTagReader, "message tags", from: "messages", in: db)
-        try check(SessionDecryptor.jweReader, "decrypt", from: "messages m JOIN exchanges e ON e.id = m.exchange_id",
+        try check(SessionReader.messageRowReader, "rewriteMessages", from: "messages m JOIN exchanges e ON e.id = m.exchange_id",
                   aliases: ["messages": "m", "exchanges": "e"], in: db)
         // And what they read is what was written.
         let reader = try SessionReader(path: path)
