@@ -414,7 +414,6 @@ private final class Statements {
             let (reqBody, reqZ) = Statements.storedBody(request.body)
             let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
             typealias E = ExchangesTable
-            typealias M = MessagesTable
             typealias R = ReplayMatchesTable
             typealias T = TunnelsTable
             try exchange.insert { row in
@@ -444,22 +443,28 @@ private final class Statements {
                                    (T.bytesUp, .integer(Int64(t.bytesUp))), (T.bytesDown, .integer(Int64(t.bytesDown))),
                                    (T.ended, opt(t.ended)), (T.decidedBy, opt(t.decidedBy))])
             }
-            for (direction, m) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
-                try message.insert { row in
-                    row.set(M.exchangeID, .integer(exchangeID)); row.set(M.direction, .text(direction)); row.set(M.location, .text(m.location))
-                    row.set(M.messageType, opt(m.messageType)); row.set(M.messageVersion, opt(m.messageVersion))
-                    row.set(M.threeDSServerTransID, opt(m.threeDSServerTransID)); row.set(M.dsTransID, opt(m.dsTransID))
-                    row.set(M.acsTransID, opt(m.acsTransID)); row.set(M.sdkTransID, opt(m.sdkTransID)); row.set(M.transStatus, opt(m.transStatus))
-                    row.set(M.errorCode, opt(m.errorCode))
-                    // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
-                    row.set(M.json, m.json.map { .text($0.compact) } ?? .null); row.set(M.decryption, opt(m.decryption))
-                }
-            }
+            // Each side's messages written where they are (no array of (direction, message) pairs made per exchange).
+            for m in request.messages { try writeMessage(m, direction: "request", exchangeID: exchangeID) }
+            for m in resp?.messages ?? [] { try writeMessage(m, direction: "response", exchangeID: exchangeID) }
             guard wantsLines else { return nil }
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
                                 requestTypes: request.messages.compactMap(\.messageType),
                                 responseTypes: resp?.messages.compactMap(\.messageType) ?? [],
                                 durationMs: ((x.done ?? x.requestStart) - x.requestStart) * 1000, error: error)
+    }
+
+    /// Stores one found message of the exchange `exchangeID` (a row of `messages`).
+    func writeMessage(_ m: MessageRecord, direction: String, exchangeID: Int64) throws {
+        typealias M = MessagesTable
+        try message.insert { row in
+            row.set(M.exchangeID, .integer(exchangeID)); row.set(M.direction, .text(direction)); row.set(M.location, .text(m.location))
+            row.set(M.messageType, opt(m.messageType)); row.set(M.messageVersion, opt(m.messageVersion))
+            row.set(M.threeDSServerTransID, opt(m.threeDSServerTransID)); row.set(M.dsTransID, opt(m.dsTransID))
+            row.set(M.acsTransID, opt(m.acsTransID)); row.set(M.sdkTransID, opt(m.sdkTransID)); row.set(M.transStatus, opt(m.transStatus))
+            row.set(M.errorCode, opt(m.errorCode))
+            // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
+            row.set(M.json, m.json.map { .text($0.compact) } ?? .null); row.set(M.decryption, opt(m.decryption))
+        }
     }
 
     func opt(_ s: String?) -> SQLiteValue { s.map { .text($0) } ?? .null }
