@@ -8,7 +8,7 @@ public struct ContentDecodingStage: ExchangeStage {
     public init() {}
 
     public func prepare(_ exchange: inout PreparedExchange) {
-        exchange.eachSide { side, _, _ in
+        exchange.eachSide { side in
             (side.body, side.contentEncoding) = StoredMessage.decodedBody(side.body, headers: side.headers)
         }
     }
@@ -22,7 +22,7 @@ public struct ThreeDSMaskingStage: ExchangeStage {
 
     public func prepare(_ exchange: inout PreparedExchange) {
         let mask = exchange.record.mask
-        exchange.eachSide { side, _, _ in
+        exchange.eachSide { side in
             let (stored, found) = ThreeDSContent.prepare(side.body, mask: mask)
             side.body = stored
             side.messages = found.map(MessageRecord.init)

@@ -64,6 +64,16 @@ public struct PreparedExchange: Sendable {
         response = record.response.map(PreparedMessage.init)
     }
 
+    /// Calls `body` with each side (the request, then the response if any).
+    public mutating func eachSide(_ body: (inout PreparedMessage) -> Void) {
+        body(&request)
+        if var r = response {
+            response = nil // `r` the only reference while it changes
+            body(&r)
+            response = r
+        }
+    }
+
     /// Calls `body` with each side (the request, then the response if any), the side as captured, and whether it is
     /// the request.
     public mutating func eachSide(_ body: (inout PreparedMessage, CapturedMessage, Bool) -> Void) {
