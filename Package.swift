@@ -7,9 +7,10 @@
 //   4. JOSE, network I/O: TapJOSE, TapNet
 //   5. the 3DS model, keys and the per-user directory, HTTP service: TapEMV, TapIdentity, TapHTTPService
 //   6. session files: TapStore
-//   7. the servers and what reads sessions: TapSandbox, TapProxy, TapReplay, TapInspect
-//   8. features made of those: TapWeb, TapCheck, TapClientReplay
-//   9. executables: TapCLI, TapFuzz, TapBench, TapInteropVectors
+//   7. what the recorder does before the writer stores (decoding, 3DS extraction and masking, decryption): TapRecording
+//   8. the servers and what reads sessions: TapSandbox, TapProxy, TapReplay, TapInspect
+//   9. features made of those: TapWeb, TapCheck, TapClientReplay
+//  10. executables: TapCLI, TapFuzz, TapBench, TapInteropVectors
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -71,9 +72,13 @@ let package = Package(
         // 3DS Server, and client-replay's live side (ClientReplayer: recorded transactions re-sent with fresh IDs and keys).
         .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
-        // Session files: the schema, the single writer, and the reader.
-        .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapEMV", "TapCore"], exclude: ["SCHEMA.md"],
+        // Session files: the schema, the single writer, and the reader. Knows the tables, not 3DS: what is stored of an
+        // exchange is what the writer's stages (ExchangeStage) leave.
+        .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapCore"], exclude: ["SCHEMA.md"],
                 swiftSettings: strict),
+        // The recorder's stages before the writer (content decoding, 3DS extraction and masking, app-channel decryption),
+        // the writer that runs them, and `decrypt` of a stored session.
+        .target(name: "TapRecording", dependencies: ["TapStore", "TapEMV", "TapCompression", "TapCore"], swiftSettings: strict),
         // The recording proxy: forward (CONNECT + TLS interception with the CA it is given) and reverse modes, and the 3DS layer
         // (masking and key logs through TapEMV, key substitution).
         .target(name: "TapProxy", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
@@ -95,7 +100,7 @@ let package = Package(
                 swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
-                          dependencies: ["TapArguments", "TapCheck", "TapClientReplay", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapStore", "TapNet", "TapHTTP",
+                          dependencies: ["TapArguments", "TapCheck", "TapClientReplay", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapRecording", "TapStore", "TapNet", "TapHTTP",
                                          "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
@@ -104,7 +109,7 @@ let package = Package(
         .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore",
                                                           "TapReplay", "TapNet", "TapCrypto", "TapInspect"]),
         // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3; masking).
-        .executableTarget(name: "TapBench", dependencies: ["TapStore", "TapEMV", "TapCore"], swiftSettings: strict),
+        .executableTarget(name: "TapBench", dependencies: ["TapRecording", "TapStore", "TapEMV", "TapCore"], swiftSettings: strict),
         // Writes Swift-made JOSE/EMV vectors for tools/interop (Python checks them).
         .executableTarget(name: "TapInteropVectors",
                           dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
@@ -120,22 +125,22 @@ let package = Package(
                     exclude: ["Fixtures"]),
         .testTarget(name: "TapEMVTests", dependencies: ["TapEMV", "TapJOSE", "TapCrypto", "TapCore"]),
         .testTarget(name: "TapIdentityTests", dependencies: ["TapIdentity", "TapCrypto", "TapCore"]),
-        .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapIdentity", "TapProxy", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
+        .testTarget(name: "TapSandboxTests", dependencies: ["TapSandbox", "TapIdentity", "TapProxy", "TapRecording", "TapStore", "TapHTTPService", "TapNet", "TapHTTP",
                                                           "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                     exclude: ["Fixtures"]),
-        .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "TapHTTPService", "TapNet", "TapSQLite",
+        .testTarget(name: "TapReplayTests", dependencies: ["TapReplay", "TapRecording", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore", "TapHTTPService", "TapNet", "TapSQLite",
                                                            "TapTestSupport"]),
         // Helpers shared by test targets (not part of the product).
         .target(name: "TapTestSupport", dependencies: ["TapCore", "TapCrypto", "TapHTTP", "TapHTTPService", "TapNet", "TapSQLite"], path: "Tests/TapTestSupport",
                 swiftSettings: strict),
-        .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapSQLite", "TapCore"]),
-        .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapStore", "TapCore"]),
-        .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore",
+        .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapRecording", "TapEMV", "TapSQLite", "TapCore"]),
+        .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapRecording", "TapStore", "TapCore"]),
+        .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapRecording", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore",
                                                           "TapTestSupport"]),
         .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore", "TapTestSupport"]),
-        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
+        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapRecording", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
         .testTarget(name: "TapCheckTests", dependencies: ["TapCheck", "TapReplay", "TapStore", "TapCore"]),
-        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapIdentity", "TapNet", "TapCore"]),
+        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapIdentity", "TapRecording", "TapStore", "TapNet", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

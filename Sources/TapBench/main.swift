@@ -11,6 +11,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import TapRecording
 import TapStore
 
 /// The process's CPU time (user + system), in microseconds.

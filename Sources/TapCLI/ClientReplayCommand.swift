@@ -7,6 +7,7 @@ import TapEMV
 import TapIdentity
 import TapNet
 import TapProxy
+import TapRecording
 import TapSandbox
 import TapStore
 

@@ -10,6 +10,7 @@ import TapHTTPService
 import TapJOSE
 import TapNet
 import TapProxy
+import TapRecording
 import TapReplay
 import TapSandbox
 import TapStore

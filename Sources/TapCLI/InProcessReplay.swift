@@ -4,6 +4,7 @@ import TapCrypto
 import TapIdentity
 import TapNet
 import TapProxy
+import TapRecording
 import TapReplay
 import TapStore
 

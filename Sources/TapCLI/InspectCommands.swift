@@ -3,6 +3,7 @@ import TapArguments
 import TapCore
 import TapEMV
 import TapInspect
+import TapRecording
 import TapStore
 
 /// `3dstape ls`: the sessions in a directory.

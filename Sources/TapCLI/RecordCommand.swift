@@ -7,6 +7,7 @@ import TapHTTP
 import TapIdentity
 import TapNet
 import TapProxy
+import TapRecording
 import TapCore
 import TapEMV
 import TapStore

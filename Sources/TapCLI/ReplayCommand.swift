@@ -7,6 +7,7 @@ import TapJOSE
 import TapIdentity
 import TapNet
 import TapProxy
+import TapRecording
 import TapReplay
 import TapStore
 

@@ -85,17 +85,28 @@ extension SessionReader {
         for (id, tag) in try messageTags(where: "exchange_id IN (\(list))") { tags[id, default: []].append(tag) }
         let replays = try replayAnnotations("WHERE exchange_id IN (\(list))")
         let tunnels = try tunnelAnnotations("WHERE exchange_id IN (\(list))")
-        return try db.query("""
-            SELECT id, method, url, host, status, t_request_start, t_upstream_connect, t_tls_done, t_request_sent, t_first_byte, t_done,
-                   error, client_abort_at FROM exchanges WHERE id IN (\(list)) ORDER BY id
-            """).map { r in
-            let id = r[0].integer ?? 0
-            return ExchangeRow(id: id, method: r[1].text ?? "", url: r[2].text ?? "", host: r[3].text, status: r[4].integer.map(Int.init),
-                               requestStart: r[5].time ?? 0, upstreamConnect: r[6].time, tlsDone: r[7].time, requestSent: r[8].time,
-                               firstByte: r[9].time, done: r[10].time, error: r[11].text, clientAbortAt: r[12].time,
-                               messages: tags[id] ?? [], replay: replays[id], tunnel: tunnels[id])
+        let read = SessionReader.exchangeRowReader
+        return try db.rows("SELECT \(read.selectList()) FROM exchanges WHERE id IN (\(list)) ORDER BY id").map { r in
+            var row = try read.decode(r)
+            row.messages = tags[row.id] ?? []
+            row.replay = replays[row.id]
+            row.tunnel = tunnels[row.id]
+            return row
         }
     }
+
+    /// A timeline row without its message tags, replay or tunnel annotations (filled in by `rows(ids:)`).
+    static let exchangeRowReader: RowReader<ExchangeRow> = {
+        typealias E = ExchangesTable
+        return RowReader([E.id, E.method, E.url, E.host, E.status, E.tRequestStart, E.tUpstreamConnect, E.tTLSDone, E.tRequestSent,
+                          E.tFirstByte, E.tDone, E.error, E.clientAbortAt]) { r in
+            ExchangeRow(id: try r.integer(E.id) ?? 0, method: try r.text(E.method) ?? "", url: try r.text(E.url) ?? "", host: try r.text(E.host),
+                        status: try r.integer(E.status).map(Int.init), requestStart: try r.time(E.tRequestStart) ?? 0,
+                        upstreamConnect: try r.time(E.tUpstreamConnect), tlsDone: try r.time(E.tTLSDone), requestSent: try r.time(E.tRequestSent),
+                        firstByte: try r.time(E.tFirstByte), done: try r.time(E.tDone), error: try r.text(E.error),
+                        clientAbortAt: try r.time(E.clientAbortAt), messages: [], replay: nil, tunnel: nil)
+        }
+    }()
 
     /// Every 3DS message's tag with its exchange id, in storage order (for grouping transactions without bodies).
     public func messageTags() throws -> [(exchangeID: Int64, tag: MessageTag)] {
@@ -103,16 +114,22 @@ extension SessionReader {
     }
 
     func messageTags(where condition: String) throws -> [(exchangeID: Int64, tag: MessageTag)] {
-        let decryption = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
-        return try db.query("""
-            SELECT exchange_id, direction, message_type, location, trans_status, error_code, \(decryption), three_ds_server_trans_id,
-                   acs_trans_id, message_version, sdk_trans_id FROM messages WHERE \(condition) ORDER BY exchange_id, id
-            """).map { m in
-            (m[0].integer ?? 0, MessageTag(direction: m[1].text ?? "", type: m[2].text, location: m[3].text ?? "", transStatus: m[4].text,
-                                           errorCode: m[5].text, decryption: m[6].text,
-                                           threeDSServerTransID: m[7].text, acsTransID: m[8].text, sdkTransID: m[10].text, version: m[9].text))
-        }
+        let read = SessionReader.messageTagReader
+        return try db.rows("SELECT \(read.selectList(absent: try absentColumns(MessagesTable.table))) FROM messages WHERE \(condition) ORDER BY exchange_id, id")
+            .map(read.decode)
     }
+
+    static let messageTagReader: RowReader<(exchangeID: Int64, tag: MessageTag)> = {
+        typealias M = MessagesTable
+        return RowReader([M.exchangeID, M.direction, M.messageType, M.location, M.transStatus, M.errorCode, M.decryption, M.threeDSServerTransID,
+                          M.acsTransID, M.messageVersion, M.sdkTransID]) { m in
+            (try m.integer(M.exchangeID) ?? 0,
+             MessageTag(direction: try m.text(M.direction) ?? "", type: try m.text(M.messageType), location: try m.text(M.location) ?? "",
+                        transStatus: try m.text(M.transStatus), errorCode: try m.text(M.errorCode), decryption: try m.text(M.decryption),
+                        threeDSServerTransID: try m.text(M.threeDSServerTransID), acsTransID: try m.text(M.acsTransID),
+                        sdkTransID: try m.text(M.sdkTransID), version: try m.text(M.messageVersion)))
+        }
+    }()
 
     /// The values the timeline's filters offer: message types, transStatus values and hosts.
     public func facets() throws -> (types: [String], statuses: [String], hosts: [String]) {

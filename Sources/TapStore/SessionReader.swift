@@ -94,8 +94,8 @@ public final class SessionReader {
             let hasMeta = try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")
             guard !hasMeta.isEmpty else { throw SessionFileError("\(path) is not a 3dstape session (no meta table)") }
             var m: [String: String] = [:]
-            for row in try db.query("SELECT key, value FROM meta") {
-                if let k = row[0].text, let v = row[1].text { m[k] = v }
+            for row in try db.rows("SELECT key, value FROM meta") {
+                if let k = try? row.text(MetaTable.key), let v = try? row.text(MetaTable.value) { m[k] = v }
             }
             meta = m
         } catch let e as SQLiteError {
@@ -134,41 +134,47 @@ public final class SessionReader {
 
     /// The session's events (what is not an exchange: refusals, key-substitution decisions, backpressure), in order.
     public func events() throws -> [SessionNote] {
-        try db.query("SELECT at, kind, detail FROM events ORDER BY at, id").map {
-            SessionNote(at: $0[0].time ?? 0, kind: $0[1].text ?? "", detail: $0[2].text ?? "")
-        }
+        let read = SessionReader.noteReader
+        return try db.rows("SELECT \(read.selectList()) FROM events ORDER BY at, id").map(read.decode)
+    }
+
+    static let noteReader = RowReader([EventsTable.at, EventsTable.kind, EventsTable.detail]) { r in
+        SessionNote(at: try r.time(EventsTable.at) ?? 0, kind: try r.text(EventsTable.kind) ?? "", detail: try r.text(EventsTable.detail) ?? "")
     }
 
     /// Connection details by id.
     public func connections() throws -> [Int64: (client: String, tls: String?, sni: String?, alpn: String?)] {
         var out: [Int64: (String, String?, String?, String?)] = [:]
-        for r in try db.query("SELECT id, client_addr, tls_version, sni, alpn FROM connections") {
-            out[r[0].integer ?? 0] = (r[1].text ?? "", r[2].text, r[3].text, r[4].text)
+        let read = SessionReader.connectionReader
+        for r in try db.rows("SELECT \(read.selectList()) FROM connections") {
+            let c = try read.decode(r)
+            out[c.id] = (c.client, c.tls, c.sni, c.alpn)
         }
         return out
     }
 
+    static let connectionReader = RowReader([ConnectionsTable.id, ConnectionsTable.clientAddr, ConnectionsTable.tlsVersion,
+                                             ConnectionsTable.sni, ConnectionsTable.alpn]) { r in
+        (id: try r.integer(ConnectionsTable.id) ?? 0, client: try r.text(ConnectionsTable.clientAddr) ?? "",
+         tls: try r.text(ConnectionsTable.tlsVersion), sni: try r.text(ConnectionsTable.sni), alpn: try r.text(ConnectionsTable.alpn))
+    }
+
     func readExchanges(whereClause: String, _ args: [SQLiteValue]) throws -> [StoredExchange] {
-        let rows = try db.query("""
-            SELECT e.id, e.connection_id, e.method, e.url, e.status, e.request_headers, e.request_body, e.request_body_compressed,
-                   e.request_content_encoding, e.response_headers, e.response_body, e.response_body_compressed, e.response_content_encoding,
-                   e.upstream, e.t_request_start, e.t_upstream_connect, e.t_tls_done, e.t_request_sent, e.t_first_byte, e.t_done,
-                   e.error, e.client_abort_at
-            FROM exchanges e \(whereClause) ORDER BY e.t_request_start, e.id
-            """, args)
+        let read = SessionReader.exchangeReader
+        let rows = try db.rows("SELECT \(read.selectList(["exchanges": "e"])) FROM exchanges e \(whereClause) ORDER BY e.t_request_start, e.id", args)
         var messagesByExchange: [Int64: [RecordedMessage]] = [:]
-        let decryptionColumn = try hasColumn("messages", "decryption") ? "decryption" : "NULL"
         // Only the selected exchanges' messages (one exchange of a 100,000-exchange session reads a handful of rows).
         let only = whereClause.isEmpty ? "" : "WHERE exchange_id IN (SELECT e.id FROM exchanges e \(whereClause))"
-        for m in try db.query("SELECT exchange_id, direction, location, message_type, json, \(decryptionColumn) FROM messages \(only) ORDER BY id", args) {
-            messagesByExchange[m[0].integer ?? 0, default: []].append(
-                RecordedMessage(direction: m[1].text ?? "", location: m[2].text ?? "", type: m[3].text,
-                                json: m[4].text.flatMap { try? JSON.parse($0) }, decryption: m[5].text))
+        let readMessage = SessionReader.messageReader
+        for m in try db.rows("SELECT \(readMessage.selectList(absent: try absentColumns(MessagesTable.table))) FROM messages \(only) ORDER BY id", args) {
+            let (exchangeID, message) = try readMessage.decode(m)
+            messagesByExchange[exchangeID, default: []].append(message)
         }
         let replays = try replayAnnotations(only, args)
         let tunnels = try tunnelAnnotations(only, args)
-        return rows.map { r -> StoredExchange in
-            var x = makeExchange(r, messagesByExchange)
+        return try rows.map { r -> StoredExchange in
+            var x = try read.decode(r)
+            x.messages = messagesByExchange[x.id] ?? []
             x.replay = replays[x.id]
             x.tunnel = tunnels[x.id]
             // Messages stored as "the body" take their JSON from the body.
@@ -182,55 +188,96 @@ public final class SessionReader {
         }
     }
 
+    /// The columns of `table` that this file lacks (an older schema's), to be selected as NULL.
+    func absentColumns(_ table: Table) throws -> Set<String> {
+        let present = Set(try db.rows("PRAGMA table_info(\(table.name))").compactMap { try? $0.text("name") })
+        return Set(table.columns.map(\.name).filter { !present.contains($0) })
+    }
+
+    static let messageReader = RowReader([MessagesTable.exchangeID, MessagesTable.direction, MessagesTable.location, MessagesTable.messageType,
+                                          MessagesTable.json, MessagesTable.decryption]) { m in
+        (try m.integer(MessagesTable.exchangeID) ?? 0,
+         RecordedMessage(direction: try m.text(MessagesTable.direction) ?? "", location: try m.text(MessagesTable.location) ?? "",
+                         type: try m.text(MessagesTable.messageType), json: try m.text(MessagesTable.json).flatMap { try? JSON.parse($0) },
+                         decryption: try m.text(MessagesTable.decryption)))
+    }
+
     /// What the replayer noted for each exchange (a replay session's `replay_matches`), for the rows `condition`
     /// (`WHERE …` or empty) selects; empty for a recording.
     func replayAnnotations(_ condition: String, _ args: [SQLiteValue] = []) throws -> [Int64: ReplayAnnotation] {
         guard try hasTable("replay_matches") else { return [:] }
-        let faults = try hasColumn("replay_matches", "faults") ? "faults" : "NULL"
-        let outcome = try hasColumn("replay_matches", "outcome") ? "outcome" : "NULL"
+        let read = SessionReader.replayReader
         var replays: [Int64: ReplayAnnotation] = [:]
-        for m in try db.query("SELECT exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, \(faults), \(outcome) "
-                              + "FROM replay_matches \(condition)", args) {
-            replays[m[0].integer ?? 0] = ReplayAnnotation(recordedExchangeID: m[1].integer, matchedBy: m[2].text, miss: m[3].text,
-                                                          scheduledDelayMs: m[4].delayMs, actualDelayMs: m[5].delayMs, faults: m[6].text,
-                                                          outcome: m[7].text)
+        for m in try db.rows("SELECT \(read.selectList(absent: try absentColumns(ReplayMatchesTable.table))) FROM replay_matches \(condition)", args) {
+            let (id, annotation) = try read.decode(m)
+            replays[id] = annotation
         }
         return replays
     }
 
+    static let replayReader: RowReader<(Int64, ReplayAnnotation)> = {
+        typealias R = ReplayMatchesTable
+        return RowReader([R.exchangeID, R.recordedExchangeID, R.matchedBy, R.miss, R.scheduledDelayMs, R.actualDelayMs, R.faults, R.outcome]) { m in
+            (try m.integer(R.exchangeID) ?? 0,
+             ReplayAnnotation(recordedExchangeID: try m.integer(R.recordedExchangeID), matchedBy: try m.text(R.matchedBy), miss: try m.text(R.miss),
+                              scheduledDelayMs: try m.delayMs(R.scheduledDelayMs), actualDelayMs: try m.delayMs(R.actualDelayMs),
+                              faults: try m.text(R.faults), outcome: try m.text(R.outcome)))
+        }
+    }()
+
     /// The tunnels among the rows `condition` selects (empty for files before v4, which had none).
     func tunnelAnnotations(_ condition: String, _ args: [SQLiteValue] = []) throws -> [Int64: TunnelAnnotation] {
         guard try hasTable("tunnels") else { return [:] }
+        let read = SessionReader.tunnelReader
         var tunnels: [Int64: TunnelAnnotation] = [:]
-        for t in try db.query("SELECT exchange_id, host, port, sni, alpn_offered, bytes_up, bytes_down, ended, decided_by FROM tunnels \(condition)", args) {
-            tunnels[t[0].integer ?? 0] = TunnelAnnotation(host: t[1].text ?? "", port: Int(clamping: min(max(t[2].integer ?? 0, 0), 65535)),
-                                                          sni: t[3].text, alpnOffered: t[4].text.map(ALPNOffer.read),
-                                                          bytesUp: Int(clamping: max(t[5].integer ?? 0, 0)),
-                                                          bytesDown: Int(clamping: max(t[6].integer ?? 0, 0)),
-                                                          ended: t[7].text, decidedBy: t[8].text)
+        for t in try db.rows("SELECT \(read.selectList()) FROM tunnels \(condition)", args) {
+            let (id, annotation) = try read.decode(t)
+            tunnels[id] = annotation
         }
         return tunnels
     }
+
+    static let tunnelReader: RowReader<(Int64, TunnelAnnotation)> = {
+        typealias T = TunnelsTable
+        return RowReader(T.table.columns) { t in
+            (try t.integer(T.exchangeID) ?? 0,
+             TunnelAnnotation(host: try t.text(T.host) ?? "", port: Int(clamping: min(max(try t.integer(T.port) ?? 0, 0), 65535)),
+                              sni: try t.text(T.sni), alpnOffered: try t.text(T.alpnOffered).map(ALPNOffer.read),
+                              bytesUp: Int(clamping: max(try t.integer(T.bytesUp) ?? 0, 0)),
+                              bytesDown: Int(clamping: max(try t.integer(T.bytesDown) ?? 0, 0)),
+                              ended: try t.text(T.ended), decidedBy: try t.text(T.decidedBy)))
+        }
+    }()
 
     func hasTable(_ name: String) throws -> Bool {
         !(try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(name)]).isEmpty)
     }
 
     func hasColumn(_ table: String, _ column: String) throws -> Bool {
-        try db.query("PRAGMA table_info(\(table))").contains { $0.count > 1 && $0[1].text == column }
+        try db.rows("PRAGMA table_info(\(table))").contains { (try? $0.text("name")) == column }
     }
 
-    func makeExchange(_ r: [SQLiteValue], _ messagesByExchange: [Int64: [RecordedMessage]]) -> StoredExchange {
-        StoredExchange(
-                id: r[0].integer ?? 0, connectionID: r[1].integer ?? 0, method: r[2].text ?? "", url: r[3].text ?? "",
-                status: r[4].integer.map(Int.init), requestHeaders: SessionReader.headers(r[5].text),
-                requestBody: SessionReader.body(r[6], compressed: r[7].integer == 1), requestContentEncoding: r[8].text,
-                responseHeaders: SessionReader.headers(r[9].text), responseBody: SessionReader.body(r[10], compressed: r[11].integer == 1),
-                responseContentEncoding: r[12].text, upstream: r[13].text, requestStart: r[14].time ?? 0, upstreamConnect: r[15].time,
-                tlsDone: r[16].time, requestSent: r[17].time, firstByte: r[18].time, done: r[19].time, error: r[20].text,
-                clientAbortAt: r[21].time,
-                messages: messagesByExchange[r[0].integer ?? 0] ?? [])
-    }
+    /// An exchange row without its messages, replay or tunnel annotations (filled in by `readExchanges`).
+    static let exchangeReader: RowReader<StoredExchange> = {
+        typealias E = ExchangesTable
+        return RowReader([E.id, E.connectionID, E.method, E.url, E.status, E.requestHeaders, E.requestBody, E.requestBodyCompressed,
+                          E.requestContentEncoding, E.responseHeaders, E.responseBody, E.responseBodyCompressed, E.responseContentEncoding,
+                          E.upstream, E.tRequestStart, E.tUpstreamConnect, E.tTLSDone, E.tRequestSent, E.tFirstByte, E.tDone, E.error,
+                          E.clientAbortAt]) { r in
+            StoredExchange(
+                id: try r.integer(E.id) ?? 0, connectionID: try r.integer(E.connectionID) ?? 0, method: try r.text(E.method) ?? "",
+                url: try r.text(E.url) ?? "", status: try r.integer(E.status).map(Int.init),
+                requestHeaders: SessionReader.headers(try r.text(E.requestHeaders)),
+                requestBody: SessionReader.body(try r.value(E.requestBody), compressed: try r.integer(E.requestBodyCompressed) == 1),
+                requestContentEncoding: try r.text(E.requestContentEncoding),
+                responseHeaders: SessionReader.headers(try r.text(E.responseHeaders)),
+                responseBody: SessionReader.body(try r.value(E.responseBody), compressed: try r.integer(E.responseBodyCompressed) == 1),
+                responseContentEncoding: try r.text(E.responseContentEncoding), upstream: try r.text(E.upstream),
+                requestStart: try r.time(E.tRequestStart) ?? 0, upstreamConnect: try r.time(E.tUpstreamConnect), tlsDone: try r.time(E.tTLSDone),
+                requestSent: try r.time(E.tRequestSent), firstByte: try r.time(E.tFirstByte), done: try r.time(E.tDone),
+                error: try r.text(E.error), clientAbortAt: try r.time(E.clientAbortAt), messages: [])
+        }
+    }()
 
     static func headers(_ text: String?) -> [(String, String)] {
         guard let text, case let .array(items)? = try? JSON.parse(text) else { return [] }
@@ -250,18 +297,18 @@ public final class SessionReader {
     /// The row for `3dstape ls`.
     public func summary() throws -> SessionSummary {
         let count = try exchangeCount
-        let span = try db.query("SELECT min(t_request_start), max(coalesce(t_done, t_request_start)) FROM exchanges")[0]
-        let tx = try db.query("SELECT final_trans_status, error_code FROM v_transactions")
+        let span = try db.rows("SELECT min(t_request_start) AS first, max(coalesce(t_done, t_request_start)) AS last FROM exchanges")[0]
+        let tx = try db.rows("SELECT final_trans_status, error_code FROM v_transactions")
         var tally: [String: Int] = [:]
         for t in tx {
-            let key = t[0].text ?? (t[1].text.map { "Erro \($0)" } ?? "no result")
+            let key = try t.text("final_trans_status") ?? (try t.text("error_code").map { "Erro \($0)" } ?? "no result")
             tally[key, default: 0] += 1
         }
         let errors = try db.query("SELECT count(*) FROM exchanges WHERE error IS NOT NULL")[0][0].integer ?? 0
         var outcome = tally.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ")
         if errors > 0 { outcome += (outcome.isEmpty ? "" : " ") + "errors×\(errors)" }
-        let duration: Double? = {
-            guard let a = span[0].time, let b = span[1].time else { return nil }
+        let duration: Double? = try {
+            guard let a = try span.real("first").map(Checked.storedTime), let b = try span.real("last").map(Checked.storedTime) else { return nil }
             return b - a
         }()
         return SessionSummary(path: path, label: meta["label"] ?? "", created: meta["created_at"] ?? "", exchanges: count,

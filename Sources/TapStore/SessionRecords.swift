@@ -1,6 +1,4 @@
-import TapCompression
 import TapCore
-import TapEMV
 
 /// What the proxy reports to the session writer. Times are Unix seconds (wall clock, microsecond precision).
 public enum SessionEvent: Sendable {
@@ -38,82 +36,112 @@ public struct ConnectionRecord: Sendable {
     }
 }
 
-/// One side of an exchange as stored: headers, body (decoded from gzip/deflate and masked), wire size.
-public struct StoredMessage: Sendable {
-    /// Decodes gzip/deflate (the forwarded bytes were not touched), masks, and finds the 3DS messages.
-    /// `isRequest` names an app-channel JWE body CReq (request) or CRes (response) while it is still encrypted.
-    /// `keys` opens app-channel JWE bodies (the recorder's `--keylog`).
-    public init(_ captured: CapturedMessage, mask: Bool, isRequest: Bool, keys: (any ChannelKeySource)? = nil) {
-        let (decoded, encodingNote) = StoredMessage.decodedBody(captured.body, headers: captured.headers)
-        var (stored, messages) = ThreeDSContent.prepare(decoded, mask: mask)
-        if messages.isEmpty, let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) {
-            if let plain = captured.plaintext, plain.isObject, keys == nil || captured.plaintextNote != nil {
-                let shown = mask ? Masking.mask(plain) : plain
-                messages = [ThreeDSContent.Found(location: "jwe", json: shown, summary: MessageSummary(shown),
-                                                 decryption: captured.plaintextNote ?? "decrypted: imported in clear from the HAR's _3dstape field")]
-            } else {
-                messages = [ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)]
-            }
-        }
-        self.init(headers: mask ? Masking.maskHeaders(captured.headers) : captured.headers, body: stored, contentEncoding: encodingNote,
-                  wireSize: captured.wireSize, messages: messages)
+/// One step of preparing a captured exchange for storage, run on the writer thread, in order, on every exchange before it
+/// is stored (as mitmproxy's addons): the writer only stores what the stages leave. 3dstape's own stages (content
+/// decoding, 3DS extraction and masking, app-channel decryption) are in TapRecording.
+public protocol ExchangeStage: Sendable {
+    /// Changes the exchange as it will be stored (bodies, headers, found messages, URL, error …).
+    func prepare(_ exchange: inout PreparedExchange)
+    /// Text quoted from a client that is stored outside an exchange's sides (a note's detail, a tunnel's SNI, ALPN names).
+    func prepare(clientText: String) -> String
+}
+
+extension ExchangeStage {
+    public func prepare(clientText: String) -> String { clientText }
+}
+
+/// An exchange on its way to the file: the record as captured, with each side as it will be stored. The stages change it;
+/// the writer stores `record`'s fields and the two sides.
+public struct PreparedExchange: Sendable {
+    public var record: ExchangeRecord
+    public var request: PreparedMessage
+    public var response: PreparedMessage?
+
+    /// The exchange as captured: each side's headers and body as they came, no messages found.
+    public init(_ record: ExchangeRecord) {
+        self.record = record
+        request = PreparedMessage(record.request)
+        response = record.response.map(PreparedMessage.init)
     }
 
-    /// At most this many content codings are undone (`gzip, gzip` is two); a body with more is stored as far as they go.
-    static let maxContentCodings = 4
-
-    /// The body with its content codings undone, the last applied first (`Content-Encoding: gzip, gzip`, or the header
-    /// given twice, is gzip inside gzip), and the note for `content_encoding`: the codings as sent, and what could not be
-    /// decoded. A coding that fails part way leaves the bytes it decoded (a body cut short); one that decodes nothing, or
-    /// that 3dstape does not know (`br`), leaves the bytes as they were. Either way the writer then masks what is left,
-    /// down to the byte scan for card numbers when nothing else can be read in it.
-    static func decodedBody(_ body: [UInt8], headers: [(String, String)]) -> (body: [UInt8], note: String?) {
-        let values = headers.filter { $0.0.caseInsensitiveEquals("Content-Encoding") }.map(\.1)
-        guard !values.isEmpty else { return (body, nil) }
-        let asSent = values.joined(separator: ", ").lowercased()
-        let codings = asSent.split(separator: ",").map { String($0).trimmingWhitespace }.filter { !$0.isEmpty && $0 != "identity" }
-        guard !body.isEmpty, !codings.isEmpty else { return (body, asSent) }
-        var decoded = body
-        for (done, coding) in codings.reversed().enumerated() {
-            func failed(_ why: String) -> (body: [UInt8], note: String?) {
-                (decoded, done == 0 ? "\(asSent) (not decoded: \(why))" : "\(asSent) (\(done) of \(codings.count) decoded; then: \(why))")
-            }
-            guard done < maxContentCodings else { return failed("more than \(maxContentCodings) content codings") }
-            let format: Compression.Format
-            switch coding {
-            case "gzip", "x-gzip": format = .gzip
-            case "deflate": format = .zlib
-            default: return failed("\(coding) is not supported")
-            }
-            let (out, error) = Compression.decompressPrefix(decoded, format: format)
-            if let error {
-                guard !out.isEmpty else { return failed(error.message) }
-                decoded = out
-                return failed("\(error.message); the \(out.count) bytes decoded before it are stored")
-            }
-            decoded = out
+    /// Calls `body` with each side (the request, then the response if any).
+    public mutating func eachSide(_ body: (inout PreparedMessage) -> Void) {
+        body(&request)
+        if var r = response {
+            response = nil // `r` the only reference while it changes
+            body(&r)
+            response = r
         }
-        return (decoded, asSent)
     }
 
+    /// Calls `body` with each side (the request, then the response if any), the side as captured, and whether it is
+    /// the request.
+    public mutating func eachSide(_ body: (inout PreparedMessage, CapturedMessage, Bool) -> Void) {
+        body(&request, record.request, true)
+        if var r = response, let captured = record.response {
+            response = nil // `r` the only reference while it changes
+            body(&r, captured, false)
+            response = r
+        }
+    }
+}
+
+/// One side of an exchange as stored: headers, body, the note for `content_encoding`, wire size, and the messages the
+/// stages found in it.
+public struct PreparedMessage: Sendable {
     public var headers: [(String, String)]
     public var body: [UInt8]
     public var contentEncoding: String?
     public var wireSize: Int
-    /// 3DS messages found in the body.
-    public var messages: [ThreeDSContent.Found]
+    public var messages: [MessageRecord]
 
-    public init(headers: [(String, String)], body: [UInt8], contentEncoding: String?, wireSize: Int, messages: [ThreeDSContent.Found]) {
-        self.headers = headers
-        self.body = body
-        self.contentEncoding = contentEncoding
-        self.wireSize = wireSize
-        self.messages = messages
+    /// The side as captured: nothing decoded, nothing found.
+    public init(_ captured: CapturedMessage) {
+        headers = captured.headers
+        body = captured.body
+        contentEncoding = nil
+        wireSize = captured.wireSize
+        messages = []
+    }
+}
+
+/// A row of the `messages` table: a message found in a body, where it was found, the identifiers it carries, and, for
+/// an app-channel message, how it was decrypted or why not.
+public struct MessageRecord: Sendable {
+    /// `body`, `form:creq` …, or `jwe`.
+    public var location: String
+    /// The message; nil for one that is the whole stored body (the reader takes it from the body).
+    public var json: JSON?
+    public var messageType: String?
+    public var messageVersion: String?
+    public var threeDSServerTransID: String?
+    public var dsTransID: String?
+    public var acsTransID: String?
+    public var sdkTransID: String?
+    public var transStatus: String?
+    public var errorCode: String?
+    public var decryption: String?
+
+    public init(location: String, json: JSON?, messageType: String? = nil, messageVersion: String? = nil, threeDSServerTransID: String? = nil,
+                dsTransID: String? = nil, acsTransID: String? = nil, sdkTransID: String? = nil, transStatus: String? = nil,
+                errorCode: String? = nil, decryption: String? = nil) {
+        self.location = location
+        self.json = json
+        self.messageType = messageType
+        self.messageVersion = messageVersion
+        self.threeDSServerTransID = threeDSServerTransID
+        self.dsTransID = dsTransID
+        self.acsTransID = acsTransID
+        self.sdkTransID = sdkTransID
+        self.transStatus = transStatus
+        self.errorCode = errorCode
+        self.decryption = decryption
     }
 }
 
 /// One side of an exchange as captured on the network loop: headers and the body as received (chunk
-/// framing removed, still content-encoded). Decoding, masking and 3DS extraction happen on the writer thread.
+/// framing removed, still content-encoded). Decoding, masking and 3DS extraction happen on the writer thread (the
+/// writer's `ExchangeStage`s).
 public struct CapturedMessage: Sendable {
     public var headers: [(String, String)]
     public var body: [UInt8]
@@ -249,12 +277,12 @@ public struct TunnelAnnotation: Sendable, Equatable {
     }
 }
 
-/// How an ALPN offer is stored (`tunnels.alpn_offered`, `connections.alpn_offered`): a JSON array of the names, each
-/// printable as notes are (they are the client's bytes), so a name holding a comma stays one name. A value that is not
+/// How an ALPN offer is stored (`tunnels.alpn_offered`, `connections.alpn_offered`): a JSON array of the names (the writer
+/// makes each printable as notes are, they are the client's bytes), so a name holding a comma stays one name. A value that is not
 /// a JSON array of strings is read as the comma-separated form the first v4 builds wrote.
 public enum ALPNOffer {
     public static func stored(_ names: [String]) -> String {
-        JSON.array(names.map { .string(ThreeDSContent.printable($0)) }).compact
+        JSON.array(names.map { .string($0) }).compact
     }
 
     public static func read(_ text: String) -> [String] {

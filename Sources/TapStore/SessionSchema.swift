@@ -9,96 +9,19 @@ public enum SessionSchema {
     public static let format = "3dstape-session"
 
     /// v3: what a replayed exchange matched, its scheduled and actual delay (replay sessions only).
-    static let replayTable = """
-    CREATE TABLE replay_matches (
-        exchange_id INTEGER PRIMARY KEY REFERENCES exchanges(id),
-        recorded_exchange_id INTEGER,
-        matched_by TEXT,
-        miss TEXT,
-        scheduled_delay_ms REAL,
-        actual_delay_ms REAL,
-        faults TEXT,
-        outcome TEXT
-    );
-    """
+    static let replayTable = ReplayMatchesTable.table.create + "\n"
 
     /// v4: a CONNECT tunnelled without interception (`record --pass-through`), one row per tunnel exchange.
-    static let tunnelTable = """
-    CREATE TABLE tunnels (
-        exchange_id INTEGER PRIMARY KEY REFERENCES exchanges(id),
-        host TEXT NOT NULL,
-        port INTEGER NOT NULL,
-        sni TEXT,
-        alpn_offered TEXT,
-        bytes_up INTEGER NOT NULL DEFAULT 0,
-        bytes_down INTEGER NOT NULL DEFAULT 0,
-        ended TEXT,
-        decided_by TEXT
-    );
-    """
+    static let tunnelTable = TunnelsTable.table.create + "\n"
 
+    /// The tables (declared in SessionTables.swift), indexes and views of a new file.
     static let statements = """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE connections (
-        id INTEGER PRIMARY KEY,
-        client_addr TEXT NOT NULL,
-        accepted_at REAL NOT NULL,
-        mode TEXT NOT NULL,
-        upstream TEXT,
-        tls_version TEXT,
-        tls_cipher TEXT,
-        sni TEXT,
-        alpn TEXT,
-        closed_at REAL,
-        alpn_offered TEXT
-    );
-    CREATE TABLE exchanges (
-        id INTEGER PRIMARY KEY,
-        connection_id INTEGER NOT NULL REFERENCES connections(id),
-        seq INTEGER NOT NULL,
-        method TEXT NOT NULL,
-        url TEXT NOT NULL,
-        host TEXT,
-        path TEXT,
-        request_headers TEXT NOT NULL,
-        request_body BLOB,
-        request_body_compressed INTEGER NOT NULL DEFAULT 0,
-        request_content_encoding TEXT,
-        request_wire_size INTEGER NOT NULL DEFAULT 0,
-        status INTEGER,
-        response_headers TEXT,
-        response_body BLOB,
-        response_body_compressed INTEGER NOT NULL DEFAULT 0,
-        response_content_encoding TEXT,
-        response_wire_size INTEGER NOT NULL DEFAULT 0,
-        upstream TEXT,
-        t_request_start REAL NOT NULL,
-        t_upstream_connect REAL,
-        t_tls_done REAL,
-        t_request_sent REAL,
-        t_first_byte REAL,
-        t_done REAL,
-        error TEXT,
-        client_abort_at REAL
-    );
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY,
-        exchange_id INTEGER NOT NULL REFERENCES exchanges(id),
-        direction TEXT NOT NULL CHECK (direction IN ('request', 'response')),
-        location TEXT NOT NULL,
-        message_type TEXT,
-        message_version TEXT,
-        three_ds_server_trans_id TEXT,
-        ds_trans_id TEXT,
-        acs_trans_id TEXT,
-        sdk_trans_id TEXT,
-        trans_status TEXT,
-        error_code TEXT,
-        json TEXT,
-        decryption TEXT
-    );
+    \(MetaTable.table.create)
+    \(ConnectionsTable.table.create)
+    \(ExchangesTable.table.create)
+    \(MessagesTable.table.create)
     CREATE INDEX messages_by_exchange ON messages(exchange_id);
-    CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
+    \(EventsTable.table.create)
     \(replayTable)
     \(tunnelTable)
 
@@ -137,14 +60,14 @@ public enum SessionSchema {
     /// v3 → v4: `tunnels`, `connections.alpn_offered`).
     static func migrate(_ db: Database, from version: Int) throws(SQLiteError) {
         if version < 2 {
-            try db.execute("ALTER TABLE messages ADD COLUMN decryption TEXT")
+            try db.execute("ALTER TABLE messages ADD COLUMN \(MessagesTable.decryption.definition)")
         }
         if version < 3 {
             try db.execute(replayTable)
         }
         if version < 4 {
             try db.execute(tunnelTable)
-            try db.execute("ALTER TABLE connections ADD COLUMN alpn_offered TEXT")
+            try db.execute("ALTER TABLE connections ADD COLUMN \(ConnectionsTable.alpnOffered.definition)")
         }
         try db.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", [.text(String(SessionSchema.version))])
     }

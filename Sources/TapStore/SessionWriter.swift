@@ -3,11 +3,11 @@ import Foundation
 import Synchronization
 import TapCompression
 import TapCore
-import TapEMV
 import TapSQLite
 
 /// Writes session events into a new session file from its own thread, in batched transactions, so that
-/// a slow disk never stalls the network loop. `submit` never blocks on I/O.
+/// a slow disk never stalls the network loop. `submit` never blocks on I/O. Each exchange goes through the writer's
+/// `ExchangeStage`s, on its thread, before it is stored; the writer itself only stores.
 public final class SessionWriter: Sendable {
     public let path: String
     private let queue = Locked<[SessionEvent]>([])
@@ -23,7 +23,7 @@ public final class SessionWriter: Sendable {
     public static let compressAbove = 8 * 1024
 
     private let onExchange: (@Sendable (ExchangeLine) -> Void)?
-    private let keys: (any ChannelKeySource)?
+    private let stages: [any ExchangeStage]
     /// Told, once, when recording stops before `close` (disk full, the file deleted, an I/O error), and when the file
     /// is locked by another process and when it is released. Called on the writer thread.
     private let onProblem: (@Sendable (String) -> Void)?
@@ -47,14 +47,15 @@ public final class SessionWriter: Sendable {
          ("replayed_session", path), ("masked", "yes")]
     }
 
-    /// `keys` decrypts app-channel CReq/CRes as they are stored (a key log).
+    /// `stages` prepare each exchange for storage, in order (TapRecording's `RecordingStages.standard`: decoding, 3DS
+    /// extraction and masking, app-channel decryption; its `SessionWriter.init(path:meta:keys:…)` passes them).
     /// `maxBytes` caps the file's size (SQLite's `max_page_count`): past it, recording stops as on a full disk.
     /// `onProblem` is told when recording stops early or the file is locked (see the property).
-    public init(path: String, meta: [(String, String)], keys: (any ChannelKeySource)? = nil, maxBytes: Int? = nil,
+    public init(path: String, meta: [(String, String)], stages: [any ExchangeStage], maxBytes: Int? = nil,
                 onProblem: (@Sendable (String) -> Void)? = nil, onExchange: (@Sendable (ExchangeLine) -> Void)? = nil) throws {
         self.onExchange = onExchange
         self.onProblem = onProblem
-        self.keys = keys
+        self.stages = stages
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         try SessionWriter.createPrivateFile(path)
@@ -238,7 +239,7 @@ public final class SessionWriter: Sendable {
 
     private func runLoop(_ db: Database) {
         var statements: Statements?
-        do { statements = try Statements(db, keys: keys, wantsLines: onExchange != nil) } catch { stop("\(error)") }
+        do { statements = try Statements(db, stages: stages, wantsLines: onExchange != nil) } catch { stop("\(error)") }
         var lastIdentityCheck = Date()
         var locked = false
         var load = BusyMeter()
@@ -356,109 +357,114 @@ private final class DatabaseBox: @unchecked Sendable {
     }
 }
 
-/// Prepared statements for the writer.
+/// The writer's inserts and updates, one per kind of event; each names its columns beside their values.
 private final class Statements {
-    let connection, connectionTLS, connectionClosed, exchange, message, note, replay, tunnel: Statement
+    let connection, connectionTLS, connectionClosed, exchange, message, note, replay, tunnel: RowWrite
     let db: Database
-    let keys: (any ChannelKeySource)?
+    let stages: [any ExchangeStage]
     /// Whether anyone reads the live-view lines (without a reader, none is made).
     let wantsLines: Bool
 
-    init(_ db: Database, keys: (any ChannelKeySource)?, wantsLines: Bool = true) throws {
+    init(_ db: Database, stages: [any ExchangeStage], wantsLines: Bool = true) throws {
         self.db = db
-        self.keys = keys
+        self.stages = stages
         self.wantsLines = wantsLines
-        connection = try db.prepare("INSERT INTO connections(id, client_addr, accepted_at, mode, upstream) VALUES (?,?,?,?,?)")
-        connectionTLS = try db.prepare("UPDATE connections SET tls_version=?, tls_cipher=?, sni=?, alpn=?, alpn_offered=? WHERE id=?")
-        connectionClosed = try db.prepare("UPDATE connections SET closed_at=? WHERE id=?")
-        exchange = try db.prepare("""
-            INSERT INTO exchanges(connection_id, seq, method, url, host, path, request_headers, request_body, request_body_compressed,
-              request_content_encoding, request_wire_size, status, response_headers, response_body, response_body_compressed,
-              response_content_encoding, response_wire_size, upstream, t_request_start, t_upstream_connect, t_tls_done,
-              t_request_sent, t_first_byte, t_done, error, client_abort_at)
-            VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-            """)
-        message = try db.prepare("""
-            INSERT INTO messages(exchange_id, direction, location, message_type, message_version, three_ds_server_trans_id,
-              ds_trans_id, acs_trans_id, sdk_trans_id, trans_status, error_code, json, decryption) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
-            """)
-        note = try db.prepare("INSERT INTO events(at, kind, detail) VALUES (?,?,?)")
-        replay = try db.prepare("""
-            INSERT INTO replay_matches(exchange_id, recorded_exchange_id, matched_by, miss, scheduled_delay_ms, actual_delay_ms, faults, outcome)
-            VALUES (?,?,?,?,?,?,?,?)
-            """)
-        tunnel = try db.prepare("""
-            INSERT INTO tunnels(exchange_id, host, port, sni, alpn_offered, bytes_up, bytes_down, ended, decided_by) VALUES (?,?,?,?,?,?,?,?,?)
-            """)
-    }
-
-    func exec(_ s: Statement, _ values: [SQLiteValue]) throws {
-        try s.execute(values) // bodies read in place, not copied into SQLite first
+        connection = RowWrite(.insert, into: ConnectionsTable.table, db)
+        connectionTLS = RowWrite(.update(key: ConnectionsTable.id), into: ConnectionsTable.table, db)
+        connectionClosed = RowWrite(.update(key: ConnectionsTable.id), into: ConnectionsTable.table, db)
+        exchange = RowWrite(.insert, into: ExchangesTable.table, db)
+        message = RowWrite(.insert, into: MessagesTable.table, db)
+        note = RowWrite(.insert, into: EventsTable.table, db)
+        replay = RowWrite(.insert, into: ReplayMatchesTable.table, db)
+        tunnel = RowWrite(.insert, into: TunnelsTable.table, db)
     }
 
     /// Writes one event; for an exchange, returns its live-view line.
     func write(_ event: SessionEvent) throws -> ExchangeLine? {
+        typealias C = ConnectionsTable
+        typealias N = EventsTable
         switch event {
         case let .connectionOpened(c):
-            try exec(connection, [.integer(c.id), .text(c.clientAddress), .real(c.acceptedAt), .text(c.mode), opt(c.upstream)])
+            try connection.insert([(C.id, .integer(c.id)), (C.clientAddr, .text(c.clientAddress)), (C.acceptedAt, .real(c.acceptedAt)),
+                                   (C.mode, .text(c.mode)), (C.upstream, opt(c.upstream))])
         case let .connectionTLS(id, version, cipher, sni, alpn, alpnOffered):
-            try exec(connectionTLS, [.text(version), opt(cipher), opt(sni), opt(alpn), opt(alpnOffered.map(ALPNOffer.stored)), .integer(id)])
+            try connectionTLS.update([(C.tlsVersion, .text(version)), (C.tlsCipher, opt(cipher)), (C.sni, opt(sni)), (C.alpn, opt(alpn)),
+                                      (C.alpnOffered, opt(alpnOffered.map { ALPNOffer.stored($0.map(clientText)) }))], key: .integer(id))
         case let .connectionClosed(id, at):
-            try exec(connectionClosed, [.real(at), .integer(id)])
+            try connectionClosed.update([(C.closedAt, .real(at))], key: .integer(id))
         case let .note(at, kind, detail):
-            // Notes quote what clients sent (a rejected target with a card number in it): masked like URLs, always.
-            try exec(note, [.real(at), .text(kind), .text(ThreeDSContent.printable(detail))])
+            // Notes quote what clients sent (a rejected target with a card number in it): the stages mask them like URLs, always.
+            try note.insert([(N.at, .real(at)), (N.kind, .text(kind)), (N.detail, .text(clientText(detail)))])
         case let .exchange(captured):
             return try writeExchange(captured)
         }
         return nil
     }
 
-    func writeExchange(_ x: ExchangeRecord) throws -> ExchangeLine? {
-            let request = StoredMessage(x.request, mask: x.mask, isRequest: true, keys: keys)
-            let resp = x.response.map { StoredMessage($0, mask: x.mask, isRequest: false, keys: keys) }
-            // URLs are masked as bodies are: card numbers (also percent-encoded or with separators), a JWT or base64url
-            // JSON anywhere, the values of secret query fields.
-            let url = x.mask ? Masking.maskText(x.url) : x.url
-            let path = x.mask ? x.path.map { Masking.maskText($0) } : x.path
-            let error = x.mask ? x.error.map { Masking.maskText($0) } : x.error // an imported HAR's _error is anyone's text
+    /// Text quoted from a client, as the stages store it (masked and printable).
+    func clientText(_ text: String) -> String {
+        stages.reduce(text) { $1.prepare(clientText: $0) }
+    }
+
+    func writeExchange(_ captured: ExchangeRecord) throws -> ExchangeLine? {
+            var prepared = PreparedExchange(captured)
+            for stage in stages { stage.prepare(&prepared) }
+            let x = prepared.record, request = prepared.request, resp = prepared.response
+            let (url, path, error) = (x.url, x.path, x.error)
             let (reqBody, reqZ) = Statements.storedBody(request.body)
             let (respBody, respZ) = resp.map { Statements.storedBody($0.body) } ?? (.null, false)
-            try exec(exchange, [
-                .integer(x.connectionID), .integer(Int64(x.seq)), .text(x.method), .text(url), opt(x.host), opt(path),
-                .text(Statements.headersJSON(request.headers)), reqBody, .integer(reqZ ? 1 : 0), opt(request.contentEncoding),
-                .integer(Int64(request.wireSize)), x.status.map { .integer(Int64($0)) } ?? .null,
-                resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null, respBody, .integer(respZ ? 1 : 0),
-                opt(resp?.contentEncoding), .integer(Int64(resp?.wireSize ?? 0)), opt(x.upstream), .real(x.requestStart),
-                optReal(x.upstreamConnect), optReal(x.tlsDone), optReal(x.requestSent), optReal(x.firstByte), optReal(x.done),
-                opt(error), optReal(x.clientAbortAt),
-            ])
+            typealias E = ExchangesTable
+            typealias R = ReplayMatchesTable
+            typealias T = TunnelsTable
+            try exchange.insert { row in
+                row.set(E.connectionID, .integer(x.connectionID)); row.set(E.seq, .integer(Int64(x.seq))); row.set(E.method, .text(x.method))
+                row.set(E.url, .text(url)); row.set(E.host, opt(x.host)); row.set(E.path, opt(path))
+                row.set(E.requestHeaders, .text(Statements.headersJSON(request.headers))); row.set(E.requestBody, reqBody)
+                row.set(E.requestBodyCompressed, .integer(reqZ ? 1 : 0)); row.set(E.requestContentEncoding, opt(request.contentEncoding))
+                row.set(E.requestWireSize, .integer(Int64(request.wireSize))); row.set(E.status, x.status.map { .integer(Int64($0)) } ?? .null)
+                row.set(E.responseHeaders, resp.map { .text(Statements.headersJSON($0.headers)) } ?? .null); row.set(E.responseBody, respBody)
+                row.set(E.responseBodyCompressed, .integer(respZ ? 1 : 0)); row.set(E.responseContentEncoding, opt(resp?.contentEncoding))
+                row.set(E.responseWireSize, .integer(Int64(resp?.wireSize ?? 0))); row.set(E.upstream, opt(x.upstream))
+                row.set(E.tRequestStart, .real(x.requestStart)); row.set(E.tUpstreamConnect, optReal(x.upstreamConnect))
+                row.set(E.tTLSDone, optReal(x.tlsDone)); row.set(E.tRequestSent, optReal(x.requestSent)); row.set(E.tFirstByte, optReal(x.firstByte))
+                row.set(E.tDone, optReal(x.done)); row.set(E.error, opt(error)); row.set(E.clientAbortAt, optReal(x.clientAbortAt))
+            }
             let exchangeID = db.lastInsertRowID
             if let r = x.replay {
-                try exec(replay, [.integer(exchangeID), r.recordedExchangeID.map { .integer($0) } ?? .null, opt(r.matchedBy),
-                                  opt(r.miss.map { x.mask ? Masking.maskText($0) : $0 }),
-                                  optReal(r.scheduledDelayMs), optReal(r.actualDelayMs), opt(r.faults), opt(r.outcome)])
+                try replay.insert([(R.exchangeID, .integer(exchangeID)), (R.recordedExchangeID, r.recordedExchangeID.map { .integer($0) } ?? .null),
+                                   (R.matchedBy, opt(r.matchedBy)), (R.miss, opt(r.miss)),
+                                   (R.scheduledDelayMs, optReal(r.scheduledDelayMs)), (R.actualDelayMs, optReal(r.actualDelayMs)),
+                                   (R.faults, opt(r.faults)), (R.outcome, opt(r.outcome))])
             }
             if let t = x.tunnel {
                 // The SNI and ALPN names are the client's bytes: stored printable, as notes are.
-                try exec(tunnel, [.integer(exchangeID), .text(t.host), .integer(Int64(t.port)), opt(t.sni.map(ThreeDSContent.printable)),
-                                  opt(t.alpnOffered.map(ALPNOffer.stored)), .integer(Int64(t.bytesUp)), .integer(Int64(t.bytesDown)),
-                                  opt(t.ended), opt(t.decidedBy)])
+                try tunnel.insert([(T.exchangeID, .integer(exchangeID)), (T.host, .text(t.host)), (T.port, .integer(Int64(t.port))),
+                                   (T.sni, opt(t.sni.map(clientText))), (T.alpnOffered, opt(t.alpnOffered.map { ALPNOffer.stored($0.map(clientText)) })),
+                                   (T.bytesUp, .integer(Int64(t.bytesUp))), (T.bytesDown, .integer(Int64(t.bytesDown))),
+                                   (T.ended, opt(t.ended)), (T.decidedBy, opt(t.decidedBy))])
             }
-            for (direction, found) in request.messages.map({ ("request", $0) }) + (resp?.messages.map { ("response", $0) } ?? []) {
-                let s = found.summary
-                try exec(message, [
-                    .integer(exchangeID), .text(direction), .text(found.location), opt(s?.messageType), opt(s?.messageVersion),
-                    opt(s?.threeDSServerTransID), opt(s?.dsTransID), opt(s?.acsTransID), opt(s?.sdkTransID), opt(s?.transStatus),
-                    // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
-                    opt(s?.errorCode), found.location == "body" ? .null : .text(found.json.compact), opt(found.decryption),
-                ])
-            }
+            // Each side's messages written where they are (no array of (direction, message) pairs made per exchange).
+            for m in request.messages { try writeMessage(m, direction: "request", exchangeID: exchangeID) }
+            for m in resp?.messages ?? [] { try writeMessage(m, direction: "response", exchangeID: exchangeID) }
             guard wantsLines else { return nil }
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
-                                requestTypes: request.messages.compactMap { $0.summary?.messageType },
-                                responseTypes: resp?.messages.compactMap { $0.summary?.messageType } ?? [],
+                                requestTypes: request.messages.compactMap(\.messageType),
+                                responseTypes: resp?.messages.compactMap(\.messageType) ?? [],
                                 durationMs: ((x.done ?? x.requestStart) - x.requestStart) * 1000, error: error)
+    }
+
+    /// Stores one found message of the exchange `exchangeID` (a row of `messages`).
+    func writeMessage(_ m: MessageRecord, direction: String, exchangeID: Int64) throws {
+        typealias M = MessagesTable
+        try message.insert { row in
+            row.set(M.exchangeID, .integer(exchangeID)); row.set(M.direction, .text(direction)); row.set(M.location, .text(m.location))
+            row.set(M.messageType, opt(m.messageType)); row.set(M.messageVersion, opt(m.messageVersion))
+            row.set(M.threeDSServerTransID, opt(m.threeDSServerTransID)); row.set(M.dsTransID, opt(m.dsTransID))
+            row.set(M.acsTransID, opt(m.acsTransID)); row.set(M.sdkTransID, opt(m.sdkTransID)); row.set(M.transStatus, opt(m.transStatus))
+            row.set(M.errorCode, opt(m.errorCode))
+            // A message that is the whole (stored) body is not stored twice; v_messages and the reader join it back.
+            row.set(M.json, m.json.map { .text($0.compact) } ?? .null); row.set(M.decryption, opt(m.decryption))
+        }
     }
 
     func opt(_ s: String?) -> SQLiteValue { s.map { .text($0) } ?? .null }

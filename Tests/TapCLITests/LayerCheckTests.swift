@@ -39,7 +39,7 @@ import Testing
     @Test func aSidewaysImportAndAnUndeclaredOneFail() throws {
         let r = try check(files: ["Sources/TapProxy/Side.swift": "import TapReplay\n", "Sources/TapBench/Hidden.swift": "import TapSQLite\n"])
         #expect(r.status == 1, "\(r.out)")
-        #expect(r.out.contains("Sources/TapProxy/Side.swift:1: TapProxy (layer 7) uses TapReplay (layer 7)"))
+        #expect(r.out.contains("Sources/TapProxy/Side.swift:1: TapProxy (layer 8) uses TapReplay (layer 8)"))
         #expect(r.out.contains("Sources/TapBench/Hidden.swift:1: TapBench imports TapSQLite, which its dependencies in Package.swift do not name"))
     }
 

@@ -4,6 +4,7 @@ import Testing
 import TapCore
 import TapJOSE
 import TapNet
+import TapRecording
 import TapReplay
 import TapStore
 @testable import TapClientReplay

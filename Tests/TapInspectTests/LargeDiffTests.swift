@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TapCore
+import TapRecording
 import TapStore
 @testable import TapInspect
 

@@ -5,6 +5,7 @@ import TapCrypto
 import TapHTTPService
 import TapNet
 import TapProxy
+import TapRecording
 import TapSQLite
 import TapStore
 import TapTestSupport

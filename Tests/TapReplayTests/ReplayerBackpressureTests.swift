@@ -4,6 +4,7 @@ import TapCore
 import TapCrypto
 import TapHTTPService
 import TapNet
+import TapRecording
 import TapSQLite
 @testable import TapReplay
 import TapStore

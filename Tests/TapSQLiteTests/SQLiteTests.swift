@@ -108,3 +108,21 @@ import Testing
         #expect(out == "hello 3ds\n")
     }
 }
+
+/// Rows read by column name: a missing column and a value of another type are errors naming the column.
+@Suite struct RowTests {
+    @Test func rowsAreReadByNameWithTypedErrors() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("3dstape-rows-\(UUID().uuidString).db").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let db = try Database(path: path)
+        try db.execute("CREATE TABLE t(i INTEGER, r REAL, s TEXT, b BLOB, n); INSERT INTO t VALUES (3, 1.5, 'x', x'0102', NULL)")
+        let row = try #require(try db.rows("SELECT i, r, s AS label, b, n FROM t").first)
+        #expect(row.columnNames == ["i", "r", "label", "b", "n"])
+        #expect(try row.integer("i") == 3 && row.real("r") == 1.5 && row.real("i") == 3 && row.text("label") == "x")
+        #expect(try row.blob("b") == [1, 2] && row.text("n") == nil && row.integer("n") == nil)
+        #expect(throws: RowError(column: "s", problem: .missing(available: ["i", "r", "label", "b", "n"]))) { try row.text("s") }
+        #expect(throws: RowError(column: "label", problem: .wrongType(expected: "INTEGER", found: "TEXT"))) { try row.integer("label") }
+        #expect(throws: RowError(column: "r", problem: .wrongType(expected: "TEXT", found: "REAL"))) { try row.text("r") }
+        #expect(RowError(column: "s", problem: .missing(available: ["i"])).description == "no column s in the row (it has i)")
+    }
+}

@@ -5,6 +5,7 @@ import TapHTTPService
 import TapIdentity
 import TapNet
 import TapProxy
+import TapRecording
 import TapSandbox
 import TapStore
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TapCore
+import TapRecording
 @testable import TapStore
 
 /// A session that must appear whole or not at all (`import`): written under a hidden staging name beside its

@@ -3,6 +3,7 @@ import Testing
 import TapCompression
 import TapCore
 import TapEMV
+import TapRecording
 @testable import TapStore
 
 /// Issue 23, item 3: what the writer stores of a body. Content codings are undone layer by layer (`gzip, gzip` was stored

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TapCore
+import TapRecording
 import TapSQLite
 import TapEMV
 @testable import TapStore

@@ -7,6 +7,7 @@ import TapHTTP
 import TapHTTPService
 import TapInspect
 import TapNet
+import TapRecording
 import TapSQLite
 import TapStore
 import TapTestSupport

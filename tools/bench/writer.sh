@@ -4,6 +4,7 @@
 # response) through SessionWriter: masking, 3DS extraction and SQLite, on the writer's thread. The peer: Python's
 # sqlite3 inserting the rows 3dstape stored (exchange + message rows), with the same settings, without masking or
 # 3DS extraction. Each prints its process CPU per exchange; three alternated rounds, medians, and the ratio.
+# THREEDSTAPE_BENCH_BIN=PATH measures that TapBench binary instead of building this tree's (to alternate two builds).
 # Needs: python3 (standard library). Usage: tools/bench/writer.sh [COUNT, default 30000]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -11,8 +12,13 @@ root="$(cd "$here/../.." && pwd)"
 count="${1:-30000}"
 work="$(mktemp -d /tmp/3dstape-writer.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-(cd "$root" && swift build -c release --product TapBench >/dev/null)
-bench="$(cd "$root" && swift build -c release --show-bin-path)/TapBench"
+if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
+  bench="$THREEDSTAPE_BENCH_BIN"
+  [ -x "$bench" ] || { echo "THREEDSTAPE_BENCH_BIN=$bench is not an executable" >&2; exit 2; }
+else
+  (cd "$root" && swift build -c release --product TapBench >/dev/null)
+  bench="$(cd "$root" && swift build -c release --show-bin-path)/TapBench"
+fi
 
 ours=(); peer=()
 for round in 1 2 3; do
