@@ -15,6 +15,8 @@
 #      CReqs 115 against 95 us, key generation 28 against 23 us). A fourth round with the client left free is printed
 #      beside the three for comparison.
 # Needs: wrk, nginx (Debian), sqlite3, python3 with cryptography + jwcrypto (tools/interop/.venv).
+# THREEDSTAPE_BENCH_BIN=PATH measures that binary instead of building this tree's; BENCH_PORT_BASE (default 18281) the
+# first of the four ports it listens on.
 # Usage: tools/bench/replay.sh [SECONDS for wrk, default 10] [COUNT, default 1000] [FLOWS, default 1000: the CPU time is read in 10 ms ticks, so fewer flows round it coarsely]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -31,15 +33,22 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check jwcrypto cryptography
 fi
 py="$venv/bin/python"
-(cd "$root" && swift build -c release --product 3dstape >/dev/null)
-tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+# THREEDSTAPE_BENCH_BIN=PATH measures that 3dstape binary instead of building this tree's (to alternate two builds).
+if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
+  tape="$THREEDSTAPE_BENCH_BIN"
+  [ -x "$tape" ] || { echo "THREEDSTAPE_BENCH_BIN=$tape is not an executable" >&2; exit 2; }
+else
+  (cd "$root" && swift build -c release --product 3dstape >/dev/null)
+  tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
+fi
 export THREEDSTAPE_HOME="$work/home"
 ulimit -n 8192 2>/dev/null || true
 
 wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 not up"; exit 1; }
 
 # ---- 1. timing accuracy
-UP=18281; REC=18282; REP=18283; NGX=18284
+base="${BENCH_PORT_BASE:-18281}" # four ports from here
+UP=$base; REC=$((base + 1)); REP=$((base + 2)); NGX=$((base + 3))
 # The upstream (needed only to record the one exchange) exits when its stdin closes: a FIFO held open by this script
 # (/dev/zero here once made it read zeros on one of the two cores, and fill gigabytes, through the whole run).
 mkfifo "$work/up.stdin"
