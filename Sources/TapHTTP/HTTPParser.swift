@@ -7,13 +7,29 @@ import Darwin
 #endif
 import TapCore
 
-/// Why a message could not be parsed, with the status a proxy should answer.
+/// Why a message could not be parsed: what went wrong, and a detail for whoever reads it. It carries no HTTP status:
+/// the side that reads the message decides what that means (a server answers its client through `HTTPErrorAnswer`, a
+/// proxy answers an upstream's unreadable response with 502).
 public struct HTTPParseError: Error, Equatable, CustomStringConvertible {
-    /// The status to answer with: 400 malformed, 413 body too large, 431 head too large, 501 unsupported.
-    public let status: Int
+    /// What went wrong.
+    public enum Problem: Sendable, Equatable {
+        /// The bytes break HTTP/1.1's syntax (RFC 9112): start line, header section, framing, chunk sizes.
+        case malformed
+        /// The header or trailer section, or its number of fields, exceeds the limits.
+        case headTooLarge
+        /// The body exceeds the limit.
+        case bodyTooLarge
+        /// A transfer coding this parser does not implement.
+        case unsupportedCoding
+        /// The connection closed in the middle of a message.
+        case truncated
+    }
+
+    public let problem: Problem
+    /// The detail, as a person reads it ("bare LF in the header section", "body exceeds 16777216 bytes" …).
     public let message: String
-    public init(status: Int, _ message: String) {
-        self.status = status
+    public init(_ problem: Problem, _ message: String) {
+        self.problem = problem
         self.message = message
     }
     public var description: String { message }
@@ -105,7 +121,7 @@ public struct HTTPParser: Sendable {
     public mutating func nextResponse() throws(HTTPParseError) -> HTTPResponse? {
         while true {
             guard let (h, raw, body, rawHead) = try nextMessage() else { return nil }
-            guard let status = Int(h.startLine[1]) else { throw HTTPParseError(status: 502, "invalid status code") }
+            guard let status = Int(h.startLine[1]) else { throw HTTPParseError(.malformed, "invalid status code") }
             let reason = h.startLine.count > 2 ? h.startLine[2] : ""
             if (100...199).contains(status), status != 101 { continue }
             return HTTPResponse(head: HTTPResponseHead(status: status, reason: reason, version: h.startLine[0], headers: h.headers),
@@ -117,14 +133,14 @@ public struct HTTPParser: Sendable {
     public mutating func finish() throws(HTTPParseError) -> HTTPResponse? {
         if head == nil, buffer.isEmpty { return nil }
         guard let h = head, framing == .untilClose else {
-            throw HTTPParseError(status: 502, "connection closed in the middle of a message")
+            throw HTTPParseError(.truncated, "connection closed in the middle of a message")
         }
         let rawHead = Array(buffer[0..<h.headLength])
         let body = Array(buffer[h.headLength...])
         buffer.removeAll()
         head = nil
         scanFrom = 0
-        guard let status = Int(h.startLine[1]) else { throw HTTPParseError(status: 502, "invalid status code") }
+        guard let status = Int(h.startLine[1]) else { throw HTTPParseError(.malformed, "invalid status code") }
         return HTTPResponse(head: HTTPResponseHead(status: status, reason: h.startLine.count > 2 ? h.startLine[2] : "",
                                                    version: h.startLine[0], headers: h.headers),
                             rawHead: rawHead, rawBody: body, body: body)
@@ -145,7 +161,7 @@ public struct HTTPParser: Sendable {
             end = start + n
             body = [] // the raw body is the body: filled in below without a second copy
         case .untilClose:
-            if buffer.count - start > limits.maxBodyBytes { throw HTTPParseError(status: 413, "body exceeds \(limits.maxBodyBytes) bytes") }
+            if buffer.count - start > limits.maxBodyBytes { throw HTTPParseError(.bodyTooLarge, "body exceeds \(limits.maxBodyBytes) bytes") }
             return nil
         case .chunked:
             guard let e = try parseChunks(from: start) else { return nil }
@@ -179,11 +195,11 @@ public struct HTTPParser: Sendable {
         guard let end = try findHeadEnd() else {
             scanFrom = buffer.count
             if buffer.count > limits.maxHeadBytes {
-                throw HTTPParseError(status: 431, "header section exceeds \(limits.maxHeadBytes) bytes")
+                throw HTTPParseError(.headTooLarge, "header section exceeds \(limits.maxHeadBytes) bytes")
             }
             return
         }
-        if end > limits.maxHeadBytes { throw HTTPParseError(status: 431, "header section exceeds \(limits.maxHeadBytes) bytes") }
+        if end > limits.maxHeadBytes { throw HTTPParseError(.headTooLarge, "header section exceeds \(limits.maxHeadBytes) bytes") }
         let (mode, limits) = (mode, limits)
         let parsed = try buffer.withUnsafeBufferPointer { b throws(HTTPParseError) in try HTTPParser.parseHead(b, end: end, mode: mode, limits: limits) }
         head = parsed
@@ -202,14 +218,14 @@ public struct HTTPParser: Sendable {
             // RFC 9112 §2.2: a CR is only ever the first half of a line ending; a bare CR or LF is refused.
             let brk = ByteScan.lineBreak(b, from: lineStart, end: headEnd)
             if brk < headEnd {
-                if b[brk] == 0x0A { throw HTTPParseError(status: 400, "bare LF in the header section") }
-                guard brk + 1 < headEnd, b[brk + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
+                if b[brk] == 0x0A { throw HTTPParseError(.malformed, "bare LF in the header section") }
+                guard brk + 1 < headEnd, b[brk + 1] == 0x0A else { throw HTTPParseError(.malformed, "bare CR in the header section") }
             }
             if startLine == nil {
                 startLine = try parseStartLine(b, lineStart..<brk, mode: mode)
             } else {
                 headers.fields.append(try parseField(b, lineStart..<brk))
-                if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(status: 431, "more than \(limits.maxHeaderCount) header fields") }
+                if headers.fields.count > limits.maxHeaderCount { throw HTTPParseError(.headTooLarge, "more than \(limits.maxHeaderCount) header fields") }
             }
             if brk >= headEnd { break }
             lineStart = brk + 2
@@ -221,7 +237,7 @@ public struct HTTPParser: Sendable {
     static func parseStartLine(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>, mode: Mode) throws(HTTPParseError) -> [String] {
         let bytes = UnsafeBufferPointer(rebasing: b[line])
         guard ByteScan.isASCII(b, line) || String(validating: bytes, as: UTF8.self) != nil else {
-            throw HTTPParseError(status: 400, "start line is not valid UTF-8")
+            throw HTTPParseError(.malformed, "start line is not valid UTF-8")
         }
         var parts: [Range<Int>] = []
         var from = 0
@@ -238,17 +254,17 @@ public struct HTTPParser: Sendable {
         case .request:
             guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy({ isToken(bytes[$0]) }), !parts[1].isEmpty,
                   equals(parts[2], "HTTP/1.1") || equals(parts[2], "HTTP/1.0") else {
-                throw HTTPParseError(status: 400, "malformed request line")
+                throw HTTPParseError(.malformed, "malformed request line")
             }
             // The request target is visible ASCII only (RFC 9112 §3.2, RFC 3986): no controls, spaces or raw non-ASCII.
             guard parts[1].allSatisfy({ bytes[$0] > 0x20 && bytes[$0] < 0x7F }) else {
-                throw HTTPParseError(status: 400, "request target contains a control, space or non-ASCII byte")
+                throw HTTPParseError(.malformed, "request target contains a control, space or non-ASCII byte")
             }
         case .response:
             // status-code = 3DIGIT (RFC 9112 §4)
             guard parts.count >= 2, parts[0].count >= 7, memcmp(bytes.baseAddress! + parts[0].lowerBound, "HTTP/1.", 7) == 0,
                   parts[1].count == 3, parts[1].allSatisfy({ bytes[$0] &- 0x30 <= 9 }) else {
-                throw HTTPParseError(status: 502, "malformed status line")
+                throw HTTPParseError(.malformed, "malformed status line")
             }
         }
         return parts.map(text)
@@ -257,15 +273,15 @@ public struct HTTPParser: Sendable {
     /// One `name: value` line of a header or trailer section (CRLF already removed), checked as RFC 9110 §5.5 asks:
     /// a token name, no folding, and a value of visible characters, spaces and tabs only (no CR, LF, NUL or other controls).
     static func parseField(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) throws(HTTPParseError) -> (name: String, value: String) {
-        guard !line.isEmpty else { throw HTTPParseError(status: 400, "empty header line") }
+        guard !line.isEmpty else { throw HTTPParseError(.malformed, "empty header line") }
         if b[line.lowerBound] == 0x20 || b[line.lowerBound] == 0x09 {
-            throw HTTPParseError(status: 400, "obsolete header line folding")
+            throw HTTPParseError(.malformed, "obsolete header line folding")
         }
         var colon = line.lowerBound
         while colon < line.upperBound, b[colon] != 0x3A { colon += 1 }
-        guard colon < line.upperBound else { throw HTTPParseError(status: 400, "header line without ':'") }
+        guard colon < line.upperBound else { throw HTTPParseError(.malformed, "header line without ':'") }
         guard colon > line.lowerBound, (line.lowerBound..<colon).allSatisfy({ isToken(b[$0]) }) else {
-            throw HTTPParseError(status: 400, "invalid header name")
+            throw HTTPParseError(.malformed, "invalid header name")
         }
         var vs = colon + 1, ve = line.upperBound
         while vs < ve, b[vs] == 0x20 || b[vs] == 0x09 { vs += 1 }
@@ -273,13 +289,13 @@ public struct HTTPParser: Sendable {
         var ascii = true
         for k in vs..<ve {
             let c = b[k]
-            guard c >= 0x20 && c != 0x7F || c == 0x09 else { throw HTTPParseError(status: 400, "control character in a header value") }
+            guard c >= 0x20 && c != 0x7F || c == 0x09 else { throw HTTPParseError(.malformed, "control character in a header value") }
             if c >= 0x80 { ascii = false }
         }
         // ASCII (nearly every value) needs no UTF-8 validation; anything else must be valid UTF-8.
         let valueBytes = UnsafeBufferPointer(rebasing: b[vs..<ve])
         guard let value = ascii ? String(decoding: valueBytes, as: UTF8.self) : String(validating: valueBytes, as: UTF8.self) else {
-            throw HTTPParseError(status: 400, "header value is not valid UTF-8")
+            throw HTTPParseError(.malformed, "header value is not valid UTF-8")
         }
         return (name: String(decoding: UnsafeBufferPointer(rebasing: b[line.lowerBound..<colon]), as: UTF8.self), value: value)
     }
@@ -299,12 +315,12 @@ public struct HTTPParser: Sendable {
                 i = ByteScan.lineBreak(b, from: i, end: b.count)
                 if i >= b.count { return nil }
                 if b[i] == 0x0A {
-                    guard i > 0, b[i - 1] == 0x0D else { throw HTTPParseError(status: 400, "bare LF in the header section (lines must end with CRLF)") }
+                    guard i > 0, b[i - 1] == 0x0D else { throw HTTPParseError(.malformed, "bare LF in the header section (lines must end with CRLF)") }
                     i += 1
                     continue
                 }
                 guard i + 1 < b.count else { return nil } // a CR last: its LF may come next
-                guard b[i + 1] == 0x0A else { throw HTTPParseError(status: 400, "bare CR in the header section") }
+                guard b[i + 1] == 0x0A else { throw HTTPParseError(.malformed, "bare CR in the header section") }
                 if i + 3 < b.count, b[i + 2] == 0x0D, b[i + 3] == 0x0A { return i + 4 }
                 i += 2
             }
@@ -319,10 +335,10 @@ public struct HTTPParser: Sendable {
             else if f.name.caseInsensitiveEquals("Host") { hosts += 1 }
         }
         // RFC 9112 §3.2: a request with more than one Host line is answered 400 (which one names the target is ambiguous).
-        if mode == .request, hosts > 1 { throw HTTPParseError(status: 400, "more than one Host header field") }
+        if mode == .request, hosts > 1 { throw HTTPParseError(.malformed, "more than one Host header field") }
         let te = hasTE ? headers.tokens("Transfer-Encoding").filter { !$0.isEmpty } : []
         if mode == .request, hasTE, te.isEmpty {
-            throw HTTPParseError(status: 400, "empty Transfer-Encoding")
+            throw HTTPParseError(.malformed, "empty Transfer-Encoding")
         }
         if mode == .response {
             let status = Int(line[1]) ?? 0
@@ -332,16 +348,16 @@ public struct HTTPParser: Sendable {
         if !te.isEmpty {
             guard te.last == "chunked" else {
                 if mode == .response { return .untilClose }
-                throw HTTPParseError(status: 501, "Transfer-Encoding \(te.joined(separator: ", ")) is not supported")
+                throw HTTPParseError(.unsupportedCoding, "Transfer-Encoding \(te.joined(separator: ", ")) is not supported")
             }
-            if !lengths.isEmpty { throw HTTPParseError(status: 400, "both Transfer-Encoding and Content-Length") }
+            if !lengths.isEmpty { throw HTTPParseError(.malformed, "both Transfer-Encoding and Content-Length") }
             return .chunked
         }
         if let first = lengths.first {
             guard lengths.allSatisfy({ $0 == first }), first.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(first) else {
-                throw HTTPParseError(status: 400, "invalid Content-Length")
+                throw HTTPParseError(.malformed, "invalid Content-Length")
             }
-            if n > limits.maxBodyBytes { throw HTTPParseError(status: 413, "body of \(n) bytes exceeds \(limits.maxBodyBytes)") }
+            if n > limits.maxBodyBytes { throw HTTPParseError(.bodyTooLarge, "body of \(n) bytes exceeds \(limits.maxBodyBytes)") }
             return n == 0 ? .none : .length(n)
         }
         return mode == .request ? .none : .untilClose
@@ -352,8 +368,8 @@ public struct HTTPParser: Sendable {
         if chunkOffset == 0 { chunkOffset = start }
         while trailerOffset == nil {
             guard let lineEnd = crlf(from: chunkOffset) else {
-                if buffer[chunkOffset...].contains(0x0A) { throw HTTPParseError(status: 400, "bare LF after a chunk size (lines must end with CRLF)") }
-                if buffer.count - chunkOffset > 1024 { throw HTTPParseError(status: 400, "chunk size line too long") }
+                if buffer[chunkOffset...].contains(0x0A) { throw HTTPParseError(.malformed, "bare LF after a chunk size (lines must end with CRLF)") }
+                if buffer.count - chunkOffset > 1024 { throw HTTPParseError(.malformed, "chunk size line too long") }
                 return nil
             }
             let size = try HTTPParser.chunkSize(buffer[chunkOffset..<lineEnd])
@@ -361,11 +377,11 @@ public struct HTTPParser: Sendable {
                 trailerOffset = lineEnd + 2
                 break
             }
-            if decoded.count + size > limits.maxBodyBytes { throw HTTPParseError(status: 413, "chunked body exceeds \(limits.maxBodyBytes) bytes") }
+            if decoded.count + size > limits.maxBodyBytes { throw HTTPParseError(.bodyTooLarge, "chunked body exceeds \(limits.maxBodyBytes) bytes") }
             let dataStart = lineEnd + 2
             guard buffer.count >= dataStart + size + 2 else { return nil }
             guard buffer[dataStart + size] == 0x0D, buffer[dataStart + size + 1] == 0x0A else {
-                throw HTTPParseError(status: 400, "chunk data not followed by CRLF")
+                throw HTTPParseError(.malformed, "chunk data not followed by CRLF")
             }
             decoded += buffer[dataStart..<dataStart + size]
             chunkOffset = dataStart + size + 2
@@ -373,16 +389,16 @@ public struct HTTPParser: Sendable {
         // Trailer lines, each checked like a header line, end with an empty line; their total is capped like a head.
         while let p = trailerOffset {
             guard let e = crlf(from: p) else {
-                if buffer[p...].contains(0x0A) { throw HTTPParseError(status: 400, "bare LF in a trailer") }
+                if buffer[p...].contains(0x0A) { throw HTTPParseError(.malformed, "bare LF in a trailer") }
                 if buffer.count - chunkOffset > limits.maxHeadBytes {
-                    throw HTTPParseError(status: 431, "trailer section exceeds \(limits.maxHeadBytes) bytes")
+                    throw HTTPParseError(.headTooLarge, "trailer section exceeds \(limits.maxHeadBytes) bytes")
                 }
                 return nil
             }
             if e == p { return e + 2 }
-            if e - chunkOffset > limits.maxHeadBytes { throw HTTPParseError(status: 431, "trailer section exceeds \(limits.maxHeadBytes) bytes") }
+            if e - chunkOffset > limits.maxHeadBytes { throw HTTPParseError(.headTooLarge, "trailer section exceeds \(limits.maxHeadBytes) bytes") }
             if let bare = buffer[p..<e].firstIndex(where: { $0 == 0x0D || $0 == 0x0A }) {
-                throw HTTPParseError(status: 400, buffer[bare] == 0x0D ? "bare CR in a trailer" : "bare LF in a trailer")
+                throw HTTPParseError(.malformed, buffer[bare] == 0x0D ? "bare CR in a trailer" : "bare LF in a trailer")
             }
             _ = try parseField(p..<e)
             trailerOffset = e + 2
@@ -395,7 +411,7 @@ public struct HTTPParser: Sendable {
     static func chunkSize(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> Int {
         let shown = String(decoding: line.prefix(20), as: UTF8.self).unicodeScalars
             .map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined()
-        func bad() -> HTTPParseError { HTTPParseError(status: 400, "invalid chunk size line '\(shown)'") }
+        func bad() -> HTTPParseError { HTTPParseError(.malformed, "invalid chunk size line '\(shown)'") }
         var i = line.startIndex
         var size = 0
         while i < line.endIndex, let digit = hexValue(line[i]) {

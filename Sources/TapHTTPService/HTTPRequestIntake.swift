@@ -86,8 +86,7 @@ public struct HTTPRequestIntake {
             guard let r = try parser.nextRequest() else { return .needMore }
             request = r
         } catch {
-            // A parse error the parser words as an upstream's (502) is the client's here.
-            return .refuse(status: error.status == 502 ? 400 : error.status, message: error.message, headers: [])
+            return .refuse(status: HTTPErrorAnswer.status(for: error.problem), message: error.message, headers: [])
         }
         sentContinue = false
         let startedAt = requestStartedAt ?? wallClock

@@ -8,31 +8,16 @@ import TapCrypto
 import TapHTTP
 import TapNet
 
-/// A response to send: status, headers and body. Content-Length is added when sent. A `transport` fault, for
-/// replaying failures, changes how (or whether) it reaches the client.
+/// A response to send: status, headers and body. Content-Length is added when sent.
 public struct HTTPReply: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
-    public var transport: TransportFault?
 
-    /// A failure at the TCP or HTTP layer instead of (or while) sending the reply.
-    public enum TransportFault: Sendable, Equatable {
-        /// Close the connection without answering.
-        case close
-        /// Close with a TCP reset.
-        case reset
-        /// Send these bytes instead of the reply (a truncated or malformed answer), then close.
-        case raw([UInt8])
-        /// Send the reply's bytes spread over this many seconds, in small pieces.
-        case dribble(Double)
-    }
-
-    public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = [], transport: TransportFault? = nil) {
+    public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
-        self.transport = transport
     }
 
     /// A JSON reply.
@@ -61,6 +46,18 @@ public struct HTTPReply: Sendable {
 /// requests one after another in a loop, never by recursion.
 public typealias HTTPHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) -> Void
 
+/// How a request of an `HTTPServer` is answered: a reply the server sends (keeping the connection alive as the request
+/// asks), or the connection handed over to whoever answers, who then writes, closes or resets it as it likes (the
+/// replayer's transport faults); the server takes nothing more from a connection it handed over.
+public enum HTTPServerAnswer {
+    case reply(HTTPReply)
+    /// Called on the loop with the connection; the server's deadlines for it are cancelled.
+    case takeOver((Connection) -> Void)
+}
+
+/// An `HTTPHandler` that may also take connections over (`HTTPServerAnswer`).
+public typealias HTTPAnsweringHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPServerAnswer) -> Void) -> Void
+
 /// A small HTTP/1.1 server on an event loop: keep-alive, one request at a time per connection, pipelined requests
 /// taken in turn, optional TLS. For the sandbox, the client's RReq listener, the web inspector and the replayer.
 /// Requests are taken by `HTTPRequestIntake`, as the recording proxy takes its clients' (limits, credentials, CONNECT,
@@ -79,9 +76,13 @@ public final class HTTPServer: @unchecked Sendable {
     public let loop: EventLoop
     let tls: TLSContext?
     let intercepting: TLSContext?
-    let handler: HTTPHandler
-    private var listener: Listener?
-    private var connections: [ObjectIdentifier: ServerConnection] = [:]
+    let handler: HTTPAnsweringHandler
+    /// The listener and the connections it accepted: the loop's, checked (`LoopConfined` traps off the loop in debug builds).
+    private let accepted: LoopConfined<Accepted>
+    private struct Accepted {
+        var listener: Listener?
+        var connections: [ObjectIdentifier: ServerConnection] = [:]
+    }
     /// Called on the loop when a client closes its connection while its request is still unanswered
     /// (a client that gave up), with the peer address.
     public var onClientAbort: ((_ peer: String) -> Void)?
@@ -124,17 +125,27 @@ public final class HTTPServer: @unchecked Sendable {
     /// Operational log lines (accepting paused for lack of file descriptors …).
     public var onLog: ((String) -> Void)?
     /// Connections open now.
-    public var connectionCount: Int { connections.count }
+    public var connectionCount: Int { accepted.value.connections.count }
     /// Request bytes the connections hold now (what `maxBufferedBytes` caps).
     public var bufferedBytes: Int { budget.total }
     /// Answer bytes waiting for their clients now, across connections.
-    public var unsentBytes: Int { connections.values.reduce(0) { $0 + ($1.connection?.unsentByteCount ?? 0) } }
+    public var unsentBytes: Int { accepted.value.connections.values.reduce(0) { $0 + ($1.connection?.unsentByteCount ?? 0) } }
 
     public init(loop: EventLoop, tls: TLSContext? = nil, intercepting: TLSContext? = nil, handler: @escaping HTTPHandler) {
         self.loop = loop
+        accepted = LoopConfined(Accepted(), on: loop)
         self.tls = tls
         self.intercepting = intercepting
-        self.handler = handler
+        self.handler = { request, peer, respond in handler(request, peer) { respond(.reply($0)) } }
+    }
+
+    /// A server whose handler may take a connection over instead of replying (`HTTPServerAnswer.takeOver`).
+    public init(loop: EventLoop, tls: TLSContext? = nil, intercepting: TLSContext? = nil, answering: @escaping HTTPAnsweringHandler) {
+        self.loop = loop
+        accepted = LoopConfined(Accepted(), on: loop)
+        self.tls = tls
+        self.intercepting = intercepting
+        self.handler = answering
     }
 
     /// Binds and starts accepting; returns the bound address. Call on the loop thread or before it runs.
@@ -146,16 +157,16 @@ public final class HTTPServer: @unchecked Sendable {
         }
         l.onBackoff = { [weak self] line in self?.onLog?(line) }
         try l.start()
-        listener = l
+        accepted.value.listener = l
         return l.address
     }
 
     /// Stops accepting and closes every connection.
     public func stop() {
-        listener?.close()
-        listener = nil
-        for c in connections.values { c.connection?.close() }
-        connections.removeAll()
+        accepted.value.listener?.close()
+        accepted.value.listener = nil
+        for c in accepted.value.connections.values { c.connection?.close() }
+        accepted.value.connections.removeAll()
     }
 
     /// Serves a connected, non-blocking socket as if it had been accepted (the server owns `fd` from here on, and
@@ -165,7 +176,7 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func accept(_ fd: Int32, _ peer: String) {
-        guard Listener.admit(fd, open: connections.count, max: maxConnections, tls: tls != nil, throttle: &turnAwayLog,
+        guard Listener.admit(fd, open: accepted.value.connections.count, max: maxConnections, tls: tls != nil, throttle: &turnAwayLog,
                              log: { onLog?($0) }) else { return }
         let sc = ServerConnection(server: self, peer: peer)
         let c: Connection
@@ -176,7 +187,7 @@ public final class HTTPServer: @unchecked Sendable {
             return
         }
         sc.connection = c
-        connections[ObjectIdentifier(sc)] = sc
+        accepted.value.connections[ObjectIdentifier(sc)] = sc
         sc.arm(.idle)
         if let tls {
             // A client that connects by IP address sends no SNI: it gets a leaf for the address it reached and localhost.
@@ -186,12 +197,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// A JSON error body (the message may quote the client's bytes, so it is escaped, never interpolated).
-    static func errorBody(_ message: String) -> [UInt8] { JSON.object([("error", .string(message))]).bytes }
-
     fileprivate func noteUnsent(_ bytes: Int) { peakUnsentBytes = max(peakUnsentBytes, bytes) }
 
-    fileprivate func ended(_ sc: ServerConnection) { connections.removeValue(forKey: ObjectIdentifier(sc)) }
+    fileprivate func ended(_ sc: ServerConnection) { accepted.value.connections.removeValue(forKey: ObjectIdentifier(sc)) }
 
     /// A client's TLS handshake failed (no common version or cipher, a certificate it refused …): logged, rate-limited.
     fileprivate func handshakeFailed(_ peer: String, _ reason: String) {
@@ -283,7 +291,7 @@ private final class ServerConnection: ConnectionDelegate {
         case .request:
             guard !busy else { return }
             let timeout = Checked.clampedInt(server.headerTimeout)
-            refuse(HTTPReply.json(HTTPServer.errorBody("request not received within \(timeout) s"), status: 408))
+            refuse(HTTPErrorAnswer.reply(status: 408, "request not received within \(timeout) s"))
         case .halfClosed:
             connection.close() // an answer that never came (a hang) does not hold the connection for ever
         case .stalledReader:
@@ -298,22 +306,6 @@ private final class ServerConnection: ConnectionDelegate {
 
     func connectionReady(_ connection: Connection) {}
 
-    /// Writes `bytes` in about 20 pieces spread evenly over `seconds`, then closes (WireMock's chunkedDribbleDelay).
-    func dribble(_ bytes: [UInt8], over seconds: Double) {
-        guard let server else { return }
-        let pieces = max(1, min(20, bytes.count))
-        let size = (bytes.count + pieces - 1) / pieces
-        for i in 0..<pieces {
-            let chunk = Array(bytes[min(bytes.count, i * size)..<min(bytes.count, (i + 1) * size)])
-            let last = i == pieces - 1
-            server.loop.schedule(after: seconds * Double(i) / Double(max(1, pieces - 1))) { [weak self] in
-                guard let c = self?.connection else { return }
-                c.write(chunk)
-                if last { c.close(afterFlush: true) }
-            }
-        }
-    }
-
     func connection(_ connection: Connection, received bytes: [UInt8]) {
         if let tunnel { tunnel.clientBytes(bytes); return }
         guard !closing else { return }
@@ -323,7 +315,7 @@ private final class ServerConnection: ConnectionDelegate {
             if server.budget.shouldLog(nowNanos: EventLoop.nowNanos()) {
                 server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
             }
-            refuse(HTTPReply.json(HTTPServer.errorBody("request bytes held in memory exceed --max-buffered; try again"), status: 503))
+            refuse(HTTPErrorAnswer.reply(status: 503, "request bytes held in memory exceed --max-buffered; try again"))
             return
         }
         if busy || pausedForOutput {
@@ -429,9 +421,7 @@ private final class ServerConnection: ConnectionDelegate {
                 }
                 return
             case let .refuse(status, message, headers):
-                var reply = HTTPReply.json(HTTPServer.errorBody(message), status: status)
-                reply.headers += headers
-                refuse(reply)
+                refuse(HTTPErrorAnswer.reply(status: status, message, headers: headers))
                 return
             case let .intercept(target):
                 disarm()
@@ -477,11 +467,11 @@ private final class ServerConnection: ConnectionDelegate {
 
     /// Writes the answer to request `number` (a second answer to it, or one to a request of a closed connection, is
     /// dropped) and goes on with the next request.
-    func answer(_ reply: HTTPReply, to number: Int, keepAlive: Bool) {
+    func answer(_ answer: HTTPServerAnswer, to number: Int, keepAlive: Bool) {
         guard busy, number == dispatched, let c = connection, !c.isClosed else { return }
         busy = false // answered (even by a fault): a close from here on is not the client giving up
-        switch reply.transport {
-        case nil:
+        switch answer {
+        case let .reply(reply):
             c.write(reply.head(keepAlive: keepAlive), reply.body)
             if !keepAlive {
                 closing = true
@@ -490,20 +480,10 @@ private final class ServerConnection: ConnectionDelegate {
                 return
             }
             takeRequests() // returns at once when called from inside takeRequests, whose loop goes on
-        case .close?:
-            closing = true
-            c.close()
-        case .reset?:
-            closing = true
-            c.reset()
-        case let .raw(bytes)?:
-            closing = true
-            c.write(bytes)
-            c.close(afterFlush: true)
-        case let .dribble(seconds)?:
+        case let .takeOver(use):
             closing = true
             disarm()
-            dribble(reply.bytes(keepAlive: false), over: seconds)
+            use(c)
         }
     }
 }

@@ -169,8 +169,7 @@ final class TunnelRelay: ConnectionDelegate {
         end(why)
         upstream?.delegate = nil
         upstream?.close()
-        let body = HTTPServer.errorBody(why)
-        client.write(HTTPReply.json(body, status: 502).bytes(keepAlive: false))
+        client.write(HTTPErrorAnswer.reply(status: 502, why).bytes(keepAlive: false))
         client.close(afterFlush: true)
     }
 

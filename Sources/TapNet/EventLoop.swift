@@ -72,7 +72,10 @@ public final class EventLoop: @unchecked Sendable {
     /// True on the loop's thread.
     public var inLoop: Bool { loopThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
 
-    @inline(__always) func assertInLoop() { assert(loopThread == nil || inLoop, "EventLoop used off its thread") }
+    /// True where what the loop owns may be touched: on its thread, or anywhere before it runs (while it is set up).
+    public var mayBeUsedHere: Bool { loopThread == nil || inLoop }
+
+    @inline(__always) func assertInLoop() { assert(mayBeUsedHere, "EventLoop used off its thread") }
 
     // MARK: registration (loop thread)
 

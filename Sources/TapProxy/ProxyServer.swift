@@ -41,29 +41,35 @@ public struct ProxyStats: Sendable {
 /// unchanged, and reports every exchange to the session writer and the live view.
 /// Runs on one event loop; all its state is touched only on that loop's thread.
 public final class ProxyServer: @unchecked Sendable {
-    // Safe: every field is used only on `loop`'s thread (listeners and sessions are created from
-    // loop tasks); the stats are behind a lock (`Locked`) for readers on other threads.
+    // Safe: the listeners, sessions and what goes with them are in `owned`, whose every use is checked to be on `loop`'s
+    // thread (in debug builds); the other fields are set before the loop runs or used on it too; the stats are behind
+    // a lock (`Locked`) for readers on other threads.
     public let loop: EventLoop
     public let config: ProxyConfiguration
     let writer: SessionWriter?
     let onLog: (@Sendable (String) -> Void)?
-    private var listeners: [Listener] = []
-    private var sessions: [ObjectIdentifier: ClientSession] = [:]
-    private var nextConnectionID: Int64 = 1
-    /// Sessions waiting for the writer to catch up before their next request is taken, with when each began to wait.
-    private var deferred: [(session: ClientSession, since: UInt64)] = []
+    /// What the proxy owns on its loop, checked (`LoopConfined` traps off the loop in debug builds).
+    private let owned: LoopConfined<Owned>
+    private struct Owned {
+        var listeners: [Listener] = []
+        var sessions: [ObjectIdentifier: ClientSession] = [:]
+        var nextConnectionID: Int64 = 1
+        /// Sessions waiting for the writer to catch up before their next request is taken, with when each began to wait.
+        var deferred: [(session: ClientSession, since: UInt64)] = []
+        /// Hosts whose clients refused 3dstape's certificate: the hint is given once per host (and for at most
+        /// `maxHintedHosts` hosts, so that a client cycling names cannot grow it without bound). Host names compare
+        /// case-folded, without a trailing dot: `localhost` and `LocalHost.` are one host.
+        var certificateRefusals: Set<String> = []
+    }
     /// Writer backlog (events) above which new requests wait.
     public var writerBacklogLimit = 2048
     private let statsBox = Locked(ProxyStats())
-    /// Hosts whose clients refused 3dstape's certificate: the hint is given once per host (and for at most
-    /// `maxHintedHosts` hosts, so that a client cycling names cannot grow it without bound). Host names compare
-    /// case-folded, without a trailing dot: `localhost` and `LocalHost.` are one host.
-    private var certificateRefusals: Set<String> = []
     static let maxHintedHosts = 1024
 
     /// `writer` stores the exchanges (and drives the live view through its callback).
     public init(loop: EventLoop, config: ProxyConfiguration, writer: SessionWriter?, onLog: (@Sendable (String) -> Void)? = nil) {
         self.loop = loop
+        owned = LoopConfined(Owned(), on: loop)
         self.config = config
         self.writer = writer
         self.onLog = onLog
@@ -80,17 +86,17 @@ public final class ProxyServer: @unchecked Sendable {
         }
         l.onBackoff = { [weak self] line in self?.log(line) }
         try l.start()
-        listeners.append(l)
-        if listeners.count == 1 { scheduleSweep() }
+        owned.value.listeners.append(l)
+        if owned.value.listeners.count == 1 { scheduleSweep() }
         return l.address
     }
 
     /// Every 250 ms, expires the sessions whose deadline (idle, request head, upstream answer) has passed.
     private func scheduleSweep() {
         loop.schedule(after: 0.25) { [weak self] in
-            guard let self, !self.listeners.isEmpty else { return }
+            guard let self, !self.owned.value.listeners.isEmpty else { return }
             let now = EventLoop.nowNanos()
-            for s in self.sessions.values where s.deadline != 0 && s.deadline <= now { s.deadlinePassed() }
+            for s in self.owned.value.sessions.values where s.deadline != 0 && s.deadline <= now { s.deadlinePassed() }
             self.scheduleSweep()
         }
     }
@@ -99,17 +105,17 @@ public final class ProxyServer: @unchecked Sendable {
     public func shutdown() {
         // The session says so too when the recorder slowed the traffic it recorded.
         if let line = stats.backpressureSummary { note("backpressure", line) }
-        listeners.forEach { $0.close() }
-        listeners.removeAll()
-        for s in sessions.values { s.shutdown() }
-        sessions.removeAll()
+        owned.value.listeners.forEach { $0.close() }
+        owned.value.listeners.removeAll()
+        for s in owned.value.sessions.values { s.shutdown() }
+        owned.value.sessions.removeAll()
     }
 
     private func accept(fd: Int32, peer: String) {
-        guard Listener.admit(fd, open: sessions.count, max: config.maxConnections, tls: false, throttle: &turnAwayLog,
+        guard Listener.admit(fd, open: owned.value.sessions.count, max: config.maxConnections, tls: false, throttle: &turnAwayLog,
                              noun: "client connections", log: { log($0) }) else { return }
-        let id = nextConnectionID
-        nextConnectionID += 1
+        let id = owned.value.nextConnectionID
+        owned.value.nextConnectionID += 1
         let session = ClientSession(server: self, id: id, peer: peer)
         do {
             session.client = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: session)
@@ -118,7 +124,7 @@ public final class ProxyServer: @unchecked Sendable {
             onLog?("accept from \(peer): \(error)")
             return
         }
-        sessions[ObjectIdentifier(session)] = session
+        owned.value.sessions[ObjectIdentifier(session)] = session
         statsBox.withLock { $0.connections += 1 }
         let upstream: String? = { if case let .reverse(u) = config.mode { return u.description }; return nil }()
         writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer, acceptedAt: wallNow(), mode: config.modeName, upstream: upstream)))
@@ -159,8 +165,8 @@ public final class ProxyServer: @unchecked Sendable {
     /// Parks a session until the writer's backlog falls below 7/8 of the limit (a small step, so that
     /// each pause is short: about 256 exchanges of writer time).
     func deferUntilWriterCatchesUp(_ s: ClientSession) {
-        deferred.append((s, EventLoop.nowNanos()))
-        if deferred.count == 1 { scheduleDeferredCheck() }
+        owned.value.deferred.append((s, EventLoop.nowNanos()))
+        if owned.value.deferred.count == 1 { scheduleDeferredCheck() }
     }
 
     private func scheduleDeferredCheck() {
@@ -171,8 +177,8 @@ public final class ProxyServer: @unchecked Sendable {
                 self.scheduleDeferredCheck()
                 return
             }
-            let ready = self.deferred
-            self.deferred.removeAll()
+            let ready = self.owned.value.deferred
+            self.owned.value.deferred.removeAll()
             let now = EventLoop.nowNanos()
             self.statsBox.withLock { stats in
                 stats.heldRequests += ready.count
@@ -185,7 +191,7 @@ public final class ProxyServer: @unchecked Sendable {
     private var turnAwayLog = LogThrottle()
 
     func sessionEnded(_ s: ClientSession) {
-        sessions.removeValue(forKey: ObjectIdentifier(s))
+        owned.value.sessions.removeValue(forKey: ObjectIdentifier(s))
         writer?.submit(.connectionClosed(id: s.id, at: wallNow()))
     }
 
@@ -217,7 +223,7 @@ public final class ProxyServer: @unchecked Sendable {
     /// A client ended the intercepted handshake for `host` with a certificate alert: the hint goes to the log and the
     /// session's events once per host; each connection's failure is noted apart (`client-tls-failed`).
     func clientRefusedCertificate(host: String, peer: String, alert: TLSAlert) {
-        guard certificateRefusals.count < Self.maxHintedHosts, certificateRefusals.insert(Self.foldedHost(host)).inserted else { return }
+        guard owned.value.certificateRefusals.count < Self.maxHintedHosts, owned.value.certificateRefusals.insert(Self.foldedHost(host)).inserted else { return }
         let hint = Self.certificateRefusedHint(host: host)
         log("\(hint); the client sent TLS alert \(alert) (\(peer))")
         note("certificate-refused", "\(hint); TLS alert \(alert) from \(peer)")

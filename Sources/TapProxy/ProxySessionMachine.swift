@@ -392,7 +392,7 @@ struct ProxySessionMachine {
         switch resolveTarget(head) {
         case let .success(t): target = t
         case let .failure(e):
-            reject(status: 400, e.message)
+            reject(status: HTTPErrorAnswer.status(for: e.problem), e.message)
             return
         }
         seq += 1
@@ -471,7 +471,7 @@ struct ProxySessionMachine {
         switch config.mode {
         case .reverse:
             guard head.target.hasPrefix("/") || head.target == "*", let base = reverseTarget else {
-                return .failure(HTTPParseError(status: 400, "a reverse proxy expects origin-form targets, got '\(head.target.prefix(60))'"))
+                return .failure(HTTPParseError(.malformed, "a reverse proxy expects origin-form targets, got '\(head.target.prefix(60))'"))
             }
             return .success(base.with(path: base.path + head.target))
         case .forward:
@@ -481,10 +481,10 @@ struct ProxySessionMachine {
             }
             if let scheme = head.target.range(of: "://"),
                head.target[scheme.upperBound...].prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" }).contains("@") {
-                return .failure(HTTPParseError(status: 400, "credentials in the request URL (user@host) are neither forwarded nor recorded"))
+                return .failure(HTTPParseError(.malformed, "credentials in the request URL (user@host) are neither forwarded nor recorded"))
             }
             guard let u = UpstreamURL(head.target) else {
-                return .failure(HTTPParseError(status: 400, "a forward proxy needs an absolute URL (http://host/path) or CONNECT, got '\(head.target.prefix(60))'"))
+                return .failure(HTTPParseError(.malformed, "a forward proxy needs an absolute URL (http://host/path) or CONNECT, got '\(head.target.prefix(60))'"))
             }
             let t = head.target
             let afterScheme = t.index(t.startIndex, offsetBy: u.tls ? 8 : 7)
@@ -831,12 +831,15 @@ extension ProxySessionMachine {
     }
 }
 
-/// The JSON error answers the proxy itself gives (malformed requests, unreachable upstreams, timeouts).
+/// The JSON error answers the proxy itself gives (malformed requests, unreachable upstreams, timeouts): as every server's
+/// (`HTTPErrorAnswer`), plus an `X-3dstape-Error` field and the proxy's members.
 enum ProxyErrorResponse {
     static func bytes(status: Int, error: String, upstream: String?, close: Bool, extraHeaders: [(String, String)] = []) -> [UInt8] {
-        var members: [(String, JSON)] = [("error", .string(error)), ("status", .number(String(status))), ("proxy", .string("3dstape"))]
+        // The one error shape (HTTPErrorAnswer), with the proxy's own members after `error`: what it answered and that
+        // the answer is the proxy's, not the upstream's.
+        var members: [(String, JSON)] = [("status", .number(String(status))), ("proxy", .string("3dstape"))]
         if let upstream { members.append(("upstream", .string(upstream))) }
-        let body = JSON.object(members).bytes + [0x0A]
+        let body = HTTPErrorAnswer.body(error, members) + [0x0A]
         var headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", String(body.count)), ("X-3dstape-Error", "1")]
                                   + extraHeaders)
         if close { headers.add("Connection", "close") }

@@ -33,10 +33,10 @@ extension ReplayEngine {
         a.faults = faults.map(\.description) + a.faults
         for f in faults {
             switch f {
-            case .hang: a.hang = true
-            case .reset: a.transport = .reset
-            case .close: a.transport = .close
-            case let .dribble(d): a.transport = .dribble(d)
+            case .hang: a.setFault(.hang)
+            case .reset: a.setFault(.reset)
+            case .close: a.setFault(.close)
+            case let .dribble(d): a.setFault(.dribble(d))
             case let .delay(d): a.delay = d
             case let .status(code):
                 a.status = code
@@ -45,9 +45,9 @@ extension ReplayEngine {
                                       ("detail", .string("fault injected by 3dstape replay (status:\(code))"))]).bytes
                 a.responsePlaintext = nil
             case let .truncate(n):
-                a.transport = .raw(Array(HTTPReply(status: a.status, headers: a.headers, body: a.body).bytes(keepAlive: false).prefix(n)))
+                a.setFault(.raw(Array(HTTPReply(status: a.status, headers: a.headers, body: a.body).bytes(keepAlive: false).prefix(n))))
             case .malformed:
-                a.transport = .raw(Array("HTTP/1.1 2OO 0K\r\nContent-Length: x\r\n\r\n".utf8) + a.body.prefix(16))
+                a.setFault(.raw(Array("HTTP/1.1 2OO 0K\r\nContent-Length: x\r\n\r\n".utf8) + a.body.prefix(16)))
             default: break // 3DS faults are applied where the message is built
             }
         }

@@ -89,8 +89,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
     /// Decides the answer to one live request. `selfURL` is where a direct client reached the replayer.
     public func handle(_ req: LiveRequest, selfURL: String) -> ReplayAnswer {
         if let origin = ReplayURL.origin(req.target), liveOrigins[origin] != nil {
-            return ReplayAnswer(status: 0, headers: [], body: [], matchedBy: "live endpoint of the transaction (forwarded)", delay: 0,
-                                forwardTo: req.target)
+            return .forward(to: req.target, matchedBy: "live endpoint of the transaction (forwarded)")
         }
         let first = req.body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D && $0 != 0x0A }
         // The members located, not built: an AReq's answer reads a dozen of its forty.
@@ -483,8 +482,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         switch options.onMiss {
         case let .forward(base):
             let (path, query) = ReplayURL.pathAndQuery(req.target)
-            return ReplayAnswer(status: 0, headers: [], body: [], miss: d, delay: 0,
-                                forwardTo: base.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path + (query.isEmpty ? "" : "?" + query))
+            return .forward(to: base.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path + (query.isEmpty ? "" : "?" + query), miss: d)
         case .erro where erroCode != nil:
             let erro = Erro.make(code: erroCode!, component: type == "AReq" ? "D" : "A",
                                  description: erroCode == "305" ? "Transaction data not valid" : "Transaction ID not recognised",

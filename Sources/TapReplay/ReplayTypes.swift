@@ -87,8 +87,34 @@ public struct PlannedRReq: Sendable {
     public var threeDSServerTransID: String
 }
 
+/// What the replayer does with a live request.
+public enum ReplayAction: Sendable, Equatable {
+    /// Send the answer (status, headers, body) once its delay has passed.
+    case answer
+    /// Forward the live request to this absolute URL instead of answering (a live endpoint, or `--on-miss forward:`).
+    case forward(to: String)
+    /// A transport fault instead of (or while) answering.
+    case fault(ReplayTransportFault)
+}
+
+/// A failure at the TCP or HTTP layer instead of (or while) sending an answer (`--fault`): the replay stage applies it to
+/// the connection the server hands over (`Replayer.deliver`).
+public enum ReplayTransportFault: Sendable, Equatable {
+    /// Never answer (the connection stays open until the client gives up).
+    case hang
+    /// Close the connection without answering.
+    case close
+    /// Close with a TCP reset.
+    case reset
+    /// Send these bytes instead of the answer (a truncated or malformed answer), then close.
+    case raw([UInt8])
+    /// Send the answer's bytes spread over this many seconds, in small pieces.
+    case dribble(Double)
+}
+
 /// The engine's decision for one live request.
 public struct ReplayAnswer: Sendable {
+    /// The answer's status (meaningless for a forward).
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
@@ -99,22 +125,29 @@ public struct ReplayAnswer: Sendable {
     /// Seconds to wait before the first byte.
     public var delay: Double
     public var rreq: PlannedRReq?
-    /// Forward the live request to this absolute URL instead of answering (a live endpoint, or `--on-miss forward:`).
-    public var forwardTo: String?
+    /// Answer, forward, or a transport fault.
+    public var action: ReplayAction = .answer
     /// The app-channel CReq as the engine opened it and the CRes as it sealed it (so the writer does not decrypt them again).
     public var requestPlaintext: JSON? = nil
     public var responsePlaintext: JSON? = nil
     /// The faults applied to this answer (and to the RReq it triggers), as written on the command line.
     public var faults: [String] = []
-    /// A TCP or HTTP fault the server applies when sending.
-    public var transport: HTTPReply.TransportFault? = nil
-    /// Never answer (the connection stays open until the client gives up).
-    public var hang = false
     /// The client's own closing traffic after a fault or the end of its transaction (an SDK's Erro, a challengeCancel CReq
     /// after it), answered as an ACS would: expected of a conformant client, counted apart from answers and misses.
     public var closing = false
     /// The live threeDSServerTransID whose RReq a `drop-rreq` fault dropped with this answer (the session notes it).
     public var rreqDropped: String? = nil
+
+    /// A forward of the live request to `url` (no answer of the replayer's own).
+    static func forward(to url: String, matchedBy: String? = nil, miss: String? = nil) -> ReplayAnswer {
+        ReplayAnswer(status: 0, headers: [], body: [], matchedBy: matchedBy, miss: miss, delay: 0, action: .forward(to: url))
+    }
+
+    /// Sets a transport fault; a hang stays a hang (nothing is sent whatever else was asked).
+    mutating func setFault(_ fault: ReplayTransportFault) {
+        if action == .fault(.hang) { return }
+        action = .fault(fault)
+    }
 }
 
 /// A replay problem with a message for the user.

@@ -39,10 +39,15 @@ public final class Replayer: @unchecked Sendable {
     let report: @Sendable (ReplayLine) -> Void
     private var servers: [HTTPServer] = []
     private var selfURL = ""
-    private var connectionIDs: [String: Int64] = [:]
-    private var nextConnectionID: Int64 = 2
-    private var seqs: [Int64: Int] = [:]
-    private var pending: [String: Pending] = [:]
+    /// The live connections' identities and their requests in flight: the loop's, checked (`LoopConfined` traps off the
+    /// loop in debug builds).
+    private let perConnection: LoopConfined<PerConnection>
+    private struct PerConnection {
+        var connectionIDs: [String: Int64] = [:]
+        var nextConnectionID: Int64 = 2
+        var seqs: [Int64: Int] = [:]
+        var pending: [String: Pending] = [:]
+    }
     /// Clients present `--auth` credentials, which a forward does not pass on.
     private var clientsAuthenticate = false
     /// This replayer's name in the Via field of what it forwards: a forward that comes back names it (a loop).
@@ -119,6 +124,7 @@ public final class Replayer: @unchecked Sendable {
     public init(loop: EventLoop, engine: ReplayEngine, writer: SessionWriter?, outgoingTLS: TLSContext,
                 report: @escaping @Sendable (ReplayLine) -> Void) {
         self.loop = loop
+        perConnection = LoopConfined(PerConnection(), on: loop)
         self.engine = engine
         self.writer = writer
         self.outgoingTLS = outgoingTLS
@@ -134,9 +140,9 @@ public final class Replayer: @unchecked Sendable {
     public func start(on address: HostPort, tls: TLSContext?, intercepting: TLSContext?, scheme: String,
                       headerTimeout: Double = 30, idleTimeout: Double = 120, authorization: ClientAuthorization? = nil,
                       maxConnections: Int = 1024, maxBufferedBytes: Int = 512 << 20, maxUnsentBytes: Int = 1 << 20) throws -> HostPort {
-        let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting) { [weak self] req, peer, respond in
+        let s = HTTPServer(loop: loop, tls: tls, intercepting: intercepting, answering: { [weak self] req, peer, respond in
             self?.handle(req, peer, respond)
-        }
+        })
         s.authorization = authorization
         if authorization != nil { clientsAuthenticate = true }
         s.maxConnections = maxConnections
@@ -176,7 +182,7 @@ public final class Replayer: @unchecked Sendable {
     /// them, requests not yet answered or given up, and of those the ones whose answer waits for a timer (not a hang).
     public var held: (connections: Int, requestBytes: Int, unsentBytes: Int, unanswered: Int, timed: Int) {
         (servers.reduce(0) { $0 + $1.connectionCount }, servers.reduce(0) { $0 + $1.bufferedBytes },
-         servers.reduce(0) { $0 + $1.unsentBytes }, pending.count, pending.values.reduce(0) { $0 + ($1.timer == nil ? 0 : 1) })
+         servers.reduce(0) { $0 + $1.unsentBytes }, perConnection.value.pending.count, perConnection.value.pending.values.reduce(0) { $0 + ($1.timer == nil ? 0 : 1) })
     }
 
     /// Stops serving (on the loop's thread).
@@ -192,21 +198,22 @@ public final class Replayer: @unchecked Sendable {
     }
 
     func connectionID(_ peer: String, at: Double) -> Int64 {
-        if let id = connectionIDs[peer] { return id }
-        let id = nextConnectionID
-        nextConnectionID += 1
-        connectionIDs[peer] = id
+        if let id = perConnection.value.connectionIDs[peer] { return id }
+        let id = perConnection.value.nextConnectionID
+        perConnection.value.nextConnectionID += 1
+        perConnection.value.connectionIDs[peer] = id
         writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer, acceptedAt: at, mode: "replay", upstream: nil)))
         return id
     }
 
-    func handle(_ req: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) {
+    func handle(_ req: HTTPRequest, _ peer: String, _ answerWith: @escaping (HTTPServerAnswer) -> Void) {
+        let respond: (HTTPReply) -> Void = { answerWith(.reply($0)) }
         if refusedForwardingLoop(req, respond) { return }
         let started = Date().timeIntervalSince1970
         let startedNanos = EventLoop.nowNanos()
         let conn = connectionID(peer, at: started)
-        let seq = seqs[conn, default: 0] + 1
-        seqs[conn] = seq
+        let seq = perConnection.value.seqs[conn, default: 0] + 1
+        perConnection.value.seqs[conn] = seq
         let live = LiveRequest(method: req.head.method, target: req.head.target, headers: req.head.headers.fields.map { ($0.name, $0.value) },
                                body: req.body)
         if live.viaProxy, !req.head.target.hasPrefix("https://"), let url = HTTPURL(req.head.target), let pattern = passThroughPattern(url.address) {
@@ -234,7 +241,7 @@ public final class Replayer: @unchecked Sendable {
         let annotation = ReplayAnnotation(recordedExchangeID: answer.recordedExchangeID, matchedBy: answer.matchedBy, miss: answer.miss,
                                           scheduledDelayMs: answer.delay * 1000, actualDelayMs: nil,
                                           faults: answer.faults.isEmpty ? nil : answer.faults.joined(separator: ", "))
-        if let url = answer.forwardTo {
+        if case let .forward(url) = answer.action {
             forward(req, to: url, record: record, annotation: annotation, startedNanos: startedNanos, respond)
             return
         }
@@ -243,25 +250,30 @@ public final class Replayer: @unchecked Sendable {
             // Backpressure: while the session writer is behind, answers wait (and so do the clients' next requests),
             // so that memory stays bounded instead of queueing every exchange (1.3 GB under wrk before this).
             if self.writerIsBehind {
-                if self.pending[peer]?.heldSince == nil { self.pending[peer]?.heldSince = EventLoop.nowNanos() }
-                self.pending[peer]?.timer = self.loop.schedule(after: 0.001, send)
+                if self.perConnection.value.pending[peer]?.heldSince == nil { self.perConnection.value.pending[peer]?.heldSince = EventLoop.nowNanos() }
+                self.perConnection.value.pending[peer]?.timer = self.loop.schedule(after: 0.001, send)
                 return
             }
-            if let since = self.pending[peer]?.heldSince {
+            if let since = self.perConnection.value.pending[peer]?.heldSince {
                 self.writerWaits.answers += 1
                 self.writerWaits.longestSeconds = max(self.writerWaits.longestSeconds, Double(EventLoop.nowNanos() &- since) / 1e9)
             }
-            let finishedSending = self.pending[peer]?.finishedSendingNanos
-            self.pending[peer] = nil
+            let finishedSending = self.perConnection.value.pending[peer]?.finishedSendingNanos
+            self.perConnection.value.pending[peer] = nil
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
-            respond(HTTPReply(status: answer.status, headers: answer.headers, body: answer.body, transport: answer.transport))
+            let reply = HTTPReply(status: answer.status, headers: answer.headers, body: answer.body)
+            if case let .fault(fault) = answer.action {
+                answerWith(.takeOver { Replayer.deliver(reply, with: fault, on: $0) })
+            } else {
+                answerWith(.reply(reply))
+            }
             let sent: (status: Int?, outcome: String) = {
-                switch answer.transport {
-                case nil: return (answer.status, answer.closing ? Replayer.closingAnswered : "answered")
-                case .close?: return (nil, "closed without answering (fault)")
-                case .reset?: return (nil, "connection reset (fault)")
-                case .raw?: return (answer.status, "truncated or malformed answer sent (fault)")
-                case .dribble?: return (answer.status, "answer dribbled (fault)")
+                switch answer.action {
+                case .answer, .forward: return (answer.status, answer.closing ? Replayer.closingAnswered : "answered")
+                case .fault(.close), .fault(.hang): return (nil, "closed without answering (fault)")
+                case .fault(.reset): return (nil, "connection reset (fault)")
+                case .fault(.raw): return (answer.status, "truncated or malformed answer sent (fault)")
+                case .fault(.dribble): return (answer.status, "answer dribbled (fault)")
                 }
             }()
             var record = record
@@ -292,15 +304,15 @@ public final class Replayer: @unchecked Sendable {
                                           detail: "dropped by fault (drop-rreq): transaction \(dropped)"))
             }
         }
-        pending[peer] = Pending(timer: nil, record: record, annotation: annotation, startedNanos: startedNanos)
+        perConnection.value.pending[peer] = Pending(timer: nil, record: record, annotation: annotation, startedNanos: startedNanos)
         // A hang answers nothing: the connection stays open until the client gives up, which is recorded.
-        if answer.hang { return }
+        if answer.action == .fault(.hang) { return }
         // The delay counts from the request's arrival: the engine's own work (matching, ECDH, signing) is part of it.
         let remaining = answer.delay - Double(EventLoop.nowNanos() - startedNanos) / 1e9
         if remaining <= 0 {
             send()
         } else {
-            pending[peer]?.timer = loop.schedule(after: remaining, send)
+            perConnection.value.pending[peer]?.timer = loop.schedule(after: remaining, send)
         }
     }
 
@@ -331,8 +343,8 @@ public final class Replayer: @unchecked Sendable {
     /// A CONNECT tunnelled untouched (`--pass-through`) ended: recorded as a CONNECT exchange with what was seen of it.
     func recordTunnel(_ t: TunnelReport) {
         let conn = connectionID(t.peer, at: t.startedAt)
-        let seq = seqs[conn, default: 0] + 1
-        seqs[conn] = seq
+        let seq = perConnection.value.seqs[conn, default: 0] + 1
+        perConnection.value.seqs[conn] = seq
         let address = t.target.description
         var record = ExchangeRecord(connectionID: conn, seq: seq, method: "CONNECT", url: address, host: t.target.host, path: nil, upstream: address,
                                     request: CapturedMessage(headers: [], body: [], wireSize: t.bytesUp), requestStart: t.startedAt)
@@ -356,12 +368,12 @@ public final class Replayer: @unchecked Sendable {
 
     /// The client finished sending (a FIN) with its answer not yet due: noted, and the answer still goes out.
     func clientFinishedSending(_ peer: String) {
-        if pending[peer] != nil, pending[peer]?.finishedSendingNanos == nil { pending[peer]?.finishedSendingNanos = EventLoop.nowNanos() }
+        if perConnection.value.pending[peer] != nil, perConnection.value.pending[peer]?.finishedSendingNanos == nil { perConnection.value.pending[peer]?.finishedSendingNanos = EventLoop.nowNanos() }
     }
 
     /// The client closed its connection before its answer was due: the time it gave up is what a timeout test measures.
     func clientGaveUp(_ peer: String) {
-        guard let p = pending.removeValue(forKey: peer) else { return }
+        guard let p = perConnection.value.pending.removeValue(forKey: peer) else { return }
         if let t = p.timer { loop.cancel(t) }
         counts.aborted += 1
         var record = p.record
@@ -381,8 +393,7 @@ public final class Replayer: @unchecked Sendable {
         let why = "forwarding loop: \(req.head.method) \(ThreeDSContent.printable(String(req.head.target.prefix(200)))) was forwarded by this "
             + "replayer and came back to it; --on-miss forward:URL (or the transaction's live endpoint) must not lead to the replayer"
         if loopLog.allow(nowNanos: EventLoop.nowNanos()) { StandardStreams.err(Data("3dstape: replay: \(why)\n".utf8)) }
-        respond(HTTPReply(status: 508, headers: [("Content-Type", "application/json"), (Replayer.loopHeader, viaName)],
-                          body: JSON.object([("error", .string(why))]).bytes))
+        respond(HTTPErrorAnswer.reply(status: 508, why, headers: [(Replayer.loopHeader, viaName)]))
         return true
     }
 
@@ -391,9 +402,9 @@ public final class Replayer: @unchecked Sendable {
     func forward(_ req: HTTPRequest, to urlText: String, record: ExchangeRecord, annotation: ReplayAnnotation, startedNanos: UInt64,
                  _ respond: @escaping (HTTPReply) -> Void) {
         guard let url = HTTPURL(urlText) else {
-            let body = Array("{\"error\":\"cannot forward to \(urlText.prefix(100).filter { $0 != "\"" })\"}".utf8)
-            respond(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: body))
-            finishRecord(record, annotation, status: 502, headers: [], body: body, actualMs: 0, outcome: "forward failed")
+            let reply = HTTPErrorAnswer.reply(status: 502, "cannot forward to \(urlText.prefix(100))")
+            respond(reply)
+            finishRecord(record, annotation, status: 502, headers: [], body: reply.body, actualMs: 0, outcome: "forward failed")
             return
         }
         // What the hop to the replayer carried stays with it (the one list, as the recorder's); the client's framing and
@@ -411,11 +422,11 @@ public final class Replayer: @unchecked Sendable {
             case let .success(r) where r.head.status == 101:
                 // A switch of protocols is no answer a replay can pass on (Upgrade is not forwarded either).
                 let why = "forwarding to \(url) failed: it answered 101 Switching Protocols, and the replayer passes no protocol upgrade on"
-                let b = JSON.object([("error", .string(why))]).bytes
-                respond(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: b))
+                let reply = HTTPErrorAnswer.reply(status: 502, why)
+                respond(reply)
                 var failed = record
                 failed.error = why
-                self.finishRecord(failed, annotation, status: 502, headers: [], body: b, actualMs: actual, outcome: "forward failed")
+                self.finishRecord(failed, annotation, status: 502, headers: [], body: reply.body, actualMs: actual, outcome: "forward failed")
             case let .success(r):
                 var h = ReplayEngine.replayableHeaders(r.head.headers.fields.map { ($0.name, $0.value) })
                 var forwarded = record
@@ -428,11 +439,12 @@ public final class Replayer: @unchecked Sendable {
                 respond(HTTPReply(status: r.head.status, headers: h, body: r.body))
                 self.finishRecord(forwarded, annotation, status: r.head.status, headers: h, body: r.body, actualMs: actual, outcome: outcome)
             case let .failure(e):
-                let b = JSON.object([("error", .string("forwarding to \(url) failed: \(e.message)"))]).bytes
-                respond(HTTPReply(status: 502, headers: [("Content-Type", "application/json")], body: b))
+                let why = "forwarding to \(url) failed: \(e.message)"
+                let reply = HTTPErrorAnswer.reply(status: 502, why)
+                respond(reply)
                 var failed = record
-                failed.error = "forwarding to \(url) failed: \(e.message)"
-                self.finishRecord(failed, annotation, status: 502, headers: [], body: b, actualMs: actual, outcome: "forward failed")
+                failed.error = why
+                self.finishRecord(failed, annotation, status: 502, headers: [], body: reply.body, actualMs: actual, outcome: "forward failed")
             }
         }
     }
@@ -440,8 +452,8 @@ public final class Replayer: @unchecked Sendable {
     /// Sends the RReq as the ACS would, to the live threeDSServerURL, and records it with its RRes.
     func sendRReq(_ r: PlannedRReq) {
         let started = Date().timeIntervalSince1970
-        let seq = seqs[Replayer.rreqConnection, default: 0] + 1
-        seqs[Replayer.rreqConnection] = seq
+        let seq = perConnection.value.seqs[Replayer.rreqConnection, default: 0] + 1
+        perConnection.value.seqs[Replayer.rreqConnection] = seq
         let serverTransID = r.threeDSServerTransID
         guard let url = HTTPURL(r.url) else {
             engine.rreqDone(for: serverTransID)

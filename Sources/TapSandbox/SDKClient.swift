@@ -172,17 +172,30 @@ public final class SDKClient {
 
     // MARK: the RReq / notification listener (the 3DS Server and the merchant page)
 
+    /// What the listener is sent: the ACS's RReq, its 3DS Method notification, the browser's final CRes. Any method, and
+    /// whatever follows the path (a query, a transaction's own suffix).
+    enum ListenerRoute: Sendable { case rreq, method, notify }
+
+    static let listenerRouter: HTTPRouter<ListenerRoute> = {
+        var r = HTTPRouter<ListenerRoute>()
+        r.add(nil, "/3ds/rreq*", .rreq)
+        r.add(nil, "/3ds/method*", .method)
+        r.add(nil, "/3ds/notify*", .notify)
+        return r
+    }()
+
     func startListener() throws {
         let loop = listenerThread.loop
         let box = received
         let server = HTTPServer(loop: loop) { req, _, respond in
-            let path = req.head.target
-            if path.hasPrefix("/3ds/rreq"), let rreq = try? JSON.parse(req.body) {
+            let route: ListenerRoute?
+            if case let .found(r, _) = SDKClient.listenerRouter.route(method: req.head.method, path: req.head.target) { route = r } else { route = nil }
+            if route == .rreq, let rreq = try? JSON.parse(req.body) {
                 box.store.withLock { $0["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = rreq }
                 respond(.json(ThreeDSMessage.rRes(answering: rreq, resultsStatus: "01").bytes))
-            } else if path.hasPrefix("/3ds/method") {
+            } else if route == .method {
                 respond(.html("<p>3DS Method complete</p>")) // the ACS's notification that the 3DS Method ran
-            } else if path.hasPrefix("/3ds/notify") {
+            } else if route == .notify {
                 let fields = FormBody.parse(String(decoding: req.body, as: UTF8.self)) ?? []
                 if let cres = fields.first(where: { $0.0 == "cres" })?.1, let b = Base64URL.decode(cres), let j = try? JSON.parse(b) {
                     box.store.withLock { $0["cres:" + (j["threeDSServerTransID"]?.stringValue ?? "")] = j }

@@ -127,22 +127,39 @@ public final class Sandbox: @unchecked Sendable {
 
     // MARK: routing
 
+    /// The sandbox's endpoints.
+    enum Route: Sendable { case areq, preq, challenge, challengeSubmit, method, gateway, index }
+
+    static let router: HTTPRouter<Route> = {
+        var r = HTTPRouter<Route>()
+        r.add("POST", "/ds/areq", .areq)
+        r.add("POST", "/ds/preq", .preq)
+        r.add("POST", "/acs/challenge", .challenge)
+        r.add("POST", "/acs/challenge/submit", .challengeSubmit)
+        r.add("POST", "/acs/method", .method)
+        for path in ["/pxp/tokens", "/pxp/authentication/pre-initiate", "/pxp/transactions", "/tp/jwt/"] { r.add("POST", path, .gateway) }
+        r.add("GET", "/", .index)
+        return r
+    }()
+
     func handle(_ req: HTTPRequest, _ respond: @escaping (HTTPReply) -> Void) {
         let path = req.head.target.split(separator: "?").first.map(String.init) ?? "/"
-        switch (req.head.method, path) {
-        case ("POST", "/ds/areq"): handleAReq(req.body, respond)
-        case ("POST", "/ds/preq"): respond(handlePReq(req.body))
-        case ("POST", "/acs/challenge"): handleChallenge(req, respond)
-        case ("POST", "/acs/challenge/submit"): handleBrowserSubmit(req.body, respond)
-        case ("POST", "/acs/method"): respond(handleMethod(req.body))
-        case ("POST", "/pxp/tokens"), ("POST", "/pxp/authentication/pre-initiate"), ("POST", "/pxp/transactions"), ("POST", "/tp/jwt/"):
-            respond(SandboxGateways.handle(path, req.body, secret: options.gatewayJWTSecret, log: log))
-        case ("GET", "/"):
+        guard case let .found(route, _) = Sandbox.router.route(method: req.head.method, path: path) else {
+            // A known path asked with another method is no endpoint either (the sandbox has always answered it 404).
+            respond(HTTPErrorAnswer.reply(status: 404, "no such endpoint"))
+            return
+        }
+        switch route {
+        case .areq: handleAReq(req.body, respond)
+        case .preq: respond(handlePReq(req.body))
+        case .challenge: handleChallenge(req, respond)
+        case .challengeSubmit: handleBrowserSubmit(req.body, respond)
+        case .method: respond(handleMethod(req.body))
+        case .gateway: respond(SandboxGateways.handle(path, req.body, secret: options.gatewayJWTSecret, log: log))
+        case .index:
             respond(.json(JSON.object([("sandbox", .string("3dstape DS + ACS")), ("endpoints", .array(
                 ["POST /ds/areq", "POST /ds/preq", "POST /acs/challenge", "POST /acs/method", "POST /pxp/tokens",
                  "POST /pxp/authentication/pre-initiate", "POST /pxp/transactions", "POST /tp/jwt/"].map(JSON.string)))]).bytes))
-        default:
-            respond(.json(Array(#"{"error":"no such endpoint"}"#.utf8), status: 404))
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapHTTPService
 import TapInspect
 import TapSQLite
 import TapStore
@@ -45,6 +46,10 @@ public final class WebAPI: @unchecked Sendable {
         /// A file name: the browser saves the answer instead of showing it.
         public var attachment: String? = nil
         static func json(_ j: JSON, status: Int = 200) -> Reply { Reply(status: status, contentType: "application/json", body: j.bytes) }
+        /// An error, in the one shape every 3dstape server answers errors with (`HTTPErrorAnswer`).
+        static func error(_ message: String, status: Int) -> Reply {
+            Reply(status: status, contentType: "application/json", body: HTTPErrorAnswer.body(message))
+        }
     }
 
     /// Answers a GET of `path` (percent-encoded, without the query) with `query`'s parameters.
@@ -52,10 +57,10 @@ public final class WebAPI: @unchecked Sendable {
         do {
             return try route(path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init), query)
         } catch let e as WebError {
-            return .json(.object([("error", .string(e.message))]), status: e.status)
+            return .error(e.message, status: e.status)
         } catch {
             log?("\(path): \(error)")
-            return .json(.object([("error", .string(publicMessage(error)))]), status: 500)
+            return .error(publicMessage(error), status: 500)
         }
     }
 

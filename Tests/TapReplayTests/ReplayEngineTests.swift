@@ -199,6 +199,22 @@ import TapJOSE
         #expect(stray.miss?.contains("no live transaction") == true)
     }
 
+    /// Issue 26: a forward is an action of its own, not an answer with status 0: `--on-miss forward:URL` forwards the
+    /// missed request to the URL with its path and query, and the miss is still named.
+    @Test func aMissForwardedIsAForwardActionNotAStatus() throws {
+        let trust = try Trust()
+        var options = ReplayOptions()
+        options.onMiss = .forward("http://127.0.0.1:9/base/")
+        let engine = ReplayEngine(catalog: try Self.catalog("demo-app.3dstape"), options: options, identity: trust.identity)
+        let r = engine.handle(LiveRequest(method: "GET", target: "/nothing/here?x=1", body: []), selfURL: "http://127.0.0.1:1")
+        #expect(r.action == .forward(to: "http://127.0.0.1:9/base/nothing/here?x=1"))
+        #expect(r.miss != nil)
+        // Without it, the same miss is answered (404), not forwarded.
+        let answered = ReplayEngine(catalog: engine.catalog, options: ReplayOptions(), identity: trust.identity)
+            .handle(LiveRequest(method: "GET", target: "/nothing/here?x=1", body: []), selfURL: "http://127.0.0.1:1")
+        #expect(answered.action == .answer && answered.status == 404)
+    }
+
     @Test func browserFlowRewritesTheFormsAndForwardsTheNotification() throws {
         let trust = try Trust()
         let engine = ReplayEngine(catalog: try Self.catalog("demo-browser.3dstape"), options: ReplayOptions(), identity: trust.identity)
@@ -224,7 +240,7 @@ import TapJOSE
         #expect(cres["acsTransID"] == ares["acsTransID"] && cres["transStatus"]?.stringValue == "Y")
         #expect(final.rreq?.url == "http://127.0.0.1:9/3ds/rreq")
         let notify = engine.handle(LiveRequest(method: "POST", target: "http://127.0.0.1:9/3ds/notify", body: Array("cres=x".utf8)), selfURL: "")
-        #expect(notify.forwardTo == "http://127.0.0.1:9/3ds/notify", "the transaction's own endpoints are live, not replayed")
+        #expect(notify.action == .forward(to: "http://127.0.0.1:9/3ds/notify"), "the transaction's own endpoints are live, not replayed")
     }
 
     @Test func plainExchangesMatchStructurallyInRecordedOrder() throws {

@@ -59,7 +59,7 @@ import TapJOSE
         let (engine, trust) = try engine("demo-app.3dstape", ["CRes#1=hang"])
         var sdk = try start(engine, trust)
         let hung = post(engine, try sdk.creq([]))
-        #expect(hung.hang && hung.miss == nil)
+        #expect(hung.action == .fault(.hang) && hung.miss == nil)
         let erro = post(engine, sdk.erro("402"))
         #expect(erro.miss == nil && erro.closing && erro.status == 200)
         let rreq = try JSON.parse(try #require(erro.rreq, "the ACS's RReq follows the SDK's Erro").body)

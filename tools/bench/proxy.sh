@@ -9,6 +9,7 @@
 # requests/s per core of it, its peak RSS, and the ratio to nginx; and whether every request wrk completed is in
 # the session file.
 # Needs: wrk, nginx (Debian), mitmproxy (PyPI, into tools/bench/.venv), sqlite3. Loopback only.
+# THREEDSTAPE_BENCH_BIN=PATH measures that binary instead of building this tree's; BENCH_PORT_BASE (default 18181) the first of its four ports.
 # Usage: [BACKEND=epoll|poll] tools/bench/proxy.sh [SECONDS per run, default 10]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,8 +28,14 @@ fi
 # BACKEND=poll measures the POSIX-only build (-DTHREEDSTAPE_POSIX_ONLY: the poll(2) loop, in .build-posix) instead of the
 # default epoll one; tools/bench/backends.sh runs both, alternated.
 build=(-c release); [ "${BACKEND:-epoll}" = poll ] && build+=(-Xswiftc -DTHREEDSTAPE_POSIX_ONLY --build-path .build-posix)
-(cd "$root" && swift build "${build[@]}" --product 3dstape >/dev/null)
-tape="$(cd "$root" && swift build "${build[@]}" --show-bin-path)/3dstape"
+# THREEDSTAPE_BENCH_BIN=PATH measures that 3dstape binary instead of building this tree's (to alternate two builds).
+if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
+  tape="$THREEDSTAPE_BENCH_BIN"
+  [ -x "$tape" ] || { echo "THREEDSTAPE_BENCH_BIN=$tape is not an executable" >&2; exit 2; }
+else
+  (cd "$root" && swift build "${build[@]}" --product 3dstape >/dev/null)
+  tape="$(cd "$root" && swift build "${build[@]}" --show-bin-path)/3dstape"
+fi
 
 base="${BENCH_PORT_BASE:-18181}" # four ports from here
 UP=$base; NGX=$((base + 1)); MITM=$((base + 2)); TAPE=$((base + 3))

@@ -16,7 +16,7 @@
 #      beside the three for comparison.
 # Needs: wrk, nginx (Debian), sqlite3, python3 with cryptography + jwcrypto (tools/interop/.venv).
 # THREEDSTAPE_BENCH_BIN=PATH measures that 3dstape binary instead of building this tree's (to alternate two builds);
-# THREEDSTAPE_BENCH_PORT_BASE=N moves its four loopback ports to N..N+3 (default 18281).
+# BENCH_PORT_BASE=N (or THREEDSTAPE_BENCH_PORT_BASE=N) moves its four loopback ports to N..N+3 (default 18281).
 # Usage: tools/bench/replay.sh [SECONDS for wrk, default 10] [COUNT, default 1000] [FLOWS, default 1000: the CPU time is read in 10 ms ticks, so fewer flows round it coarsely]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -46,7 +46,7 @@ ulimit -n 8192 2>/dev/null || true
 wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 not up"; exit 1; }
 
 # ---- 1. timing accuracy
-base="${THREEDSTAPE_BENCH_PORT_BASE:-18281}"; UP=$base; REC=$((base + 1)); REP=$((base + 2)); NGX=$((base + 3))
+base="${BENCH_PORT_BASE:-${THREEDSTAPE_BENCH_PORT_BASE:-18281}}"; UP=$base; REC=$((base + 1)); REP=$((base + 2)); NGX=$((base + 3))
 # The upstream (needed only to record the one exchange) exits when its stdin closes: a FIFO held open by this script
 # (/dev/zero here once made it read zeros on one of the two cores, and fill gigabytes, through the whole run).
 mkfifo "$work/up.stdin"
