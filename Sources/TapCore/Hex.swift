@@ -11,6 +11,24 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The first 16 of `bytes` as a version-4 UUID, lowercase (8-4-4-4-12), the version and RFC 4122 variant bits set
+    /// in the text; written straight into the string. The caller brings the randomness (a DRBG, a seeded stream).
+    public static func version4UUID(_ bytes: UnsafeRawBufferPointer) -> String {
+        precondition(bytes.count >= 16, "a UUID takes 16 bytes")
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var k = 0
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 { out[k] = UInt8(ascii: "-"); k += 1 }
+                let b = i == 6 ? (bytes[i] & 0x0F) | 0x40 : i == 8 ? (bytes[i] & 0x3F) | 0x80 : bytes[i]
+                out[k] = digits.utf8Start[Int(b >> 4)]
+                out[k + 1] = digits.utf8Start[Int(b & 0x0F)]
+                k += 2
+            }
+            return k
+        }
+    }
+
     /// Decodes hex (either case, no separators); nil if malformed.
     public static func decode(_ text: String) -> [UInt8]? {
         let chars = Array(text.utf8)

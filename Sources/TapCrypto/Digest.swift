@@ -1,4 +1,5 @@
 internal import COpenSSL
+import TapCore
 
 /// SHA-256, HMAC-SHA256, random bytes and constant-time comparison.
 public enum Digest {
@@ -42,18 +43,7 @@ public enum Digest {
     /// A random version-4 UUID, lowercase, from OpenSSL's DRBG: Foundation's `UUID()` opens and reads /dev/urandom
     /// for each one (three system calls), and client replay makes several for every transaction.
     public static func randomUUID() -> String {
-        var b = randomBytes(16)
-        b[6] = (b[6] & 0x0F) | 0x40
-        b[8] = (b[8] & 0x3F) | 0x80
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        for i in 0..<16 {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(b[i] >> 4)])
-            out.append(digits[Int(b[i] & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        randomBytes(16).withUnsafeBytes { Hex.version4UUID($0) }
     }
 
     /// Compares two byte strings in time that depends only on their lengths.

@@ -14,7 +14,9 @@ import TapNet
 public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     private let loop: EventLoop
     private let url: HTTPURL
+    /// Sent once connected; kept after that only on a reused connection, until the answer starts (to send it again).
     private var request: (head: [UInt8], body: [UInt8])
+    private let method: String
     private var parser = HTTPParser(mode: .response)
     private var connection: Connection?
     private var timer: TimerHandle?
@@ -53,6 +55,7 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         self.loop = loop
         self.url = url
         self.request = (head, body)
+        self.method = method
         self.pool = pool
         self.completion = completion
         parser.requestMethod = method
@@ -68,6 +71,11 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
             connectionReady(c)
             return
         }
+        open(tls: tls)
+    }
+
+    /// A new connection: resolved off the loop unless the host is an address literal, then connected.
+    private func open(tls: TLSContext) {
         guard ResolvedAddress.isLiteral(url.address.host) else {
             let target = url.address
             DispatchQueue.global().async {
@@ -122,9 +130,8 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         reusedConnection = false
         connection = nil
         parser = HTTPParser(mode: .response)
-        parser.requestMethod = retryMethod
-        request = retryRequest
-        connect(to: url.address, tls: tls)
+        parser.requestMethod = method
+        open(tls: tls)
         return true
     }
 
@@ -141,18 +148,13 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
 
     public func connectionReady(_ connection: Connection) {
         let (head, body) = request
-        if reusedConnection { retryRequest = request; retryMethod = parser.requestMethod }
-        request = ([], [])
+        if !reusedConnection { request = ([], []) }
         connection.write(head, body)
     }
 
-    /// The request kept while it goes on a reused connection, for `retryOnNewConnection`.
-    private var retryRequest: (head: [UInt8], body: [UInt8]) = ([], [])
-    private var retryMethod = "GET"
-
     public func connection(_ connection: Connection, received bytes: [UInt8]) {
         answerStarted = true
-        retryRequest = ([], [])
+        request = ([], [])
         parser.append(bytes)
         do {
             if let response = try parser.nextResponse() { finish(.success(response)) }

@@ -213,21 +213,7 @@ public struct SeededRandom: Sendable {
 
     /// A version-4-shaped UUID, lowercase: the bytes `bytes(16)` would give, written straight into the string.
     public mutating func uuid() -> String {
-        var words = (next().littleEndian, next().littleEndian)
-        return withUnsafeMutableBytes(of: &words) { b in
-            b[6] = (b[6] & 0x0F) | 0x40
-            b[8] = (b[8] & 0x3F) | 0x80
-            let digits: StaticString = "0123456789abcdef"
-            return String(unsafeUninitializedCapacity: 36) { out in
-                var k = 0
-                for i in 0..<16 {
-                    if i == 4 || i == 6 || i == 8 || i == 10 { out[k] = UInt8(ascii: "-"); k += 1 }
-                    out[k] = digits.utf8Start[Int(b[i] >> 4)]
-                    out[k + 1] = digits.utf8Start[Int(b[i] & 0x0F)]
-                    k += 2
-                }
-                return k
-            }
-        }
+        let words = (next().littleEndian, next().littleEndian)
+        return withUnsafeBytes(of: words) { Hex.version4UUID($0) }
     }
 }
