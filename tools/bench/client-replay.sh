@@ -13,6 +13,8 @@
 #      acsSignedContent verified, ECDH, CReq/CRes JWEs, the RReq on its own listener), one master and one worker with 10
 #      users for LOCUST SECONDS against the same replay, in the same run: its app challenge flows per second beside
 #      client-replay's, and the ratio (target >= 5x). Skipped when Locust cannot be installed into tools/load/.venv.
+#      Beside it each one's CPU per flow: Locust's worker between two of its master's once-a-second history rows (its
+#      start and ramp left out), client-replay's as in 1. Flows per second also measure the replayer both share 2 cores with.
 # SIGN (PS256, the default, or ES256) is how the replayer signs acsSignedContent (`replay --sign`): with ES256 the
 # server's signature costs a tenth of an RSA-2048 one and the client's JWS verification is an ECDSA verification, which
 # the crypto figure then counts instead of an RSA public operation.
@@ -92,7 +94,7 @@ PY
 )
 
 # ---- 3. the peer: Locust's AppChallengeUser (1 master, 1 worker, 10 users), same replay, same run
-lfps="-"
+lfps="-"; lcpu="-"
 if ! "$root/tools/load/.venv/bin/python" -c "import locust, cryptography" 2>/dev/null; then
   (python3 -m venv "$root/tools/load/.venv" && "$root/tools/load/.venv/bin/pip" install -q --disable-pip-version-check locust cryptography jwcrypto) >/dev/null 2>&1 || true
 fi
@@ -100,10 +102,24 @@ if [ -x "$root/tools/load/.venv/bin/locust" ]; then
   locust="$root/tools/load/.venv/bin/locust"; mport=$((20000 + RANDOM % 20000))
   export THREEDSTAPE_SESSION="$work/demo.3dstape" THREEDSTAPE_CERTS="$work/certs"
   "$locust" -f "$root/tools/load/locustfile.py" AppChallengeUser --headless --master --master-bind-host 127.0.0.1 --master-bind-port "$mport" \
-    --expect-workers 1 -u 10 -r 10 -t "${lsecs}s" --host "http://127.0.0.1:$port" --csv "$work/locust" --only-summary >"$work/locust.log" 2>&1 &
+    --expect-workers 1 -u 10 -r 10 -t "${lsecs}s" --host "http://127.0.0.1:$port" --csv "$work/locust" --csv-full-history --only-summary >"$work/locust.log" 2>&1 &
   lmaster=$!
   pids+=($lmaster)
   "$locust" -f "$root/tools/load/locustfile.py" AppChallengeUser --worker --master-host 127.0.0.1 --master-port "$mport" >"$work/locust-worker.log" 2>&1 &
+  lworker=$!
+  pids+=($lworker)
+  # The worker's CPU (user + system, from /proc) sampled twice a second while it runs, for its CPU per flow below.
+  python3 - "$lworker" > "$work/locust-worker-cpu.txt" 2>/dev/null <<'PY' &
+import os, sys, time
+pid, tick = sys.argv[1], os.sysconf("SC_CLK_TCK")
+while True:
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        break
+    print(f"{time.time():.3f} {(int(fields[11]) + int(fields[12])) / tick:.2f}", flush=True)
+    time.sleep(0.5)
+PY
   pids+=($!)
   wait "$lmaster" || true
   lfps=$(python3 -c "
@@ -113,13 +129,30 @@ n=int(rows['app challenge']['Request Count']) if 'app challenge' in rows else 0
 failed=int(rows['Aggregated']['Failure Count']) if 'Aggregated' in rows else 0
 print(f'{n / float(sys.argv[2]):.1f}' if n and not failed else '-')" "$work/locust_stats.csv" "$lsecs" 2>/dev/null || echo "-")
   [ "$lfps" != "-" ] || { echo "Locust's run failed or completed no challenge:"; grep -v '^ *$' "$work/locust.log" | tail -n 15; }
+  # Locust's CPU per flow: the worker's CPU between two of the master's once-a-second history rows (the first a second
+  # after the load starts, the last a second before it ends), over the app challenges completed between them.
+  lcpu=$(python3 - "$work/locust_stats_history.csv" "$work/locust-worker-cpu.txt" 2>/dev/null <<'PY' || echo "-"
+import bisect, csv, sys
+rows = [(float(r["Timestamp"]), int(r["Total Request Count"])) for r in csv.DictReader(open(sys.argv[1]))
+        if r["Name"] == "app challenge" and int(r["Total Request Count"]) > 0]
+samples = [tuple(map(float, l.split())) for l in open(sys.argv[2]) if l.strip()]
+if len(rows) < 4 or len(samples) < 4: print("-"); sys.exit()
+(t0, n0), (t1, n1) = rows[1], rows[-2]
+times = [s[0] for s in samples]
+def cpu_at(t):
+    i = min(max(bisect.bisect_left(times, t), 1), len(samples) - 1)
+    (ta, ca), (tb, cb) = samples[i - 1], samples[i]
+    return ca + (cb - ca) * (t - ta) / (tb - ta) if tb > ta else cb
+print(f"{(cpu_at(t1) - cpu_at(t0)) / (n1 - n0) * 1e6:.0f}" if n1 > n0 else "-")
+PY
+)
 fi
 
-python3 - "$flows" "$wall" "$perflow" "$requests" "$keygen" "$ecdh" "$rsapub" "$lfps" "$conc" "$startcpu" "$lsecs" "$sign" "$ecverify" <<'PY'
+python3 - "$flows" "$wall" "$perflow" "$requests" "$keygen" "$ecdh" "$rsapub" "$lfps" "$conc" "$startcpu" "$lsecs" "$sign" "$ecverify" "$lcpu" <<'PY'
 import sys
 flows, wall, per, requests = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 keygen, ecdh, rsapub = float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
-lfps, conc, start, lsecs, sign, ecverify = sys.argv[8], sys.argv[9], float(sys.argv[10]), sys.argv[11], sys.argv[12], float(sys.argv[13])
+lfps, conc, start, lsecs, sign, ecverify, lcpu = sys.argv[8], sys.argv[9], float(sys.argv[10]), sys.argv[11], sys.argv[12], float(sys.argv[13]), sys.argv[14]
 # Key generation, ECDH, the RSA-OAEP deviceData encryption (to the DS's RSA-2048 certificate) and the JWS verification
 # (RSA or ECDSA): the target's measure. The ACS certificate's own verification (ECDSA, by the DS's P-256 root) is
 # shown beside it: client-replay verifies the one chain once per run and remembers it, as an SDK may.
@@ -133,6 +166,9 @@ print(f"openssl speed: P-256 keygen {keygen:.0f} us + ECDH {ecdh:.0f} us + RSA-2
 if lfps != "-":
     print(f"peer: Locust AppChallengeUser (1 master, 1 worker, 10 users, {lsecs} s, same replay) {lfps} app challenge flows/s; "
           f"client-replay {flows / wall:.1f} flows/s ({flows / wall / float(lfps):.1f}x; target >= 5x)")
+    if lcpu != "-":
+        print(f"peer CPU: Locust's worker {float(lcpu):.0f} us per app challenge flow; client-replay {per:.0f} us "
+              f"({float(lcpu) / per:.1f}x less CPU per flow)")
 else:
     print("peer: Locust not available or its run failed; no peer figure")
 PY
