@@ -84,19 +84,19 @@ let package = Package(
         .target(name: "TapProxy", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // The replayer: plays the servers of a recorded session (matching, ID rewriting, fresh app-channel keys, timing).
-        .target(name: "TapReplay", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+        .target(name: "TapReplay", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapRecording", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // Inspection and interchange: validation against the 3DS rules, session diffs, HAR, Mermaid and JSON lines.
-        .target(name: "TapInspect", dependencies: ["TapStore", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"], swiftSettings: strict),
+        .target(name: "TapInspect", dependencies: ["TapRecording", "TapStore", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"], swiftSettings: strict),
         // The web inspector (`3dstape web`): a read-only JSON API over session files and a single page, built in.
-        .target(name: "TapWeb", dependencies: ["TapInspect", "TapStore", "TapSQLite", "TapEMV", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
+        .target(name: "TapWeb", dependencies: ["TapInspect", "TapRecording", "TapStore", "TapSQLite", "TapEMV", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
                 resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css")],
                 swiftSettings: strict),
         // Verdicts (`3dstape check`): what a client did in a failure scenario, read from the replay session, held against the
         // scenario's expectation; reports as a table, JSON, JUnit XML and HTML.
         .target(name: "TapCheck", dependencies: ["TapReplay", "TapStore", "TapCore"], swiftSettings: strict),
         // `client-replay`: a recorded session's client side re-sent to live servers (fresh IDs and keys), compared, under load.
-        .target(name: "TapClientReplay", dependencies: ["TapSandbox", "TapReplay", "TapInspect", "TapStore", "TapNet", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
+        .target(name: "TapClientReplay", dependencies: ["TapSandbox", "TapReplay", "TapInspect", "TapRecording", "TapStore", "TapNet", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",

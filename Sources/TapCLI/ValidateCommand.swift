@@ -3,6 +3,7 @@ import TapArguments
 import TapCore
 import TapEMV
 import TapInspect
+import TapRecording
 import TapStore
 
 /// `3dstape validate`: every 3DS message of a session checked against its version's rules.

@@ -6,6 +6,7 @@ import TapJOSE
 import TapNet
 import TapReplay
 import TapSandbox
+import TapRecording
 import TapStore
 
 /// A recorded session's 3DS transactions made ready for `client-replay`: one script per transaction, with the URLs

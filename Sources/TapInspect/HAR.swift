@@ -1,6 +1,7 @@
 import Foundation
 import TapCore
 import TapHTTP
+import TapRecording
 import TapStore
 
 /// HAR 1.2 (the HTTP Archive format every browser, Charles, Proxyman and mitmproxy read and write): a session's exchanges

@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapRecording
 import TapStore
 
 /// A session (or one transaction) as a sequence diagram: the 3DS roles (SDK, Browser, 3DS Server, DS, ACS) and any

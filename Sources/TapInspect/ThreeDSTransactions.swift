@@ -1,5 +1,6 @@
 import TapCore
 import TapEMV
+import TapRecording
 import TapStore
 
 /// A 3DS message as the inspection commands see it: where it was found and its JSON (nil while still encrypted).

@@ -1,6 +1,7 @@
 import Foundation
 import TapCore
 import TapEMV
+import TapRecording
 import TapStore
 
 /// A recorded session, read once and arranged for replay: its 3DS transactions (the AReq, the exchanges tied to it
@@ -174,7 +175,7 @@ public struct ReplayCatalog: Sendable {
     /// One line per transaction whose app-channel messages were never decrypted: replay needs their plaintexts.
     public func undecryptedProblems() -> [String] {
         var lines: [String] = []
-        for flow in flows where flow.deviceChannel == "01" {
+        for flow in flows where DeviceChannel(wire: flow.deviceChannel) == .app {
             let stuck = flow.followUps.filter { i in
                 exchanges[i].messages.contains(where: \.isEncrypted)
             }
@@ -240,6 +241,4 @@ extension RecordedMessage {
     var kind: MessageKind? { type.flatMap(MessageKind.init(rawValue:)) }
     /// `direction` typed; nil for a value that is neither.
     var messageDirection: MessageDirection? { MessageDirection(rawValue: direction) }
-    /// `decryption` typed (the note's wording read in one place, TapEMV's DecryptionState); nil where none was stored.
-    var decryptionState: DecryptionState? { DecryptionState(decryption) }
 }

@@ -5,6 +5,7 @@ import TapEMV
 import TapHTTP
 import TapHTTPService
 import TapJOSE
+import TapRecording
 import TapStore
 
 /// The replay decisions, free of I/O: a live request in, the answer, its delay and any RReq out. It matches AReqs

@@ -39,9 +39,6 @@ public struct MessageTag: Sendable {
     /// Present in app-channel messages only.
     public var sdkTransID: String?
     public var version: String?
-
-    /// An app-channel JWE that was not decrypted.
-    public var encrypted: Bool { RecordedMessage.isEncrypted(location: location, decryption: decryption) }
 }
 
 /// One exchange as a timeline row: addresses, status, timestamps and message tags, without headers or bodies.

@@ -46,17 +46,6 @@ public struct RecordedMessage: Sendable {
     public var json: JSON?
     /// For app-channel JWE: `decrypted: key log`, or why it is still encrypted.
     public var decryption: String?
-
-    /// True when an app-channel message is shown in clear.
-    public var isDecrypted: Bool { decryption?.hasPrefix("decrypted") == true }
-
-    /// An app-channel JWE that was not decrypted (shown encrypted).
-    public var isEncrypted: Bool { RecordedMessage.isEncrypted(location: location, decryption: decryption) }
-
-    /// Whether a message stored at `location`, with this note on its decryption, is an app-channel JWE still encrypted.
-    public static func isEncrypted(location: String, decryption: String?) -> Bool {
-        location == "jwe" && decryption?.hasPrefix("decrypted") != true
-    }
 }
 
 /// One line of `3dstape ls`.

@@ -2,6 +2,7 @@ import Foundation
 import TapCore
 import TapEMV
 import TapInspect
+import TapRecording
 import TapStore
 
 /// The JSON shapes of the inspector's API: timeline rows, exchanges and sequence diagrams.
