@@ -168,7 +168,7 @@ struct ImportCommand: Command {
                 try stop.check()
                 return try input.read(upTo: 1 << 20)
             }, each: { e in
-                while writer.isBehind(eventLimit: ImportCommand.backlog) {
+                while WriterBackpressure(eventLimit: ImportCommand.backlog).isBehind(writer.backlogNow) {
                     try stop.check()
                     usleep(1_000)
                 }

@@ -12,29 +12,13 @@ public struct ProxyStats: Sendable {
     public var connections = 0
     public var exchanges = 0
     public var errors = 0
-    /// Requests slowed because the session writer was behind (see `ProxyServer.pacingDelay`), and their waits in all.
-    public var pacedRequests = 0
-    public var pacingSeconds = 0.0
-    /// Requests held until the writer caught up (its backlog at the limit), and the longest hold.
-    public var heldRequests = 0
-    public var longestHoldSeconds = 0.0
+    /// Requests paced or held because the session writer was behind (see `WriterBackpressure`), and their waits.
+    public var backpressure = WriterBackpressure.Cost()
 
     public init() {}
 
     /// One sentence on what the writer's backpressure cost the traffic, or nil when it never slowed a request.
-    public var backpressureSummary: String? {
-        guard pacedRequests > 0 || heldRequests > 0 else { return nil }
-        var parts: [String] = []
-        if pacedRequests > 0 {
-            parts.append("\(pacedRequests) of \(exchanges) requests waited \(String(format: "%.3f", pacingSeconds * 1000 / Double(pacedRequests))) ms on average "
-                         + "(\(String(format: "%.1f", pacingSeconds * 1000)) ms in all)")
-        }
-        if heldRequests > 0 {
-            parts.append("\(heldRequests)\(pacedRequests == 0 ? " of \(exchanges) requests" : "") \(heldRequests == 1 ? "was" : "were") held until it caught up (the longest \(String(format: "%.1f", longestHoldSeconds * 1000)) ms)")
-        }
-        return "the session writer fell behind the traffic: " + parts.joined(separator: " and ")
-            + "; each wait came before the request was forwarded, so the recorded upstream timings are not affected"
-    }
+    public var backpressureSummary: String? { backpressure.requestSummary(exchanges: exchanges) }
 }
 
 /// The recording proxy: accepts clients, forwards each request to its upstream, returns the response
@@ -61,8 +45,13 @@ public final class ProxyServer: @unchecked Sendable {
         /// case-folded, without a trailing dot: `localhost` and `LocalHost.` are one host.
         var certificateRefusals: Set<String> = []
     }
-    /// Writer backlog (events) above which new requests wait.
-    public var writerBacklogLimit = 2048
+    /// When new requests wait for the session writer (paced, then held until it catches up).
+    public var backpressure = WriterBackpressure()
+    /// Writer backlog (events) above which new requests are held.
+    public var writerBacklogLimit: Int {
+        get { backpressure.eventLimit }
+        set { backpressure.eventLimit = newValue }
+    }
     private let statsBox = Locked(ProxyStats())
     static let maxHintedHosts = 1024
 
@@ -131,7 +120,6 @@ public final class ProxyServer: @unchecked Sendable {
         session.start()
     }
 
-    /// True while the session writer is behind: new requests wait, so memory stays bounded.
     /// Request bytes held by all client connections, against `config.maxBufferedBytes`.
     lazy var budget = BufferBudget(limit: config.maxBufferedBytes)
 
@@ -142,28 +130,16 @@ public final class ProxyServer: @unchecked Sendable {
         }
     }
 
-    var writerIsBehind: Bool { writer?.isBehind(eventLimit: writerBacklogLimit) ?? false }
+    /// The session writer's backlog now (empty without a writer).
+    var writerBacklog: WriterBacklog { writer?.backlogNow ?? .empty }
 
-    /// How long a new request waits before it is handled while the writer's backlog is between a quarter of the
-    /// limit and the limit: 0 below, rising linearly to `maxPacingDelay` at the limit. Traffic faster than the
-    /// writer slows down by fractions of a millisecond per request, so that the backlog settles where the two
-    /// rates meet, instead of filling up and parking every request until a large batch is written.
-    func pacingDelay() -> Double {
-        guard let writer else { return 0 }
-        let events = Double(writer.backlog - writerBacklogLimit / 4) / Double(writerBacklogLimit - writerBacklogLimit / 4)
-        let bytes = Double(writer.backlogBytes - writerBacklogByteLimit / 4) / Double(writerBacklogByteLimit - writerBacklogByteLimit / 4)
-        let f = max(events, bytes)
-        return f <= 0 ? 0 : min(f, 1) * ProxyServer.maxPacingDelay
-    }
+    /// True while the session writer is behind: new requests are held, so memory stays bounded.
+    var writerIsBehind: Bool { backpressure.isBehind(writerBacklog) }
 
-    /// The pacing delay at the backlog limit.
-    static let maxPacingDelay = 0.002
+    /// How long a new request waits because the writer is falling behind (see `WriterBackpressure.pacingDelay`).
+    func pacingDelay() -> Double { backpressure.pacingDelay(writerBacklog) }
 
-    /// Body bytes waiting for the writer beyond which new requests wait too (see `SessionWriter.backlogByteLimit`).
-    let writerBacklogByteLimit = SessionWriter.backlogByteLimit
-
-    /// Parks a session until the writer's backlog falls below 7/8 of the limit (a small step, so that
-    /// each pause is short: about 256 exchanges of writer time).
+    /// Parks a session until the writer has caught up (`WriterBackpressure.hasCaughtUp`), checked every millisecond.
     func deferUntilWriterCatchesUp(_ s: ClientSession) {
         owned.value.deferred.append((s, EventLoop.nowNanos()))
         if owned.value.deferred.count == 1 { scheduleDeferredCheck() }
@@ -172,8 +148,7 @@ public final class ProxyServer: @unchecked Sendable {
     private func scheduleDeferredCheck() {
         loop.schedule(after: 0.001) { [weak self] in
             guard let self else { return }
-            if (self.writer?.backlog ?? 0) > self.writerBacklogLimit - self.writerBacklogLimit / 8
-                || (self.writer?.backlogBytes ?? 0) > self.writerBacklogByteLimit - self.writerBacklogByteLimit / 8 {
+            if !self.backpressure.hasCaughtUp(self.writerBacklog) {
                 self.scheduleDeferredCheck()
                 return
             }
@@ -181,8 +156,7 @@ public final class ProxyServer: @unchecked Sendable {
             self.owned.value.deferred.removeAll()
             let now = EventLoop.nowNanos()
             self.statsBox.withLock { stats in
-                stats.heldRequests += ready.count
-                for r in ready { stats.longestHoldSeconds = max(stats.longestHoldSeconds, Double(now &- r.since) / 1e9) }
+                for r in ready { stats.backpressure.held(since: r.since, until: now) }
             }
             for r in ready { r.session.resumeAfterBackpressure() }
         }
@@ -197,10 +171,7 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// Counts a request slowed by `seconds` of pacing.
     func paced(_ seconds: Double) {
-        statsBox.withLock { s in
-            s.pacedRequests += 1
-            s.pacingSeconds += seconds
-        }
+        statsBox.withLock { $0.backpressure.paced(seconds) }
     }
 
     /// Hands a finished exchange to the writer; decoding, masking and 3DS parsing happen on its thread.

@@ -82,23 +82,24 @@ public final class Replayer: @unchecked Sendable {
     /// The pattern that passes this target through, if any.
     func passThroughPattern(_ target: HostPort) -> HostPattern? { passThrough.first { $0.matches(target) } }
 
-    /// Session-writer backlog (events) above which due answers wait, as the recorder's requests do.
-    public var writerBacklogLimit = 2048
+    /// When due answers wait for the session writer: held while it is behind, as the recorder's requests are.
+    public var backpressure = WriterBackpressure()
+    /// Session-writer backlog (events) above which due answers wait.
+    public var writerBacklogLimit: Int {
+        get { backpressure.eventLimit }
+        set { backpressure.eventLimit = newValue }
+    }
 
     /// True while the session writer has more than `writerBacklogLimit` events or its byte limit of bodies waiting.
-    var writerIsBehind: Bool { writer?.isBehind(eventLimit: writerBacklogLimit) ?? false }
+    var writerIsBehind: Bool { backpressure.isBehind(writer?.backlogNow ?? .empty) }
 
     /// Answers that waited for the session writer past their scheduled delay, and the longest such wait.
-    public private(set) var writerWaits = (answers: 0, longestSeconds: 0.0)
+    public private(set) var writerWaits = WriterBackpressure.Cost()
 
     private var notedWriterWaits = false
 
     /// One sentence on the answers the session writer made late, or nil when it made none late.
-    public var writerWaitSummary: String? {
-        guard writerWaits.answers > 0 else { return nil }
-        return "the session writer fell behind: \(writerWaits.answers) answers waited for it past their scheduled delay (the longest "
-            + "\(String(format: "%.1f", writerWaits.longestSeconds * 1000)) ms); each exchange's actual delay in the replay session includes its wait"
-    }
+    public var writerWaitSummary: String? { writerWaits.answerSummary }
 
     /// The outcome of an RReq the 3DS Server answered, and of one nobody took (`replay_matches.outcome`).
     public static let rreqDelivered = "RReq delivered"
@@ -255,8 +256,7 @@ public final class Replayer: @unchecked Sendable {
                 return
             }
             if let since = self.perConnection.value.pending[peer]?.heldSince {
-                self.writerWaits.answers += 1
-                self.writerWaits.longestSeconds = max(self.writerWaits.longestSeconds, Double(EventLoop.nowNanos() &- since) / 1e9)
+                self.writerWaits.held(since: since, until: EventLoop.nowNanos())
             }
             let finishedSending = self.perConnection.value.pending[peer]?.finishedSendingNanos
             self.perConnection.value.pending[peer] = nil

@@ -124,7 +124,7 @@ public final class SessionWriter: Sendable {
     /// The longest an event waits in memory before its transaction starts.
     public static let flushInterval = DispatchTimeInterval.milliseconds(20)
 
-    /// Events submitted and not yet committed. The proxy stops taking new requests while this is high,
+    /// Events submitted and not yet committed. The proxy stops taking new requests while this is high (`WriterBackpressure`),
     /// so that a disk slower than the network bounds memory instead of growing a queue.
     public var backlog: Int { queued.load(ordering: .relaxed) }
 
@@ -134,10 +134,6 @@ public final class SessionWriter: Sendable {
     /// Body bytes waiting beyond which the writer counts as behind whatever the event count (hardening: 60 uploads of
     /// 15 MiB once held 1 GB while the event count stayed low).
     public static let backlogByteLimit = 32 << 20
-
-    /// Whether more than `eventLimit` events, or more than `backlogByteLimit` body bytes, wait: the point at which the
-    /// recorder stops taking requests and the replayer holds answers.
-    public func isBehind(eventLimit: Int) -> Bool { backlog > eventLimit || backlogBytes > SessionWriter.backlogByteLimit }
 
     /// Exchanges committed to the file so far.
     public var exchangesWritten: Int { written.load(ordering: .relaxed) }

@@ -43,8 +43,8 @@ import TapTestSupport
         let stats = proxy.stats
 
         #expect(load.statuses == Array(repeating: 200, count: count))
-        #expect(stats.pacedRequests >= 1 && stats.pacingSeconds > 0, "\(stats)")
-        #expect(stats.heldRequests >= 1 && stats.longestHoldSeconds >= 0.4, "\(stats)")
+        #expect(stats.backpressure.pacedCount >= 1 && stats.backpressure.pacedSeconds > 0, "\(stats)")
+        #expect(stats.backpressure.heldCount >= 1 && stats.backpressure.longestHoldSeconds >= 0.4, "\(stats)")
         let summary = try #require(stats.backpressureSummary)
         #expect(summary.contains("requests waited") && summary.contains("held until it caught up"), "\(summary)")
         let reader = try Database(path: path, mode: .readOnly)
@@ -57,12 +57,12 @@ import TapTestSupport
         var stats = ProxyStats()
         #expect(stats.backpressureSummary == nil, "nothing waited")
         stats.exchanges = 40
-        stats.heldRequests = 2
-        stats.longestHoldSeconds = 0.0125
+        stats.backpressure.heldCount = 2
+        stats.backpressure.longestHoldSeconds = 0.0125
         #expect(stats.backpressureSummary?.hasPrefix("the session writer fell behind the traffic: 2 of 40 requests were held until it caught up (the longest 12.5 ms);") == true,
                 "\(stats.backpressureSummary ?? "")")
-        stats.pacedRequests = 4
-        stats.pacingSeconds = 0.002
+        stats.backpressure.pacedCount = 4
+        stats.backpressure.pacedSeconds = 0.002
         #expect(stats.backpressureSummary?.contains("4 of 40 requests waited 0.500 ms on average (2.0 ms in all) and 2 were held") == true,
                 "\(stats.backpressureSummary ?? "")")
     }

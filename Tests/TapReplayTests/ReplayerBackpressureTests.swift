@@ -39,7 +39,7 @@ import TapTestSupport
 
         // Misses (the session has no such exchange) are answered, and recorded, like any answer.
         #expect(load.statuses == Array(repeating: 404, count: count))
-        #expect(replayer.writerWaits.answers >= 1 && replayer.writerWaits.longestSeconds >= 0.4, "\(replayer.writerWaits)")
+        #expect(replayer.writerWaits.heldCount >= 1 && replayer.writerWaits.longestHoldSeconds >= 0.4, "\(replayer.writerWaits)")
         let summary = try #require(replayer.writerWaitSummary)
         let reader = try Database(path: path, mode: .readOnly)
         #expect(try reader.query("SELECT count(*) FROM exchanges WHERE path = '/not/recorded'")[0][0].integer == Int64(count))
