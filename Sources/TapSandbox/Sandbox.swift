@@ -301,7 +301,7 @@ public final class Sandbox: @unchecked Sendable {
         return .json(tx.ares.bytes)
     }
 
-    static func cavv() -> String { Data(Digest.randomBytes(20)).base64EncodedString() }
+    static func cavv() -> String { ThreeDSMessage.authenticationValue(Digest.randomBytes(20)) }
 
     func writeKeylog(_ line: String) {
         guard let path = options.keylog else { return }
