@@ -48,6 +48,16 @@ public struct MessageIDs: Sendable, Equatable {
 /// Builds JSON objects member by member, leaving out the members that have no value.
 struct MessageWriter {
     var members: [(String, JSON)] = []
+
+    init() {}
+
+    /// A message that opens as the ARes, the CRes, the RReq and the RRes do: its IDs, messageType, messageVersion.
+    init(ids: MessageIDs, kind: MessageKind, version: JSON) {
+        add(ids: ids)
+        add("messageType", kind: kind)
+        add("messageVersion", version)
+    }
+
     mutating func add(_ name: String, _ value: JSON?) { if let value { members.append((name, value)) } }
     mutating func add(_ name: String, _ value: String?) { if let value { members.append((name, .string(value))) } }
     mutating func add(_ name: String, _ value: some EMVCode) { members.append((name, value.json)) }
@@ -263,10 +273,7 @@ public enum ThreeDSMessage {
         }
 
         public var json: JSON {
-            var w = MessageWriter()
-            w.add(ids: ids)
-            w.add("messageType", kind: .aRes)
-            w.add("messageVersion", version)
+            var w = MessageWriter(ids: ids, kind: .aRes, version: version.json)
             w.add("acsReferenceNumber", acsReferenceNumber)
             w.add("acsOperatorID", acsOperatorID)
             w.add("dsReferenceNumber", dsReferenceNumber)
@@ -371,10 +378,7 @@ public enum ThreeDSMessage {
         }
 
         public var json: JSON {
-            var w = MessageWriter()
-            w.add(ids: ids)
-            w.add("messageType", kind: .cRes)
-            w.add("messageVersion", version)
+            var w = MessageWriter(ids: ids, kind: .cRes, version: version.json)
             w.add("challengeCompletionInd", "N")
             w.add("acsUiType", acsUiType)
             w.add("challengeInfoHeader", challengeInfoHeader)
@@ -429,10 +433,7 @@ public enum ThreeDSMessage {
         }
 
         public var json: JSON {
-            var w = MessageWriter()
-            w.add(ids: ids)
-            w.add("messageType", kind: .rReq)
-            w.add("messageVersion", version)
+            var w = MessageWriter(ids: ids, kind: .rReq, version: version.json)
             w.add("messageCategory", messageCategory)
             w.add("transStatus", transStatus)
             w.add("eci", eci)
@@ -451,10 +452,7 @@ public enum ThreeDSMessage {
     public static func rRes(answering rreq: JSON, resultsStatus: String) -> JSON {
         var ids = MessageIDs(of: rreq)
         for f in [TransactionIDField.threeDSServerTransID, .dsTransID, .acsTransID] where ids[f] == nil { ids[f] = .null }
-        var w = MessageWriter()
-        w.add(ids: ids)
-        w.add("messageType", kind: .rRes)
-        w.add("messageVersion", rreq["messageVersion"] ?? .null)
+        var w = MessageWriter(ids: ids, kind: .rRes, version: rreq["messageVersion"] ?? .null)
         w.add("resultsStatus", resultsStatus)
         return w.json
     }

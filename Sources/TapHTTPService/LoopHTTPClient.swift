@@ -5,8 +5,9 @@ import TapNet
 
 /// One HTTP/1.1 request sent from an event loop's thread without blocking it: connect, TLS if the URL is https,
 /// send, read the whole response, call back once on the loop (with the response, or why it failed: connect, TLS,
-/// timeout, a malformed answer). For a server that sends requests of its own, such as the replayer's RReq to the
-/// live 3DS Server and its `--on-miss forward`, so that none of them needs a thread of its own.
+/// timeout, a malformed answer). For a server that sends requests of its own, such as an ACS's RReq to the 3DS Server
+/// (`RReqSender`) and the replayer's `--on-miss forward`, so that none of them needs a thread of its own. Through a
+/// forward proxy when one is given, as the blocking client goes: absolute-form for http, a CONNECT tunnel for https.
 ///
 /// `@unchecked Sendable`: used only on its loop's thread, but for one hop out and back: a host name is resolved on a
 /// Dispatch thread (a slow resolver must not hold up the loop, whose timers are the replayer's product), and the client
@@ -28,20 +29,28 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     private var reusedConnection = false
     private var answerStarted = false
     private var tls: TLSContext?
+    /// The forward proxy the connection goes to, or nil.
+    private let proxy: HostPort?
+    /// Reads the proxy's answer to CONNECT while the tunnel is being opened (nil: no tunnel, or it is open).
+    private var tunnel: HTTPParser?
 
     /// Sends `method url` with `headers` and `body` (Host, Content-Length and, without a pool, `Connection: close` are
     /// set here) and calls `completion` on the loop's thread once, never from within this call. Call on the loop's
     /// thread. With a `pool` (of the same loop), a kept-alive connection to the same origin is reused and the
-    /// connection goes back to it after a complete answer that allows it.
+    /// connection goes back to it after a complete answer that allows it. With a `proxy` (`http://host:port`, a forward
+    /// proxy), the request goes through it; pooled connections are kept per proxy and origin.
     public static func send(_ method: String, _ url: HTTPURL, headers: [(String, String)] = [], body: [UInt8] = [],
                             tls: TLSContext, timeout: Double, on loop: EventLoop, pool: LoopHTTPConnectionPool? = nil,
-                            completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
+                            proxy: HostPort? = nil, completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         var h = HTTPHeaders(headers)
         if h["Host"] == nil { h.add("Host", url.hostHeader) }
         h.replaceOrAdd("Content-Length", String(body.count))
         if pool == nil { h.replaceOrAdd("Connection", "close") }
-        let head = HTTPRequestHead(method: method, target: url.path, headers: h).bytes
-        let client = LoopHTTPClient(loop: loop, url: url, head: head, body: body, method: method, pool: pool, completion: completion)
+        // A forward proxy takes a plain-http request in absolute form; an https one goes inside the tunnel as usual.
+        let target = (proxy != nil && !url.tls) ? url.description : url.path
+        let head = HTTPRequestHead(method: method, target: target, headers: h).bytes
+        let client = LoopHTTPClient(loop: loop, url: url, head: head, body: body, method: method, pool: pool, proxy: proxy,
+                                    completion: completion)
         // The timer holds the client until it finishes; the connection holds it only weakly, as its delegate.
         client.timer = loop.schedule(after: timeout) {
             client.finish(.failure(HTTPClientError(.timeout, "\(method) \(url): no complete response within \(timeout) s")))
@@ -51,12 +60,13 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     }
 
     private init(loop: EventLoop, url: HTTPURL, head: [UInt8], body: [UInt8], method: String, pool: LoopHTTPConnectionPool?,
-                 completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
+                 proxy: HostPort?, completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         self.loop = loop
         self.url = url
         self.request = (head, body)
         self.method = method
         self.pool = pool
+        self.proxy = proxy
         self.completion = completion
         parser.requestMethod = method
     }
@@ -64,7 +74,7 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     private func start(tls: TLSContext) {
         guard completion != nil else { return }
         self.tls = tls
-        if let pool, let c = pool.take(LoopHTTPConnectionPool.origin(of: url)) {
+        if let pool, let c = pool.take(LoopHTTPConnectionPool.origin(of: url, proxy: proxy)) {
             reusedConnection = true
             connection = c
             c.delegate = self
@@ -74,10 +84,11 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         open(tls: tls)
     }
 
-    /// A new connection: resolved off the loop unless the host is an address literal, then connected.
+    /// A new connection (to the proxy when there is one): resolved off the loop unless the host is an address literal,
+    /// then connected.
     private func open(tls: TLSContext) {
-        guard ResolvedAddress.isLiteral(url.address.host) else {
-            let target = url.address
+        let target = proxy ?? url.address
+        guard ResolvedAddress.isLiteral(target.host) else {
             DispatchQueue.global().async {
                 let numeric = Result { () throws(NetError) -> String in
                     guard let n = try ResolvedAddress(target).numericHost else { throw NetError("cannot resolve \(target.host)", code: 0, reason: "no address") }
@@ -92,7 +103,7 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
             }
             return
         }
-        connect(to: url.address, tls: tls)
+        connect(to: target, tls: tls)
     }
 
     /// Connects to an address the loop can use without a resolver (TLS still names the URL's host).
@@ -101,7 +112,14 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         do {
             let c = try Connection.connect(to: address, loop: loop, delegate: self)
             connection = c
-            if url.tls { c.startTLS(try TLSSession(context: tls, serverName: url.address.host)) }
+            if url.tls, proxy != nil {
+                // TLS starts once the proxy has opened the tunnel (`connectionReady` asks it to).
+                var p = HTTPParser(mode: .response)
+                p.requestMethod = "CONNECT"
+                tunnel = p
+            } else if url.tls {
+                c.startTLS(try TLSSession(context: tls, serverName: url.address.host))
+            }
         } catch let error as ConnectionError {
             finish(.failure(LoopHTTPClient.failure(error, url)))
         } catch {
@@ -117,7 +135,7 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         let c = connection
         connection = nil
         if let c, let pool, case let .success(response) = result, response.head.keepAlive, parser.isIdle, !c.isClosed, !c.inputEnded {
-            pool.put(c, origin: LoopHTTPConnectionPool.origin(of: url))
+            pool.put(c, origin: LoopHTTPConnectionPool.origin(of: url, proxy: proxy))
         } else {
             c?.close()
         }
@@ -129,6 +147,7 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
         guard reusedConnection, !answerStarted, completion != nil, let tls else { return false }
         reusedConnection = false
         connection = nil
+        tunnel = nil
         parser = HTTPParser(mode: .response)
         parser.requestMethod = method
         open(tls: tls)
@@ -147,12 +166,18 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     // MARK: ConnectionDelegate
 
     public func connectionReady(_ connection: Connection) {
+        if tunnel != nil {
+            let authority = url.address.description
+            connection.write(HTTPRequestHead(method: "CONNECT", target: authority, headers: HTTPHeaders([("Host", authority)])).bytes)
+            return
+        }
         let (head, body) = request
         if !reusedConnection { request = ([], []) }
         connection.write(head, body)
     }
 
     public func connection(_ connection: Connection, received bytes: [UInt8]) {
+        if tunnel != nil { return tunnelAnswer(connection, bytes) }
         answerStarted = true
         request = ([], [])
         parser.append(bytes)
@@ -166,12 +191,40 @@ public final class LoopHTTPClient: ConnectionDelegate, @unchecked Sendable {
     public func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         self.connection = nil
         if retryOnNewConnection() { return }
+        if tunnel != nil, error == nil, let proxy {
+            return finish(.failure(HTTPClientError(.connect, "proxy \(proxy) closed the connection before answering CONNECT \(url.address)")))
+        }
         if let error { return finish(.failure(LoopHTTPClient.failure(error, url))) }
         do {
             if let response = try parser.finish() { return finish(.success(response)) }
             finish(.failure(HTTPClientError(.protocolError, "\(url.address) closed the connection without a response")))
         } catch {
             finish(.failure(HTTPClientError(.protocolError, "\(url.address) closed the connection before a complete response")))
+        }
+    }
+}
+
+extension LoopHTTPClient {
+    /// The proxy's answer to CONNECT: 200 opens the tunnel and TLS starts in it (the request follows in `connectionReady`,
+    /// once the handshake is done); any other answer is the request's failure, worded as the blocking client words it.
+    private func tunnelAnswer(_ connection: Connection, _ bytes: [UInt8]) {
+        guard var p = tunnel, let proxy, let tls else { return }
+        p.append(bytes)
+        let answer: HTTPResponse?
+        do { answer = try p.nextResponse() } catch {
+            return finish(.failure(HTTPClientError(.protocolError, "invalid answer to CONNECT from proxy \(proxy): \(error.message)")))
+        }
+        tunnel = p
+        guard let answer else { return }
+        tunnel = nil
+        guard answer.head.status == 200 else {
+            return finish(.failure(HTTPClientError(.connect, "proxy \(proxy) refused CONNECT \(url.address): \(answer.head.status) "
+                                                   + String(decoding: answer.body, as: UTF8.self))))
+        }
+        do {
+            connection.startTLS(try TLSSession(context: tls, serverName: url.address.host))
+        } catch {
+            finish(.failure(HTTPClientError(.tls, "TLS to \(url.address): \(error)")))
         }
     }
 }
@@ -199,8 +252,12 @@ public final class LoopHTTPConnectionPool: ConnectionDelegate, @unchecked Sendab
         self.idleSeconds = idleSeconds
     }
 
-    /// The pool's key for a URL.
-    static func origin(of url: HTTPURL) -> String { (url.tls ? "https://" : "http://") + url.address.host + ":" + String(url.address.port) }
+    /// The pool's key for a URL, reached directly or through a forward proxy (a connection to the proxy carries only
+    /// requests for the origin it was opened for: a tunnel is bound to it).
+    static func origin(of url: HTTPURL, proxy: HostPort? = nil) -> String {
+        let origin = (url.tls ? "https://" : "http://") + url.address.host + ":" + String(url.address.port)
+        return proxy.map { "\($0) → " + origin } ?? origin
+    }
 
     /// Connections waiting now.
     public var idleCount: Int { idle.values.reduce(0) { $0 + $1.count } }

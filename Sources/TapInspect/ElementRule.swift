@@ -6,15 +6,15 @@ import TapEMV
 public struct ElementRule: Sendable {
     /// `AReq.acctNumber`.
     public let id: String
-    public let message: String
+    public let message: MessageKind
     public let element: String
     public let presence: Presence
     public let format: Format
     /// The first version that defines the element (nil: all of 2.1.0, 2.2.0, 2.3.1).
-    public let since: String?
+    public let since: MessageVersion?
 
-    public init(_ message: String, _ element: String, _ presence: Presence, _ format: Format, since: String? = nil) {
-        self.id = "\(message).\(element)"
+    public init(_ message: MessageKind, _ element: String, _ presence: Presence, _ format: Format, since: MessageVersion? = nil) {
+        self.id = "\(message.rawValue).\(element)"
         self.message = message
         self.element = element
         self.presence = presence
@@ -33,9 +33,9 @@ public struct ElementRule: Sendable {
     /// A condition on the message or its transaction.
     public indirect enum Condition: Sendable, CustomStringConvertible {
         /// The transaction's deviceChannel (01 app, 02 browser, 03 3RI) is one of these.
-        case channel(Set<String>)
+        case channel(Set<DeviceChannel>)
         /// The transaction's messageCategory (01 payment, 02 non-payment) is one of these.
-        case category(Set<String>)
+        case category(Set<MessageCategory>)
         /// The message's own element has one of these values.
         case field(String, Set<String>)
         /// The browser runs JavaScript: always in 2.1.0, `browserJavascriptEnabled` true from 2.2.0.
@@ -49,7 +49,7 @@ public struct ElementRule: Sendable {
             case let .category(v): return c.category.map(v.contains) ?? false
             case let .field(name, v): return c.json[name]?.stringValue.map(v.contains) ?? false
             case .browserJavaScript:
-                if c.typedVersion == .v2_1 { return true }
+                if c.version == .v2_1 { return true }
                 if case .bool(true)? = c.json["browserJavascriptEnabled"] { return true }
                 return false
             case let .all(cs): return cs.allSatisfy { $0.holds(c) }
@@ -59,8 +59,8 @@ public struct ElementRule: Sendable {
 
         public var description: String {
             switch self {
-            case let .channel(v): return "deviceChannel " + v.sorted().joined(separator: "/")
-            case let .category(v): return "messageCategory " + v.sorted().joined(separator: "/")
+            case let .channel(v): return "deviceChannel " + v.map(\.wire).sorted().joined(separator: "/")
+            case let .category(v): return "messageCategory " + v.map(\.wire).sorted().joined(separator: "/")
             case let .field(n, v): return "\(n) " + v.sorted().joined(separator: "/")
             case .browserJavaScript: return "the browser runs JavaScript"
             case let .all(cs): return cs.map(\.description).joined(separator: " and ")
@@ -103,16 +103,16 @@ public struct ElementRule: Sendable {
         case object
         case array
 
-        /// Why `value` does not fit, or nil. `version` selects the enumeration values defined so far.
-        func problem(_ value: JSON, version: String?) -> String? {
+        /// Why `value` does not fit, or nil. `version` selects the enumeration values defined so far (nil: the latest's).
+        func problem(_ value: JSON, version: MessageVersion?) -> String? {
             switch self {
             case .uuid:
                 guard let s = value.stringValue else { return "expected a UUID string" }
                 return Format.isUUID(s) ? nil : "'\(Format.short(s))' is not a 36-character UUID"
             case let .values(base, added):
                 guard let s = value.stringValue else { return "expected a string" }
-                let v = version ?? MessageVersion.v2_3.wire
-                let allowed = added.filter { MessageVersion(wire: $0.key) <= MessageVersion(wire: v) }.reduce(base) { $0.union($1.value) }
+                let v = version ?? .v2_3
+                let allowed = added.filter { MessageVersion(wire: $0.key) <= v }.reduce(base) { $0.union($1.value) }
                 if allowed.contains(s) { return nil }
                 if let later = added.first(where: { $0.value.contains(s) }) { return "'\(s)' is defined from \(later.key), not in \(v)" }
                 return "'\(Format.short(s))' is not one of " + allowed.sorted().joined(separator: ", ")
@@ -227,12 +227,13 @@ public struct ElementRule: Sendable {
 /// What a rule needs to know about a message beyond its JSON.
 struct MessageContext {
     var json: JSON
-    var channel: String?
-    var category: String?
-    var version: String?
+    var channel: DeviceChannel?
+    var category: MessageCategory?
+    /// The message's version (else its transaction's); nil when neither names one.
+    var version: MessageVersion?
 
-    /// `version` as an ordered version; a message without one is read as the latest (2.3.1), as the rules always have.
-    var typedVersion: MessageVersion { version.map(MessageVersion.init(wire:)) ?? .v2_3 }
+    /// The version the rules read: a message without one is read as the latest (2.3.1), as the rules always have.
+    var versionOrLatest: MessageVersion { version ?? .v2_3 }
 }
 
 extension UInt8 {

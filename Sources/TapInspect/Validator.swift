@@ -60,16 +60,17 @@ public enum Validator {
             return [Finding(exchangeID: m.exchangeID, message: m.type, pointer: "", rule: "\(m.type).object", severity: .error,
                             detail: "the message is not a JSON object")]
         }
-        let context = MessageContext(json: json, channel: tx.deviceChannel ?? channel(inferredFrom: m), category: tx.messageCategory,
-                                     version: m.version ?? tx.version)
+        let context = MessageContext(json: json, channel: tx.deviceChannel.map(DeviceChannel.init(wire:)) ?? channel(inferredFrom: m),
+                                     category: tx.messageCategory.map(MessageCategory.init(wire:)),
+                                     version: (m.version ?? tx.version).map(MessageVersion.init(wire:)))
         var out: [Finding] = []
         func add(_ rule: String, _ element: String, _ severity: Finding.Severity, _ detail: String) {
             out.append(Finding(exchangeID: m.exchangeID, message: m.type, pointer: element.isEmpty ? "" : "/" + element, rule: rule,
                                severity: severity, detail: detail))
         }
-        for rule in ValidationRules.elements where rule.message == m.type {
+        for rule in m.kind.flatMap({ ValidationRules.byKind[$0] }) ?? [] {
             let value = json[rule.element]
-            let defined = rule.since.map { v in context.typedVersion >= MessageVersion(wire: v) } ?? true
+            let defined = rule.since.map { context.versionOrLatest >= $0 } ?? true
             guard let value, value != .null else {
                 let required: Bool
                 switch rule.presence {
@@ -85,7 +86,7 @@ public enum Validator {
                 continue
             }
             if !defined {
-                add(rule.id + ".version", rule.element, .warning, "not defined before \(rule.since!) (message is \(context.version ?? "?"))")
+                add(rule.id + ".version", rule.element, .warning, "not defined before \(rule.since!.wire) (message is \(context.version?.wire ?? "?"))")
             }
             // Masked by the recorder or import: present, and its format known only when the mask carries the verdict
             // judged before masking (sessions written before issue 29 have plain masks).
@@ -105,17 +106,17 @@ public enum Validator {
                 add("CRes.final-elements", name, .error, "a final CRes carries only IDs, counter, completion and transStatus (SDKs answer Erro 101)")
             }
         }
-        if m.kind == .aRes, context.channel == "03", let s = json["transStatus"]?.stringValue, ["C", "S", "D"].contains(s) {
+        if m.kind == .aRes, context.channel == .requestorInitiated, let s = json["transStatus"]?.stringValue, ["C", "S", "D"].contains(s) {
             add("ARes.3ri-status", "transStatus", .error, "transStatus \(s) is not valid for a 3RI transaction")
         }
         return out
     }
 
     /// A CReq/CRes without an AReq in the session: the channel from where it was found.
-    static func channel(inferredFrom m: InspectedMessage) -> String? {
-        if m.location == "jwe" { return "01" }
-        if m.location.hasPrefix("form:") { return "02" }
-        return m.json?["deviceChannel"]?.stringValue ?? (m.json?["sdkTransID"] != nil ? "01" : nil)
+    static func channel(inferredFrom m: InspectedMessage) -> DeviceChannel? {
+        if m.location == "jwe" { return .app }
+        if m.location.hasPrefix("form:") { return .browser }
+        return DeviceChannel(m.json?["deviceChannel"]) ?? (m.json?["sdkTransID"] != nil ? .app : nil)
     }
 
     /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked (but for the verdict

@@ -81,7 +81,7 @@ extension ReplayEngine {
 
     /// Plans the transaction's RReq on the answer that triggers it, with its faults (`drop-rreq`, `rreq-delay`,
     /// `trans-status`, `challenge-cancel`) and any fields an earlier fault decided (`acs-timeout`).
-    func plan(_ answer: inout ReplayAnswer, rreqOf lf: LiveFlow, after trigger: Int, override: JSON? = nil) {
+    func plan(_ answer: inout ReplayAnswer, rreqOf lf: LiveFlow, after trigger: Int, override: [MessageChange] = []) {
         guard let r = catalog.flows[lf.flow].rreq, !lf.rreqPlanned else { return } // one RReq per transaction, whatever ends it
         let faults = faultsFor(r, type: "RReq", nil)
         answer.faults += faults.map(\.description)
@@ -92,20 +92,18 @@ extension ReplayEngine {
             finish(lf, endedBy: "the RReq dropped by fault")
             return
         }
-        var json = rreq
+        var changes = override
         var delay = after
-        for (k, v) in override?.objectMembers ?? [] { json = json.setting(k, to: v) }
         for f in faults {
             switch f {
-            case let .transStatus(st): json = json.setting("transStatus", to: .string(st))
-            case let .challengeCancel(c): json = json.setting("challengeCancel", to: .string(c))
+            case let .transStatus(st): changes.append(.transStatus(TransStatus(wire: st)))
+            case let .challengeCancel(c): changes.append(.challengeCancel(c))
             case let .rreqDelay(d): delay = d
             default: break
             }
         }
-        if let st = json["transStatus"]?.stringValue, st != "Y", st != "A" {
-            json = json.removing("authenticationValue").setting("eci", to: .string("07")) // a failed authentication carries no CAVV
-        }
+        // A failed authentication carries no CAVV.
+        let json = ThreeDSMessage.withoutAuthenticationValueUnlessAuthenticated(rreq.applying(changes))
         // Serialised once, with its faults applied.
         let planned = PlannedRReq(url: lf.threeDSServerURL ?? "", body: json.bytes, after: delay, recordedExchangeID: catalog.exchanges[r].id,
                                   threeDSServerTransID: json["threeDSServerTransID"]?.stringValue ?? "")

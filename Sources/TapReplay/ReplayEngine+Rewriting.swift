@@ -18,20 +18,18 @@ extension ReplayEngine {
 
     /// The recorded ARes for the live transaction: IDs and URLs the live ones, masked authentication values
     /// regenerated, the fresh acsSignedContent and any transStatus fault. Filled into the ARes's template (no tree
-    /// built); a transStatus fault, which may add a member, takes the tree.
+    /// built); a transStatus fault, which may add a member, takes the tree and TapEMV's typed changes.
     func aresBody(_ flow: ReplayCatalog.RecordedFlow, _ lf: LiveFlow, _ rng: inout SeededRandom, transStatus: [String],
                   signedContent: String?) -> [UInt8] {
         if transStatus.isEmpty, let template = flow.aresTemplate {
             return template.render { _, hole in
-                if hole.depth == 1, hole.key == "acsSignedContent", let signedContent { return signedContent }
-                if hole.key == "authenticationValue", MaskVerdict.isSecretMask(hole.value) { return ReplayEngine.cavv(&rng) }
+                if hole.depth == 1, hole.key == ThreeDSMessage.acsSignedContentMember, let signedContent { return signedContent }
+                if hole.key == ThreeDSMessage.authenticationValueMember, MaskVerdict.isSecretMask(hole.value) { return ReplayEngine.cavv(&rng) }
                 return lf.value(hole.value)
             }
         }
-        var ares = rewrite(flow.aresJSON ?? .object([]), lf, &rng)
-        for status in transStatus { ares = ares.setting("transStatus", to: .string(status)) }
-        if let signedContent { ares = ares.setting("acsSignedContent", to: .string(signedContent)) }
-        return ares.bytes
+        let changes = transStatus.map { MessageChange.transStatus(TransStatus(wire: $0)) } + (signedContent.map { [.acsSignedContent($0)] } ?? [])
+        return rewrite(flow.aresJSON ?? .object([]), lf, &rng).applying(changes).bytes
     }
 
     /// Every string in `json` with recorded IDs and URLs replaced by live ones; masked values regenerated.
@@ -41,7 +39,9 @@ extension ReplayEngine {
         case let .array(items): return .array(items.map { rewrite($0, lf, &rng) })
         case let .object(members):
             return .object(members.map { k, v in
-                if k == "authenticationValue", let s = v.stringValue, MaskVerdict.isSecretMask(s) { return (k, .string(ReplayEngine.cavv(&rng))) }
+                if k == ThreeDSMessage.authenticationValueMember, let s = v.stringValue, MaskVerdict.isSecretMask(s) {
+                    return (k, .string(ReplayEngine.cavv(&rng)))
+                }
                 return (k, rewrite(v, lf, &rng))
             })
         default: return json
@@ -78,5 +78,5 @@ extension ReplayEngine {
     }
 
     /// A well-formed authentication value (20 bytes, base64) derived from the seed, in place of a masked one.
-    static func cavv(_ rng: inout SeededRandom) -> String { Data(rng.bytes(20)).base64EncodedString() }
+    static func cavv(_ rng: inout SeededRandom) -> String { ThreeDSMessage.authenticationValue(rng.bytes(20)) }
 }

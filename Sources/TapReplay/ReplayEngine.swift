@@ -109,7 +109,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 if flow.rreq != nil, !flow.followUps.isEmpty {
                     lf.next = flow.followUps.count
                     plan(&a, rreqOf: lf, after: flow.followUps.last ?? flow.areq,
-                         override: .object([("transStatus", .string("N")), ("challengeCancel", .string(code == "402" ? "08" : "06"))]))
+                         override: [.transStatus(.notAuthenticated), .challengeCancel(code == "402" ? "08" : "06")])
                 }
                 finish(lf, endedBy: "the SDK's Erro \(code)")
                 return a
@@ -333,8 +333,8 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                        headers: [("Content-Type", "application/jose; charset=UTF-8")])
         a.responsePlaintext = sealed
         // transStatusReason 01 (card authentication failed) when the cardholder cancelled; none claimed for other causes.
-        plan(&a, rreqOf: lf, after: last, override: .object([("transStatus", .string("N")), ("challengeCancel", .string(cancel))]
-                                                             + (cancel == "01" ? [("transStatusReason", .string("01"))] : [])))
+        plan(&a, rreqOf: lf, after: last, override: [.transStatus(.notAuthenticated), .challengeCancel(cancel)]
+                                                    + (cancel == "01" ? [.transStatusReason("01")] : []))
         if flow.rreq == nil { finish(lf, endedBy: "challengeCancel \(cancel)") }
         return a
     }
@@ -396,7 +396,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         let type: String? = cres != nil ? "CRes" : x.messages.first { $0.messageDirection == .response }?.type
         var headers = ReplayEngine.replayableHeaders(x.responseHeaders)
         let faults = faultsFor(i, type: type ?? path, lf)
-        var rreqOverride: JSON?
+        var rreqOverride: [MessageChange] = []
         if let code = faults.compactMap({ if case let .erro(c) = $0 { return c }; return nil }).first {
             // The ACS answers with an Erro in clear, as ACSs do, and the challenge ends there.
             let about = JSON.object(["threeDSServerTransID", "acsTransID", "sdkTransID"].compactMap { k in
@@ -419,10 +419,10 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 plaintext = ThreeDSMessage.finalCRes(ids: MessageIDs(of: plaintext, [.threeDSServerTransID, .acsTransID, .sdkTransID]),
                                                      version: MessageVersion(wire: flow.messageVersion), transStatus: .notAuthenticated)
                 lf.next = flow.followUps.count
-                rreqOverride = .object([("transStatus", .string("N")), ("transStatusReason", .string("14")), ("challengeCancel", .string("04"))])
+                rreqOverride = [.transStatus(.notAuthenticated), .transStatusReason("14"), .challengeCancel("04")]
             }
             for case let .transStatus(st) in faults where plaintext["challengeCompletionInd"]?.stringValue == "Y" {
-                plaintext = plaintext.setting("transStatus", to: .string(st))
+                plaintext = plaintext.applying([.transStatus(TransStatus(wire: st))])
             }
             do {
                 if faults.contains(.wrongKey) {

@@ -119,8 +119,8 @@ public final class Replayer: @unchecked Sendable {
 
     /// The pseudo-connection RReqs are recorded on (the replayer as the ACS calling the 3DS Server).
     public static let rreqConnection: Int64 = 1
-    /// Kept-alive connections for the RReqs (to the 3DS Server's listener, the same few for a whole run).
-    private let rreqConnections: LoopHTTPConnectionPool
+    /// The RReqs to the 3DS Server's listener (kept-alive connections, the same few for a whole run), as every ACS sends them.
+    private let rreqs: RReqSender
 
     public init(loop: EventLoop, engine: ReplayEngine, writer: SessionWriter?, outgoingTLS: TLSContext,
                 report: @escaping @Sendable (ReplayLine) -> Void) {
@@ -130,11 +130,11 @@ public final class Replayer: @unchecked Sendable {
         self.writer = writer
         self.outgoingTLS = outgoingTLS
         self.report = report
-        rreqConnections = LoopHTTPConnectionPool(loop: loop)
+        rreqs = RReqSender(loop: loop, tls: outgoingTLS)
     }
 
     /// RReqs that went on a kept-alive connection so far.
-    public var rreqConnectionReuses: Int { rreqConnections.reuses }
+    public var rreqConnectionReuses: Int { rreqs.connectionReuses }
 
     /// Binds and starts serving; returns the bound address. Call before the loop runs or on its thread.
     @discardableResult
@@ -195,7 +195,7 @@ public final class Replayer: @unchecked Sendable {
         }
         servers.forEach { $0.stop() }
         servers.removeAll()
-        rreqConnections.closeAll()
+        rreqs.closeAll()
     }
 
     func connectionID(_ peer: String, at: Double) -> Int64 {
@@ -459,7 +459,7 @@ public final class Replayer: @unchecked Sendable {
             engine.rreqDone(for: serverTransID)
             return
         }
-        let headers = [("Content-Type", "application/json; charset=utf-8")]
+        let headers = RReqSender.headers
         var pendingRecord = ExchangeRecord(connectionID: Replayer.rreqConnection, seq: seq, method: "POST", url: r.url, host: url.hostHeader,
                                     path: url.path, upstream: r.url, request: CapturedMessage(headers: headers, body: r.body, wireSize: r.body.count),
                                     requestStart: started)
@@ -467,7 +467,7 @@ public final class Replayer: @unchecked Sendable {
         let record = pendingRecord
         let annotation = ReplayAnnotation(recordedExchangeID: r.recordedExchangeID, matchedBy: "RReq sent by the replayer as the ACS",
                                           miss: nil, scheduledDelayMs: r.after * 1000, actualDelayMs: nil)
-        LoopHTTPClient.send("POST", url, headers: headers, body: r.body, tls: outgoingTLS, timeout: 10, on: loop, pool: rreqConnections) { [weak self] result in
+        rreqs.send(r.body, to: url) { [weak self] result in
             guard let self else { return }
             self.engine.rreqDone(for: serverTransID)
             switch result {

@@ -50,9 +50,8 @@ public struct SandboxOptions: Sendable {
 /// check them, answered with Erro 101/102/201/203/301/302/305 where they fail.
 /// Its state is touched only on its event loop's thread.
 public final class Sandbox: @unchecked Sendable {
-    // Safe: `transactions` and the other mutable fields are used only from handlers that the HTTP
-    // server runs on its loop thread; the RReq sender runs on a Dispatch queue and touches only its
-    // own values and `log`; the key log is written under `keylogLock`.
+    // Safe: `transactions` and the other mutable fields (the RReq sender among them) are used only from
+    // handlers and timers on its loop thread; the key log is written under `keylogLock`.
     public let keys: SandboxKeys
     public let options: SandboxOptions
     let loop: EventLoop
@@ -61,9 +60,8 @@ public final class Sandbox: @unchecked Sendable {
     var transactions: [String: Transaction] = [:]
     let log: @Sendable (String) -> Void
     private var server: HTTPServer?
-    /// The client TLS context every RReq is sent with, made on first use on the loop thread (making one loads the system
-    /// trust store: about 100 ms, which per RReq held RReqs back by seconds under load).
-    var rreqTLS: TLSContext?
+    /// The ACS's RReqs to 3DS Servers, on the loop with kept-alive connections (nil until the first; `rreqSender()`).
+    var rreqs: RReqSender?
     private let keylogLock = Locked(0)
 
     final class Transaction {
@@ -102,6 +100,7 @@ public final class Sandbox: @unchecked Sendable {
     public func stop() {
         server?.stop()
         server = nil
+        rreqs?.closeAll()
     }
 
     /// Starts listening (plain HTTP, or HTTPS with the sandbox TLS certificate). Call before `loop.run()`
@@ -302,7 +301,7 @@ public final class Sandbox: @unchecked Sendable {
         return .json(tx.ares.bytes)
     }
 
-    static func cavv() -> String { Data(Digest.randomBytes(20)).base64EncodedString() }
+    static func cavv() -> String { ThreeDSMessage.authenticationValue(Digest.randomBytes(20)) }
 
     func writeKeylog(_ line: String) {
         guard let path = options.keylog else { return }

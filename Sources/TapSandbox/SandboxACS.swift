@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Synchronization
 import TapCore
@@ -254,29 +253,24 @@ extension Sandbox {
         r.transStatusReason = reason
         r.challengeCancel = cancel
         if fromV22App { r.acsRenderingType = tx.ares["acsRenderingType"] }
-        let rreq = r.json
-        let options = self.options
-        let log = self.log
         transactions[tx.ares["acsTransID"]?.stringValue ?? ""] = nil
-        let ctx: TLSContext
+        let sender: RReqSender
         do {
-            if rreqTLS == nil { rreqTLS = try TLSContext(clientRoots: options.outgoingRoots) }
-            ctx = rreqTLS!
+            sender = try rreqSender()
         } catch {
             log("RReq \(status) → \(url): not sent: no TLS context: \(error)")
             return
         }
-        DispatchQueue.global().async {
-            var text: String
-            do {
-                let client = BlockingHTTPClient(tls: ctx, proxy: options.outgoingProxy, timeout: 10)
-                let r = try client.send("POST", url, headers: [("Content-Type", "application/json; charset=utf-8")], body: rreq.bytes)
-                let rres = try? JSON.parse(r.body)
-                text = rres?["resultsStatus"]?.stringValue ?? "HTTP \(r.head.status)"
-            } catch {
-                text = "RReq failed: \(error)"
-            }
-            log("RReq \(status) → \(url): RRes \(text)")
-        }
+        let log = self.log
+        sender.send(r.json.bytes, to: url) { result in log("RReq \(status) → \(url): RRes \(RReqSender.outcome(result))") }
+    }
+
+    /// The sender every RReq goes through, made on first use on the loop thread (its TLS context loads the system trust
+    /// store: about 100 ms, which per RReq held RReqs back by seconds under load).
+    func rreqSender() throws -> RReqSender {
+        if let rreqs { return rreqs }
+        let sender = RReqSender(loop: loop, tls: try TLSContext(clientRoots: options.outgoingRoots), proxy: options.outgoingProxy)
+        rreqs = sender
+        return sender
     }
 }

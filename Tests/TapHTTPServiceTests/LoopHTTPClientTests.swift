@@ -263,3 +263,61 @@ final class RawServer: @unchecked Sendable {
 
     deinit { close() }
 }
+
+/// Issue 26: `LoopHTTPClient` through a forward proxy, as the sandbox's RReq goes when `--proxy` names the recorder: an
+/// https URL through a CONNECT tunnel (TLS inside it, the tunnel kept for the next request to the same origin), and a
+/// proxy that refuses CONNECT named in the failure.
+@Suite struct LoopHTTPClientProxyTests {
+    static func send(_ loop: EventLoop, _ url: String, proxy: HostPort, tls: TLSContext, pool: LoopHTTPConnectionPool) throws
+        -> Result<HTTPResponse, HTTPClientError> {
+        let target = try #require(HTTPURL(url))
+        let results = Mutex<[Result<HTTPResponse, HTTPClientError>]>([])
+        let done = DispatchSemaphore(value: 0)
+        loop.execute {
+            LoopHTTPClient.send("POST", target, headers: [("Content-Type", "application/json")], body: Array("{}".utf8), tls: tls,
+                                timeout: 5, on: loop, pool: pool, proxy: proxy) { result in
+                results.withLock { $0.append(result) }
+                done.signal()
+            }
+        }
+        #expect(done.wait(timeout: .now() + 6) == .success, "the callback came")
+        return try #require(results.withLock { $0.first })
+    }
+
+    @Test func anHTTPSRequestGoesThroughACONNECTTunnelThatIsKept() throws {
+        let ca = try CertificateAuthority.selfSigned(commonName: "Loop client proxy test CA", key: try PrivateKey.generateP256())
+        // A server that takes CONNECT and terminates TLS inside the tunnel (as the replayer does for its proxy clients).
+        let stack = try ServiceStack.background("loop-client-proxy-test")
+        let server = HTTPServer(loop: stack.loop, intercepting: try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))) { request, _, respond in
+            respond(.json(Array("{\"seen\":\"\(request.head.method) \(request.head.target) \(request.head.headers["Host"] ?? "-")\"}".utf8)))
+        }
+        let proxy = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { server.stop() }
+        stack.start()
+        defer { stack.stop() }
+        let pool = LoopHTTPConnectionPool(loop: stack.loop)
+        let tls = try TLSContext(clientRoots: [ca.certificate])
+
+        for _ in 0..<2 {
+            let r = try Self.send(stack.loop, "https://acs.example:8443/3ds/rreq", proxy: proxy, tls: tls, pool: pool).get()
+            #expect(r.head.status == 200)
+            // The server names an intercepted request by its absolute URL: the origin the tunnel was opened for.
+            #expect(String(decoding: r.body, as: UTF8.self) == "{\"seen\":\"POST https://acs.example:8443/3ds/rreq acs.example:8443\"}")
+        }
+        let reuses = Mutex(-1)
+        let read = DispatchSemaphore(value: 0)
+        stack.loop.execute { reuses.withLock { $0 = pool.reuses }; read.signal() }
+        read.wait()
+        #expect(reuses.withLock { $0 } == 1, "the second request went through the first one's tunnel")
+    }
+
+    @Test func aProxyThatRefusesCONNECTIsNamed() throws {
+        let plain = try LoopbackServer("loop-client-proxy-refusal") { _, _, respond in respond(HTTPReply(status: 200)) }
+        defer { plain.stop() }
+        let pool = LoopHTTPConnectionPool(loop: plain.stack.loop)
+        let result = try Self.send(plain.stack.loop, "https://acs.example/3ds/rreq", proxy: plain.address, tls: try TLSContext(clientRoots: []), pool: pool)
+        guard case let .failure(e) = result else { Issue.record("expected a failure, got \(result)"); return }
+        #expect(e.kind == .connect)
+        #expect(e.message.hasPrefix("proxy \(plain.address) refused CONNECT acs.example:443: "), "\(e.message)")
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TapCore
+import TapEMV
 import TapStore
 @testable import TapInspect
 
@@ -22,8 +23,8 @@ import TapStore
         var fields: [(String, String)] = []
         func satisfy(_ c: ElementRule.Condition) {
             switch c {
-            case let .channel(v): wantChannel = v.sorted().first
-            case let .category(v): wantCategory = v.sorted().first
+            case let .channel(v): wantChannel = v.map(\.wire).sorted().first
+            case let .category(v): wantCategory = v.map(\.wire).sorted().first
             case let .field(n, v): fields.append((n, v.sorted().first!))
             case .browserJavaScript: fields.append(("browserJavascriptEnabled", "true"))
             case let .all(cs): cs.forEach(satisfy)
@@ -32,12 +33,12 @@ import TapStore
         }
         if case let .when(c) = rule.presence { satisfy(c) }
         let candidates = transactions.filter { t in
-            (wantChannel == nil || t.deviceChannel == wantChannel) && t.messages.contains { $0.type == rule.message && $0.version == version && $0.json != nil }
+            (wantChannel == nil || t.deviceChannel == wantChannel) && t.messages.contains { $0.type == rule.message.rawValue && $0.version == version && $0.json != nil }
         }
-        guard var tx = candidates.first ?? transactions.first(where: { $0.messages.contains { $0.type == rule.message && $0.json != nil } }) else {
+        guard var tx = candidates.first ?? transactions.first(where: { $0.messages.contains { $0.type == rule.message.rawValue && $0.json != nil } }) else {
             return nil
         }
-        let index = tx.messages.firstIndex { $0.type == rule.message && $0.json != nil }!
+        let index = tx.messages.firstIndex { $0.type == rule.message.rawValue && $0.json != nil }!
         var m = tx.messages[index]
         var json = m.json!.setting("messageVersion", to: .string(version))
         for (n, v) in fields { json = json.setting(n, to: v == "true" ? .bool(true) : .string(v)) }
@@ -46,7 +47,7 @@ import TapStore
             if let wantCategory { areq = areq.setting("messageCategory", to: .string(wantCategory)) }
             areq = areq.setting("messageVersion", to: .string(version))
             tx.messages[areqIndex].json = areq
-            if rule.message == "AReq" { json = areq.merging(fields) }
+            if rule.message == .aReq { json = areq.merging(fields) }
         }
         m.json = json
         tx.messages[index] = m
@@ -84,7 +85,7 @@ import TapStore
     @Test(arguments: ValidationRules.elements.map(\.id))
     func formatMutationIsCaught(_ id: String) throws {
         let rule = try #require(ValidationRules.elements.first { $0.id == id })
-        let (tx, base) = try #require(Self.context(for: rule, version: rule.since ?? "2.3.1"), "no \(rule.message) to mutate")
+        let (tx, base) = try #require(Self.context(for: rule, version: rule.since?.wire ?? "2.3.1"), "no \(rule.message) to mutate")
         var m = base
         m.json = base.json!.setting(rule.element, to: Self.invalidValue(rule.format))
         let found = Self.findings(tx, m)
@@ -96,10 +97,10 @@ import TapStore
     @Test(arguments: ValidationRules.elements.filter { if case .optional = $0.presence { return false }; return true }.map(\.id))
     func removalIsCaught(_ id: String) throws {
         let rule = try #require(ValidationRules.elements.first { $0.id == id })
-        let (tx, base) = try #require(Self.context(for: rule, version: rule.since ?? "2.2.0"), "no \(rule.message) to mutate")
+        let (tx, base) = try #require(Self.context(for: rule, version: rule.since?.wire ?? "2.2.0"), "no \(rule.message) to mutate")
         var m = base
         m.json = base.json!.removing(rule.element)
-        if rule.message == "AReq", let i = tx.messages.firstIndex(where: { $0.type == "AReq" }) {
+        if rule.message == .aReq, let i = tx.messages.firstIndex(where: { $0.type == "AReq" }) {
             var t = tx
             t.messages[i] = m
             let found = Validator.validate(transactions: [t]).filter { $0.exchangeID == m.exchangeID && $0.message == "AReq" }
@@ -123,7 +124,7 @@ import TapStore
 
     static func check(_ rule: String, _ value: String, version: String) -> String? {
         let r = ValidationRules.elements.first { $0.id == rule }!
-        return r.format.problem(.string(value), version: version)
+        return r.format.problem(.string(value), version: MessageVersion(wire: version))
     }
 
     @Test func cake3DS2UITypesByVersion() {
@@ -153,7 +154,7 @@ import TapStore
             guard let rule else { continue }
             switch rule.presence {
             case .required: break
-            case let .when(c): #expect(c.holds(MessageContext(json: .object([]), channel: "01", category: "01", version: "2.2.0")))
+            case let .when(c): #expect(c.holds(MessageContext(json: .object([]), channel: .app, category: .payment, version: .v2_2)))
             case .optional: Issue.record("AReq.\(element) is optional")
             }
         }
