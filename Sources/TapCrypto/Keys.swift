@@ -1,4 +1,5 @@
 internal import COpenSSL
+import TapCore
 
 /// The kinds of asymmetric key 3dstape handles.
 public enum KeyType: String, Sendable, Equatable {
