@@ -7,17 +7,13 @@ import TapProxy
 /// `HOST:PORT` through `HostPort`, the address syntax every listening option takes (names are resolved when the
 /// command starts its server, by `ParsedArguments.listenAddresses`).
 struct HostPortValue: OptionValueParser {
-    func parse(_ text: String, option: String) throws(InvalidArguments) -> HostPort {
-        guard let hp = HostPort(text) else { throw InvalidArguments("--\(option) \(text): expected HOST:PORT") }
-        return hp
-    }
+    func parse(_ text: String, option: String) throws(InvalidArguments) -> HostPort { try read(HostPort(text), expected: "HOST:PORT", text, option) }
 }
 
 /// The address of a plain-HTTP forward proxy, `http://host:port`.
 struct ForwardProxyValue: OptionValueParser {
     func parse(_ text: String, option: String) throws(InvalidArguments) -> HostPort {
-        guard let u = HTTPURL(text), !u.tls else { throw InvalidArguments("--\(option) \(text): expected http://host:port") }
-        return u.address
+        try read(HTTPURL(text).flatMap { $0.tls ? nil : $0.address }, expected: "http://host:port", text, option)
     }
 }
 
@@ -32,9 +28,14 @@ struct AuthorizationValue: OptionValueParser {
 /// An upstream for reverse mode: `http://host[:port]` or `https://host[:port]`.
 struct UpstreamURLValue: OptionValueParser {
     func parse(_ text: String, option: String) throws(InvalidArguments) -> UpstreamURL {
-        guard let u = UpstreamURL(text) else { throw InvalidArguments("--\(option) \(text): expected http://host[:port] or https://host[:port]") }
-        return u
+        try read(UpstreamURL(text), expected: "http://host[:port] or https://host[:port]", text, option)
     }
+}
+
+/// `value` as read from `text`, or the refusal the address options give: the option, the text and what was expected.
+private func read<Value>(_ value: Value?, expected: String, _ text: String, _ option: String) throws(InvalidArguments) -> Value {
+    guard let value else { throw InvalidArguments("--\(option) \(text): expected \(expected)") }
+    return value
 }
 
 /// A CONNECT target pattern list (`host`, `*.domain`, `*`, `[v6]`, each with an optional `:port`; commas separate

@@ -32,23 +32,8 @@ public enum Compression {
         var stream = z_stream()
         guard tap_deflateInit2(&stream, level, format.windowBits) == Z_OK else { throw CompressionError("deflateInit2 failed") }
         defer { deflateEnd(&stream) }
-        var input = data
         var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        let rc: Int32 = input.withUnsafeMutableBufferPointer { inp in
-            stream.next_in = inp.baseAddress
-            stream.avail_in = UInt32(inp.count)
-            var rc: Int32 = Z_OK
-            repeat {
-                rc = chunk.withUnsafeMutableBufferPointer { c in
-                    stream.next_out = c.baseAddress
-                    stream.avail_out = UInt32(c.count)
-                    return deflate(&stream, Z_FINISH)
-                }
-                out += chunk.prefix(chunk.count - Int(stream.avail_out))
-            } while rc == Z_OK
-            return rc
-        }
+        let rc = pump(&stream, data, into: &out, step: { deflate(&$0, Z_FINISH) }, goOn: { rc, _, _ in rc == Z_OK })
         guard rc == Z_STREAM_END else { throw CompressionError("deflate failed: \(message(stream, rc))") }
         return out
     }
@@ -76,11 +61,29 @@ public enum Compression {
         var stream = z_stream()
         guard tap_inflateInit2(&stream, windowBits) == Z_OK else { return ([], CompressionError("inflateInit2 failed"), false) }
         defer { inflateEnd(&stream) }
-        var input = data
         var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var tooLarge = false
-        let rc: Int32 = input.withUnsafeMutableBufferPointer { inp in
+        let rc = pump(&stream, data, into: &out, step: { CZlib.inflate(&$0, Z_NO_FLUSH) }, goOn: { rc, stream, decoded in
+            if decoded > maxOutput { tooLarge = true; return false }
+            return rc == Z_OK && (stream.avail_in > 0 || stream.avail_out == 0)
+        })
+        if tooLarge { return ([], CompressionError("decompressed body exceeds \(maxOutput) bytes"), true) }
+        guard rc == Z_STREAM_END else {
+            if rc == Z_OK || rc == Z_BUF_ERROR { return (out, CompressionError("compressed data is truncated"), false) }
+            return (out, CompressionError("inflate failed: \(message(stream, rc))"), false)
+        }
+        return (out, nil, false)
+    }
+
+    /// Runs `step` (zlib's deflate or inflate on `stream`) over `data` through a 64 KB buffer, appending what each call
+    /// wrote to `out`, for as long as `goOn` (given the step's return code, the stream and the bytes out so far) says;
+    /// returns the last return code.
+    @inline(__always)
+    static func pump(_ stream: inout z_stream, _ data: [UInt8], into out: inout [UInt8], step: (inout z_stream) -> Int32,
+                     goOn: (Int32, z_stream, Int) -> Bool) -> Int32 {
+        var input = data
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        return input.withUnsafeMutableBufferPointer { inp in
             stream.next_in = inp.baseAddress
             stream.avail_in = UInt32(inp.count)
             var rc: Int32 = Z_OK
@@ -88,19 +91,12 @@ public enum Compression {
                 rc = chunk.withUnsafeMutableBufferPointer { c in
                     stream.next_out = c.baseAddress
                     stream.avail_out = UInt32(c.count)
-                    return CZlib.inflate(&stream, Z_NO_FLUSH)
+                    return step(&stream)
                 }
                 out += chunk.prefix(chunk.count - Int(stream.avail_out))
-                if out.count > maxOutput { tooLarge = true; break }
-            } while rc == Z_OK && (stream.avail_in > 0 || stream.avail_out == 0)
+            } while goOn(rc, stream, out.count)
             return rc
         }
-        if tooLarge { return ([], CompressionError("decompressed body exceeds \(maxOutput) bytes"), true) }
-        guard rc == Z_STREAM_END else {
-            if rc == Z_OK || rc == Z_BUF_ERROR { return (out, CompressionError("compressed data is truncated"), false) }
-            return (out, CompressionError("inflate failed: \(message(stream, rc))"), false)
-        }
-        return (out, nil, false)
     }
 
     static func message(_ s: z_stream, _ rc: Int32) -> String {

@@ -1,4 +1,5 @@
 internal import COpenSSL
+import TapCore
 
 /// AES-128 in GCM and CBC (PKCS#7 padding) modes.
 public enum AES128 {

@@ -1,5 +1,6 @@
 internal import COpenSSL
 import Foundation
+import TapCore
 
 /// Owns one `X509` reference.
 ///

@@ -1,33 +1,26 @@
 internal import COpenSSL
+import TapCore
 
 /// An error from a cryptographic operation, carrying OpenSSL's own messages where it had any.
-public struct CryptoError: Error, Equatable, CustomStringConvertible {
-    /// What kind of failure this is, for callers that react differently to each.
-    public enum Kind: Sendable, Equatable {
-        /// An authentication tag or MAC did not match.
-        case authenticationFailed
-        /// A signature did not verify.
-        case badSignature
-        /// A key was missing, malformed, of the wrong type or the wrong size.
-        case invalidKey
-        /// Input (ciphertext, DER, PEM) was malformed or truncated.
-        case invalidInput
-        /// A certificate chain did not verify against the given roots.
-        case untrustedChain
-        /// Anything else OpenSSL refused.
-        case library
-    }
+public typealias CryptoError = KindedError<CryptoFailure>
 
-    public let kind: Kind
-    public let message: String
+/// What kind of failure a `CryptoError` is, for callers that react differently to each.
+public enum CryptoFailure: Sendable, Equatable {
+    /// An authentication tag or MAC did not match.
+    case authenticationFailed
+    /// A signature did not verify.
+    case badSignature
+    /// A key was missing, malformed, of the wrong type or the wrong size.
+    case invalidKey
+    /// Input (ciphertext, DER, PEM) was malformed or truncated.
+    case invalidInput
+    /// A certificate chain did not verify against the given roots.
+    case untrustedChain
+    /// Anything else OpenSSL refused.
+    case library
+}
 
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-
-    public var description: String { message }
-
+extension CryptoError {
     /// Builds an error from OpenSSL's error queue (which it drains), prefixed by what we were doing.
     static func openSSL(_ what: String, kind: Kind = .library) -> CryptoError {
         openSSL(what, kind: kind, from: drainQueue())

@@ -1,4 +1,5 @@
 internal import COpenSSL
+import TapCore
 
 /// The kinds of asymmetric key 3dstape handles.
 public enum KeyType: String, Sendable, Equatable {
@@ -44,6 +45,16 @@ final class EVPKey: @unchecked Sendable {
 
     init(owning pointer: OpaquePointer) { self.pointer = pointer }
     deinit { EVP_PKEY_free(pointer) }
+
+    /// A key read from PEM by `pem` or from DER by `der` (OpenSSL's readers of one kind of key, given a memory BIO over
+    /// `bytes`); `what` names the failure.
+    static func reading(_ bytes: [UInt8], _ what: String, pem: (OpaquePointer) -> OpaquePointer?,
+                        der: (OpaquePointer) -> OpaquePointer?) throws(CryptoError) -> EVPKey {
+        let pointer = try MemoryBIO.reading(bytes) { (bio) throws(CryptoError) -> OpaquePointer? in
+            PEMText.looksLikePEM(bytes) ? pem(bio) : der(bio)
+        }
+        return EVPKey(owning: try unwrap(pointer, what, kind: .invalidKey))
+    }
 
     var type: KeyType? {
         if EVP_PKEY_is_a(pointer, "RSA") == 1 { return .rsa }
@@ -270,11 +281,8 @@ public struct PublicKey: Sendable {
 
     /// A public key from PEM (`PUBLIC KEY`) or DER SubjectPublicKeyInfo.
     public init(pemOrDER bytes: [UInt8]) throws(CryptoError) {
-        let pointer: OpaquePointer? = try MemoryBIO.reading(bytes) { (bio) throws(CryptoError) -> OpaquePointer? in
-            if PEMText.looksLikePEM(bytes) { return PEM_read_bio_PUBKEY(bio, nil, nil, nil) }
-            return d2i_PUBKEY_bio(bio, nil)
-        }
-        try self.init(EVPKey(owning: try unwrap(pointer, "reading the public key", kind: .invalidKey)))
+        try self.init(try EVPKey.reading(bytes, "reading the public key", pem: { PEM_read_bio_PUBKEY($0, nil, nil, nil) },
+                                         der: { d2i_PUBKEY_bio($0, nil) }))
     }
 
     /// `(x, y)` for a P-256 key, 32 bytes each.
@@ -413,11 +421,8 @@ public struct PrivateKey: Sendable {
 
     /// A private key from PEM (PKCS#8, SEC1 `EC PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`) or DER PKCS#8.
     public init(pemOrDER bytes: [UInt8]) throws(CryptoError) {
-        let pointer: OpaquePointer? = try MemoryBIO.reading(bytes) { (bio) throws(CryptoError) -> OpaquePointer? in
-            if PEMText.looksLikePEM(bytes) { return PEM_read_bio_PrivateKey(bio, nil, nil, nil) }
-            return d2i_PrivateKey_bio(bio, nil)
-        }
-        try self.init(EVPKey(owning: try unwrap(pointer, "reading the private key", kind: .invalidKey)))
+        try self.init(try EVPKey.reading(bytes, "reading the private key", pem: { PEM_read_bio_PrivateKey($0, nil, nil, nil) },
+                                         der: { d2i_PrivateKey_bio($0, nil) }))
     }
 
     /// The matching public key.

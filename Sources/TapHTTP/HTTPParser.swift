@@ -10,29 +10,28 @@ import TapCore
 /// Why a message could not be parsed: what went wrong, and a detail for whoever reads it. It carries no HTTP status:
 /// the side that reads the message decides what that means (a server answers its client through `HTTPErrorAnswer`, a
 /// proxy answers an upstream's unreadable response with 502).
-public struct HTTPParseError: Error, Equatable, CustomStringConvertible {
-    /// What went wrong.
-    public enum Problem: Sendable, Equatable {
-        /// The bytes break HTTP/1.1's syntax (RFC 9112): start line, header section, framing, chunk sizes.
-        case malformed
-        /// The header or trailer section, or its number of fields, exceeds the limits.
-        case headTooLarge
-        /// The body exceeds the limit.
-        case bodyTooLarge
-        /// A transfer coding this parser does not implement.
-        case unsupportedCoding
-        /// The connection closed in the middle of a message.
-        case truncated
-    }
+/// `kind` (also read as `problem`) is what went wrong; `message` the detail, as a person reads it ("bare LF in the header
+/// section", "body exceeds 16777216 bytes" …).
+public typealias HTTPParseError = KindedError<HTTPParseProblem>
 
-    public let problem: Problem
-    /// The detail, as a person reads it ("bare LF in the header section", "body exceeds 16777216 bytes" …).
-    public let message: String
-    public init(_ problem: Problem, _ message: String) {
-        self.problem = problem
-        self.message = message
-    }
-    public var description: String { message }
+/// What went wrong in an `HTTPParseError`.
+public enum HTTPParseProblem: Sendable, Equatable {
+    /// The bytes break HTTP/1.1's syntax (RFC 9112): start line, header section, framing, chunk sizes.
+    case malformed
+    /// The header or trailer section, or its number of fields, exceeds the limits.
+    case headTooLarge
+    /// The body exceeds the limit.
+    case bodyTooLarge
+    /// A transfer coding this parser does not implement.
+    case unsupportedCoding
+    /// The connection closed in the middle of a message.
+    case truncated
+}
+
+extension HTTPParseError {
+    public typealias Problem = HTTPParseProblem
+    /// What went wrong (`kind`).
+    public var problem: HTTPParseProblem { kind }
 }
 
 /// Limits a parser enforces.

@@ -1,7 +1,8 @@
 /// A small typed router: a request's method and path lead to a value (a handler, or an enum naming one) through a table
 /// written once, instead of string switches and `hasPrefix` chains. A pattern is exact (`/ds/areq`), has parameter
-/// segments (`/api/sessions/:name` matches one non-empty segment and names it), or is a prefix (`/3ds/rreq*` matches
-/// every path that begins with `/3ds/rreq`). Routes are tried in the order they were added.
+/// segments (`/api/sessions/:name` matches one non-empty segment and names it; `:name?` matches an empty one too, for a
+/// handler that answers it itself), or is a prefix (`/3ds/rreq*` matches every path that begins with `/3ds/rreq`).
+/// Routes are tried in the order they were added.
 public struct HTTPRouter<Handler> {
     /// What a request leads to.
     public enum Match {
@@ -15,8 +16,14 @@ public struct HTTPRouter<Handler> {
     enum Pattern {
         case exact(String)
         case prefix(String)
-        /// Segments after the leading `/`; nil for a parameter segment (named in `names`).
-        case segments([String?], names: [String])
+        /// Segments after the leading `/`, the parameters named in `names` in their order.
+        case segments([Segment], names: [String])
+    }
+
+    enum Segment {
+        case literal(String)
+        /// A parameter; `emptyAllowed`: declared `:name?`.
+        case parameter(emptyAllowed: Bool)
     }
 
     struct Route {
@@ -37,8 +44,9 @@ public struct HTTPRouter<Handler> {
             parsed = .prefix(String(pattern.dropLast()))
         } else if pattern.contains("/:") {
             let parts = pattern.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
-            parsed = .segments(parts.map { $0.hasPrefix(":") ? nil : String($0) },
-                               names: parts.filter { $0.hasPrefix(":") }.map { String($0.dropFirst()) })
+            let parameters = parts.filter { $0.hasPrefix(":") }
+            parsed = .segments(parts.map { !$0.hasPrefix(":") ? .literal(String($0)) : .parameter(emptyAllowed: $0.hasSuffix("?")) },
+                               names: parameters.map { $0.hasSuffix("?") ? String($0.dropFirst().dropLast()) : String($0.dropFirst()) })
         } else {
             parsed = .exact(pattern)
         }
@@ -69,10 +77,11 @@ public struct HTTPRouter<Handler> {
             guard parts.count == expected.count else { return nil }
             var values: [String] = []
             for (part, want) in zip(parts, expected) {
-                if let want {
-                    guard part == want else { return nil }
-                } else {
-                    guard !part.isEmpty else { return nil }
+                switch want {
+                case let .literal(literal):
+                    guard part == literal else { return nil }
+                case let .parameter(emptyAllowed):
+                    guard emptyAllowed || !part.isEmpty else { return nil }
                     values.append(String(part))
                 }
             }
@@ -84,3 +93,4 @@ public struct HTTPRouter<Handler> {
 extension HTTPRouter: Sendable where Handler: Sendable {}
 extension HTTPRouter.Route: Sendable where Handler: Sendable {}
 extension HTTPRouter.Pattern: Sendable {}
+extension HTTPRouter.Segment: Sendable {}

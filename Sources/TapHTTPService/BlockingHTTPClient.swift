@@ -10,16 +10,10 @@ import TapHTTP
 import TapNet
 
 /// Why a request failed: connect, TLS, timeout, or a malformed answer.
-public struct HTTPClientError: Error, Equatable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable { case connect, tls, timeout, protocolError }
-    public let kind: Kind
-    public let message: String
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-    public var description: String { message }
-}
+public typealias HTTPClientError = KindedError<HTTPClientFailure>
+
+/// The step of a request that failed (`HTTPClientError`).
+public enum HTTPClientFailure: Sendable, Equatable { case connect, tls, timeout, protocolError }
 
 /// A small blocking HTTP/1.1 client with TLS, an optional forward proxy (absolute-form for http, CONNECT for https) and
 /// a whole-request timeout. For the SDK-like client and client-replay. Without a `pool` every request has a connection of

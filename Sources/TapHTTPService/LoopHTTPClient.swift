@@ -2,6 +2,7 @@ import Dispatch
 import TapCrypto
 import TapHTTP
 import TapNet
+import TapCore
 
 /// One HTTP/1.1 request sent from an event loop's thread without blocking it: connect, TLS if the URL is https,
 /// send, read the whole response, call back once on the loop (with the response, or why it failed: connect, TLS,

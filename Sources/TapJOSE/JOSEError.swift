@@ -1,37 +1,30 @@
 import TapCrypto
+import TapCore
 
 /// An error from parsing, verifying or decrypting a JOSE object; `message` names the problem.
-public struct JOSEError: Error, Equatable, CustomStringConvertible {
-    /// The class of failure.
-    public enum Kind: Sendable, Equatable {
-        /// Not well-formed (wrong part count, bad base64url, bad JSON, bad lengths).
-        case malformed
-        /// An `alg` or `enc` value this implementation does not support.
-        case unsupported
-        /// A key needed to verify or decrypt was not given.
-        case missingKey
-        /// The key given does not fit (wrong type, or decryption with it failed).
-        case wrongKey
-        /// An authentication tag did not match: tampered data or a wrong key.
-        case authenticationFailed
-        /// A signature did not verify.
-        case badSignature
-        /// An x5c chain did not verify against the trusted roots.
-        case untrustedChain
-        /// A JWT's time claims (`exp`, `nbf`) make it invalid now.
-        case invalidClaims
-    }
+public typealias JOSEError = KindedError<JOSEFailure>
 
-    public let kind: Kind
-    public let message: String
+/// The class of failure of a `JOSEError`.
+public enum JOSEFailure: Sendable, Equatable {
+    /// Not well-formed (wrong part count, bad base64url, bad JSON, bad lengths).
+    case malformed
+    /// An `alg` or `enc` value this implementation does not support.
+    case unsupported
+    /// A key needed to verify or decrypt was not given.
+    case missingKey
+    /// The key given does not fit (wrong type, or decryption with it failed).
+    case wrongKey
+    /// An authentication tag did not match: tampered data or a wrong key.
+    case authenticationFailed
+    /// A signature did not verify.
+    case badSignature
+    /// An x5c chain did not verify against the trusted roots.
+    case untrustedChain
+    /// A JWT's time claims (`exp`, `nbf`) make it invalid now.
+    case invalidClaims
+}
 
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-
-    public var description: String { message }
-
+extension JOSEError {
     /// Maps a crypto-layer error into the JOSE vocabulary.
     static func from(_ e: CryptoError, context: String) -> JOSEError {
         switch e.kind {

@@ -418,15 +418,18 @@ public final class Replayer: @unchecked Sendable {
             guard let self else { return }
             let actual = Double(EventLoop.nowNanos() - startedNanos) / 1e6
             if annotation.miss != nil { self.counts.missed += 1 } // a miss, whatever the live server answered
+            // A forward that brought no answer to pass on: 502, and why, to the client and into the record.
+            func failed(_ why: String) {
+                let reply = HTTPErrorAnswer.reply(status: 502, why)
+                respond(reply)
+                var row = record
+                row.error = why
+                self.finishRecord(row, annotation, status: 502, headers: [], body: reply.body, actualMs: actual, outcome: "forward failed")
+            }
             switch result {
             case let .success(r) where r.head.status == 101:
                 // A switch of protocols is no answer a replay can pass on (Upgrade is not forwarded either).
-                let why = "forwarding to \(url) failed: it answered 101 Switching Protocols, and the replayer passes no protocol upgrade on"
-                let reply = HTTPErrorAnswer.reply(status: 502, why)
-                respond(reply)
-                var failed = record
-                failed.error = why
-                self.finishRecord(failed, annotation, status: 502, headers: [], body: reply.body, actualMs: actual, outcome: "forward failed")
+                failed("forwarding to \(url) failed: it answered 101 Switching Protocols, and the replayer passes no protocol upgrade on")
             case let .success(r):
                 var h = ReplayEngine.replayableHeaders(r.head.headers.fields.map { ($0.name, $0.value) })
                 var forwarded = record
@@ -439,12 +442,7 @@ public final class Replayer: @unchecked Sendable {
                 respond(HTTPReply(status: r.head.status, headers: h, body: r.body))
                 self.finishRecord(forwarded, annotation, status: r.head.status, headers: h, body: r.body, actualMs: actual, outcome: outcome)
             case let .failure(e):
-                let why = "forwarding to \(url) failed: \(e.message)"
-                let reply = HTTPErrorAnswer.reply(status: 502, why)
-                respond(reply)
-                var failed = record
-                failed.error = why
-                self.finishRecord(failed, annotation, status: 502, headers: [], body: reply.body, actualMs: actual, outcome: "forward failed")
+                failed("forwarding to \(url) failed: \(e.message)")
             }
         }
     }

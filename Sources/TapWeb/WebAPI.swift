@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapHTTP
 import TapHTTPService
 import TapInspect
 import TapSQLite
@@ -55,7 +56,7 @@ public final class WebAPI: @unchecked Sendable {
     /// Answers a GET of `path` (percent-encoded, without the query) with `query`'s parameters.
     public func handle(path: String, query: [String: String]) -> Reply {
         do {
-            return try route(path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init), query)
+            return try route(path, query)
         } catch let e as WebError {
             return .error(e.message, status: e.status)
         } catch {
@@ -83,51 +84,74 @@ public final class WebAPI: @unchecked Sendable {
         return text
     }
 
-    func route(_ parts: [String], _ q: [String: String]) throws -> Reply {
-        guard parts.first == "api" else { throw WebError("not found", status: 404) }
-        let p = Array(parts.dropFirst())
-        switch p.count {
-        case 1 where p[0] == "sessions": return .json(sessions())
-        case 1 where p[0] == "glossary": return .json(Glossary.json)
-        case 1 where p[0] == "diff": return .json(try diff(q))
-        case 2 where p[0] == "sessions":
-            let name = try decoded(p[1])
-            return .json(try head(try open(name), name: name))
-        case 3 where p[0] == "sessions":
-            let name = try decoded(p[1])
-            let reader = try open(name)
-            switch p[2] {
-            case "facets":
-                let f = try reader.facets()
-                return .json(.object([("types", .array(f.types.map(JSON.string))), ("statuses", .array(f.statuses.map(JSON.string))),
-                                      ("hosts", .array(f.hosts.map(JSON.string)))]))
-            case "exchanges": return .json(try exchanges(reader, q))
-            case "transactions": return .json(try transactions(reader, q))
-            case "validation": return .json(try validation(reader))
-            case "session.har": // `export --format har`, for Chrome DevTools, Charles or mitmproxy
-                let har = HAR.export(try reader.exchanges(), meta: reader.meta, creatorVersion: "3dstape web")
-                return Reply(status: 200, contentType: "application/json", body: har.bytes,
-                             attachment: (name as NSString).deletingPathExtension + ".har")
-            case "session.mmd":
-                return Reply(status: 200, contentType: "text/plain; charset=utf-8", body: Array(Mermaid.sequenceDiagram(try reader.exchanges()).utf8),
-                             attachment: (name as NSString).deletingPathExtension + ".mmd")
-            default: throw WebError("not found", status: 404)
-            }
-        case 4 where p[0] == "sessions" && p[2] == "exchanges":
-            let reader = try open(try decoded(p[1]))
-            guard let id = Int64(p[3]), let x = try reader.exchange(id: id) else { throw WebError("no exchange \(p[3])", status: 404) }
+    /// The API's endpoints. A session's name and the segments after it are matched even when empty, as the API has
+    /// always answered them: an empty name is a session it does not serve, an empty id an exchange it does not have.
+    enum Route: Sendable {
+        case sessions, glossary, diff
+        case session, facets, exchanges, transactions, validation, har, mermaid
+        /// `/api/sessions/NAME/ANYTHING-ELSE`: not found, once the session has opened.
+        case unknownOfSession
+        case exchange, transaction, diagramSVG
+    }
+
+    static let router: HTTPRouter<Route> = {
+        var r = HTTPRouter<Route>()
+        r.add("GET", "/api/sessions", .sessions)
+        r.add("GET", "/api/glossary", .glossary)
+        r.add("GET", "/api/diff", .diff)
+        r.add("GET", "/api/sessions/:name?", .session)
+        r.add("GET", "/api/sessions/:name?/facets", .facets)
+        r.add("GET", "/api/sessions/:name?/exchanges", .exchanges)
+        r.add("GET", "/api/sessions/:name?/transactions", .transactions)
+        r.add("GET", "/api/sessions/:name?/validation", .validation)
+        r.add("GET", "/api/sessions/:name?/session.har", .har) // `export --format har`, for Chrome DevTools, Charles or mitmproxy
+        r.add("GET", "/api/sessions/:name?/session.mmd", .mermaid)
+        r.add("GET", "/api/sessions/:name?/:tail?", .unknownOfSession)
+        r.add("GET", "/api/sessions/:name?/exchanges/:id?", .exchange)
+        r.add("GET", "/api/sessions/:name?/transactions/:n?", .transaction)
+        r.add("GET", "/api/sessions/:name?/transactions/:n?/diagram.svg", .diagramSVG)
+        return r
+    }()
+
+    func route(_ path: String, _ q: [String: String]) throws -> Reply {
+        // Every route is a GET (`WebInspector` refuses the other methods before it asks here).
+        guard case let .found(route, parameters) = Self.router.route(method: "GET", path: path) else { throw WebError("not found", status: 404) }
+        switch route {
+        case .sessions: return .json(sessions())
+        case .glossary: return .json(Glossary.json)
+        case .diff: return .json(try diff(q))
+        default: break
+        }
+        let name = try decoded(parameters["name"] ?? "")
+        let reader = try open(name)
+        switch route {
+        case .sessions, .glossary, .diff, .unknownOfSession: throw WebError("not found", status: 404)
+        case .session: return .json(try head(reader, name: name))
+        case .facets:
+            let f = try reader.facets()
+            return .json(.object([("types", .array(f.types.map(JSON.string))), ("statuses", .array(f.statuses.map(JSON.string))),
+                                  ("hosts", .array(f.hosts.map(JSON.string)))]))
+        case .exchanges: return .json(try exchanges(reader, q))
+        case .transactions: return .json(try transactions(reader, q))
+        case .validation: return .json(try validation(reader))
+        case .har:
+            let har = HAR.export(try reader.exchanges(), meta: reader.meta, creatorVersion: "3dstape web")
+            return Reply(status: 200, contentType: "application/json", body: har.bytes,
+                         attachment: (name as NSString).deletingPathExtension + ".har")
+        case .mermaid:
+            return Reply(status: 200, contentType: "text/plain; charset=utf-8", body: Array(Mermaid.sequenceDiagram(try reader.exchanges()).utf8),
+                         attachment: (name as NSString).deletingPathExtension + ".mmd")
+        case .exchange:
+            let segment = parameters["id"] ?? ""
+            guard let id = Int64(segment), let x = try reader.exchange(id: id) else { throw WebError("no exchange \(segment)", status: 404) }
             let c = try reader.connections()[x.connectionID]
             return .json(WebJSON.exchange(x).setting("connection", to: c.map { c in
                 .object([("id", .number(String(x.connectionID))), ("client", .string(c.client)), ("tls", c.tls.map(JSON.string) ?? .null),
                          ("sni", c.sni.map(JSON.string) ?? .null), ("alpn", c.alpn.map(JSON.string) ?? .null)])
             } ?? .null))
-        case 4 where p[0] == "sessions" && p[2] == "transactions":
-            let reader = try open(try decoded(p[1]))
-            return .json(WebJSON.diagram(try diagram(reader, p[3])))
-        case 5 where p[0] == "sessions" && p[2] == "transactions" && p[4] == "diagram.svg":
-            let reader = try open(try decoded(p[1]))
-            return Reply(status: 200, contentType: "image/svg+xml", body: Array(SequenceSVG.render(try diagram(reader, p[3])).utf8))
-        default: throw WebError("not found", status: 404)
+        case .transaction: return .json(WebJSON.diagram(try diagram(reader, parameters["n"] ?? "")))
+        case .diagramSVG:
+            return Reply(status: 200, contentType: "image/svg+xml", body: Array(SequenceSVG.render(try diagram(reader, parameters["n"] ?? "")).utf8))
         }
     }
 

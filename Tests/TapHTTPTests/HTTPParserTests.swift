@@ -1,5 +1,6 @@
 import Testing
 @testable import TapHTTP
+import TapCore
 
 @Suite struct HTTPParserTests {
     func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }

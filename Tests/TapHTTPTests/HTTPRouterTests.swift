@@ -40,6 +40,20 @@ import TapHTTP
         if case .notFound = router.route(method: "GET", path: "/api/sessions/a/b") {} else { Issue.record("two segments matched one") }
     }
 
+    /// `:name?` takes an empty segment too (the web API answers `/api/sessions/` itself), and is named without its `?`.
+    @Test func aParameterMarkedEmptyAllowedMatchesAnEmptySegment() {
+        var r = HTTPRouter<Route>()
+        r.add("GET", "/api/sessions/:name?", .session)
+        r.add("GET", "/api/sessions/:name?/exchanges/:id?", .exchange)
+        #expect(found(r.route(method: "GET", path: "/api/sessions/"))?.1 == ["name": ""])
+        #expect(found(r.route(method: "GET", path: "/api/sessions/a"))?.1 == ["name": "a"])
+        let x = found(r.route(method: "GET", path: "/api/sessions//exchanges/"))
+        #expect(x?.0 == .exchange && x?.1 == ["name": "", "id": ""])
+        // Still one segment each: no more, no fewer.
+        if case .notFound = r.route(method: "GET", path: "/api/sessions") {} else { Issue.record("a missing segment matched") }
+        if case .notFound = r.route(method: "GET", path: "/api/sessions/a/b") {} else { Issue.record("two segments matched one") }
+    }
+
     @Test func prefixesTakeAnyMethodAndAnyTail() {
         for (method, path) in [("POST", "/3ds/rreq"), ("GET", "/3ds/rreq?x=1"), ("PUT", "/3ds/rreq/abc")] {
             #expect(found(router.route(method: method, path: path))?.0 == .rreq, "\(method) \(path)")

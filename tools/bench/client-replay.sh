@@ -27,17 +27,9 @@ repeat="${1:-50}"; conc="${2:-2}"; lsecs="${3:-15}"; sign="${4:-PS256}"
 case "$sign" in PS256|ES256) ;; *) echo "client-replay.sh: SIGN is PS256 or ES256, not $sign" >&2; exit 2;; esac
 case "$repeat$conc$lsecs" in *[!0-9]*|"") echo "usage: tools/bench/client-replay.sh [REPEAT] [CONCURRENCY] [LOCUST SECONDS] (whole numbers)" >&2; exit 2;; esac
 [ "$repeat" -ge 2 ] && [ "$conc" -ge 1 ] && [ "$lsecs" -ge 1 ] || { echo "client-replay.sh: REPEAT >= 2, CONCURRENCY >= 1, LOCUST SECONDS >= 1" >&2; exit 2; }
-work="$(mktemp -d /tmp/3dstape-creplay-bench.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
-  tape="$THREEDSTAPE_BENCH_BIN"
-  [ -x "$tape" ] || { echo "THREEDSTAPE_BENCH_BIN=$tape is not an executable" >&2; exit 2; }
-else
-  (cd "$root" && swift build -c release --product 3dstape >/dev/null)
-  tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
-fi
+. "$here/lib.sh"
+bench_work 3dstape-creplay-bench
+bench_binary "$root" 3dstape; tape="$bench_bin"
 export THREEDSTAPE_HOME="$work/home"
 cp "$root/sessions/demo-app.3dstape" "$work/demo.3dstape"
 "$tape" ca export --ds "$work/certs" >/dev/null

@@ -7,10 +7,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 n="${1:-5000}"; secs="${2:-60}"
-work="$(mktemp -d /tmp/3dstape-conns.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. "$here/lib.sh"
+bench_work 3dstape-conns
 ulimit -n "$(ulimit -Hn)"
 command -v nginx >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; }
 # BACKEND=poll measures the POSIX-only build (-DTHREEDSTAPE_POSIX_ONLY: the poll(2) loop, in .build-posix) instead of the

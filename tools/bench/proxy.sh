@@ -15,10 +15,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"
-work="$(mktemp -d /tmp/3dstape-bench.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. "$here/lib.sh"
+bench_work 3dstape-bench
 
 command -v wrk >/dev/null && command -v nginx >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx >/dev/null; }
@@ -29,13 +27,7 @@ fi
 # default epoll one; tools/bench/backends.sh runs both, alternated.
 build=(-c release); [ "${BACKEND:-epoll}" = poll ] && build+=(-Xswiftc -DTHREEDSTAPE_POSIX_ONLY --build-path .build-posix)
 # THREEDSTAPE_BENCH_BIN=PATH measures that 3dstape binary instead of building this tree's (to alternate two builds).
-if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
-  tape="$THREEDSTAPE_BENCH_BIN"
-  [ -x "$tape" ] || { echo "THREEDSTAPE_BENCH_BIN=$tape is not an executable" >&2; exit 2; }
-else
-  (cd "$root" && swift build "${build[@]}" --product 3dstape >/dev/null)
-  tape="$(cd "$root" && swift build "${build[@]}" --show-bin-path)/3dstape"
-fi
+bench_binary "$root" 3dstape "${build[@]}"; tape="$bench_bin"
 
 base="${BENCH_PORT_BASE:-18181}" # four ports from here
 UP=$base; NGX=$((base + 1)); MITM=$((base + 2)); TAPE=$((base + 3))

@@ -22,10 +22,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 secs="${1:-10}"; count="${2:-1000}"; nflows="${3:-1000}"
-work="$(mktemp -d /tmp/3dstape-replay-bench.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. "$here/lib.sh"
+bench_work 3dstape-replay-bench
 command -v wrk >/dev/null && command -v nginx >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx >/dev/null; }
 venv="$root/tools/interop/.venv"
@@ -33,13 +31,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check jwcrypto cryptography
 fi
 py="$venv/bin/python"
-if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
-  tape="$THREEDSTAPE_BENCH_BIN"
-  [ -x "$tape" ] || { echo "THREEDSTAPE_BENCH_BIN=$tape is not an executable" >&2; exit 2; }
-else
-  (cd "$root" && swift build -c release --product 3dstape >/dev/null)
-  tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
-fi
+bench_binary "$root" 3dstape; tape="$bench_bin"
 export THREEDSTAPE_HOME="$work/home"
 ulimit -n 8192 2>/dev/null || true
 

@@ -12,13 +12,8 @@ root="$(cd "$here/../.." && pwd)"
 count="${1:-30000}"
 work="$(mktemp -d /tmp/3dstape-writer.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
-  bench="$THREEDSTAPE_BENCH_BIN"
-  [ -x "$bench" ] || { echo "THREEDSTAPE_BENCH_BIN=$bench is not an executable" >&2; exit 2; }
-else
-  (cd "$root" && swift build -c release --product TapBench >/dev/null)
-  bench="$(cd "$root" && swift build -c release --show-bin-path)/TapBench"
-fi
+. "$here/lib.sh"
+bench_binary "$root" TapBench; bench="$bench_bin"
 
 ours=(); peer=()
 for round in 1 2 3; do
