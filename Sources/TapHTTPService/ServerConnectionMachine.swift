@@ -184,6 +184,8 @@ public struct ServerConnectionMachine {
     public private(set) var tunnelled = false
     /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
     private var lastDrainNanos: UInt64 = 0
+    /// Whether the request with the handler asked to keep the connection.
+    private var keepAlive = true
     private var actions: [Action] = []
 
     public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules) {
@@ -208,7 +210,7 @@ public struct ServerConnectionMachine {
         case let .answered(number, reply): answered(number, reply, env)
         case let .takenOver(number): takenOver(number)
         case let .deadlinePassed(kind): deadlinePassed(kind, env)
-        case .written: takeRequests(env)
+        case .written: takeNextRequest(env)
         case .closed: closed()
         }
         return take()
@@ -235,7 +237,7 @@ public struct ServerConnectionMachine {
             if policy.readAhead.exceeded(by: intake.bufferedCount), !readingPaused { pauseReading() }
             return
         }
-        takeRequests(env)
+        takeNextRequest(env)
     }
 
     private mutating func endInput(_ env: some ServerConnectionEnvironment) {
@@ -246,7 +248,7 @@ public struct ServerConnectionMachine {
             actions.append(.clientFinishedSending(number: delivered))
             arm(.halfClosed)
         } else if !pausedForOutput, !closing {
-            takeRequests(env)
+            takeNextRequest(env)
         }
     }
 
@@ -255,7 +257,7 @@ public struct ServerConnectionMachine {
         guard pausedForOutput, policy.output.shouldResume(unsent: env.unsentByteCount()) else { return }
         pausedForOutput = false
         cancelDeadline()
-        takeRequests(env)
+        takeNextRequest(env)
     }
 
     private mutating func answered(_ number: Int, _ reply: HTTPReply, _ env: some ServerConnectionEnvironment) {
@@ -317,12 +319,9 @@ public struct ServerConnectionMachine {
 
     // MARK: requests
 
-    /// Whether the request with the handler asked to keep the connection.
-    private var keepAlive = true
-
     /// Takes the client's next request: stops at a request delivered (its answer goes on from there, with `written`
     /// once it is queued), at an incomplete request, or while too many answer bytes wait for the client.
-    private mutating func takeRequests(_ env: some ServerConnectionEnvironment) {
+    private mutating func takeNextRequest(_ env: some ServerConnectionEnvironment) {
         guard !busy, !closing, !pausedForOutput else { return }
         if policy.output.shouldPause(unsent: env.unsentByteCount()) {
             // The client is not reading its answers: stop reading and answering until it has taken enough of them.
