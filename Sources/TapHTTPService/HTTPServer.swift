@@ -227,6 +227,10 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
     /// Events waiting to be fed, and whether actions are being performed now.
     private var pending: [ServerConnectionMachine.Event] = []
     private var feeding = false
+    /// `written` waits to be fed (asked for by `reportWhenWritten`, after the actions being performed).
+    private var writtenPending = false
+    /// The machine's actions for the event being fed (kept, so that no array is made per event).
+    private var actions: [ServerConnectionMachine.Action] = []
     /// The last request actually given to the handler (a client that closes while it is unanswered gave up).
     private var handedToHandler = 0
     /// What a handler that took the connection over does with it, by request number.
@@ -246,22 +250,34 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
 
     /// Feeds an event and performs what the machine asks, in order; an event that arrives meanwhile waits its turn.
     func feed(_ event: ServerConnectionMachine.Event) {
-        pending.append(event)
-        guard !feeding else { return }
+        guard !feeding else { pending.append(event); return }
         feeding = true
         defer { feeding = false }
+        run(event)
         var next = 0
-        while next < pending.count {
+        while writtenPending || next < pending.count {
+            if writtenPending {
+                writtenPending = false
+                run(.written)
+                continue
+            }
             let e = pending[next]
             next += 1
-            perform(machine.handle(e, self))
+            run(e)
         }
-        pending.removeAll(keepingCapacity: true)
+        if !pending.isEmpty { pending.removeAll(keepingCapacity: true) }
+    }
+
+    /// Feeds one event and performs its actions.
+    private func run(_ event: ServerConnectionMachine.Event) {
+        machine.handle(event, self, into: &actions)
+        perform(actions)
+        actions.removeAll(keepingCapacity: true)
     }
 
     private func perform(_ actions: [ServerConnectionMachine.Action]) {
+        guard let connection, let server else { return }
         for action in actions {
-            guard let connection, let server else { return }
             // Once the connection closed (a write failed), what remains to do for it is moot.
             guard !connection.isClosed else { return }
             switch action {
@@ -269,7 +285,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
                 handedToHandler = number
                 server.handler(request, peer) { [weak self] answer in self?.answer(answer, to: number) }
             case let .write(head, body): connection.write(head, body)
-            case .reportWhenWritten: feed(.written) // waits its turn: these actions are being performed
+            case .reportWhenWritten: writtenPending = true // fed once these actions are performed
             case .pauseReading: connection.pauseReading()
             case .resumeReading: connection.resumeReading()
             case let .arm(kind, seconds):

@@ -196,13 +196,24 @@ public struct ServerConnectionMachine {
     /// Arms the idle deadline (a new connection starts idle).
     public mutating func start() -> [Action] {
         arm(.idle)
-        return take()
+        defer { actions = [] }
+        return actions
     }
 
     /// Feeds one event; returns what the driver must do, in order. A `deliver` is always the last action: what follows
     /// it comes with the answer; so is `reportWhenWritten`.
     public mutating func handle(_ event: Event, _ env: some ServerConnectionEnvironment) -> [Action] {
-        guard !ended, !tunnelled || event.isClosed else { return [] }
+        var out: [Action] = []
+        handle(event, env, into: &out)
+        return out
+    }
+
+    /// Feeds one event and appends what the driver must do to `out` (a buffer the driver keeps, so that no array is
+    /// made per event).
+    public mutating func handle(_ event: Event, _ env: some ServerConnectionEnvironment, into out: inout [Action]) {
+        guard !ended, !tunnelled || event.isClosed else { return }
+        swap(&actions, &out)
+        defer { swap(&actions, &out) }
         switch event {
         case let .received(bytes): received(bytes, env)
         case .inputEnded: endInput(env)
@@ -213,12 +224,6 @@ public struct ServerConnectionMachine {
         case .written: takeNextRequest(env)
         case .closed: closed()
         }
-        return take()
-    }
-
-    private mutating func take() -> [Action] {
-        defer { actions = [] }
-        return actions
     }
 
     // MARK: events

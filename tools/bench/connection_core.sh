@@ -17,7 +17,12 @@ base="${3:-18381}"
 command -v valgrind >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
 work="$(mktemp -d /tmp/3dstape-core-bench.XXXXXX)"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+# KEEP_CALLGRIND=DIR keeps the callgrind files there (for callgrind_annotate).
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+  if [ -n "${KEEP_CALLGRIND:-}" ]; then mkdir -p "$KEEP_CALLGRIND" && cp "$work"/cg.* "$KEEP_CALLGRIND"/ 2>/dev/null || true; fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 export THREEDSTAPE_HOME="$work/home"
 wait_port() { for _ in $(seq 3600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 not up" >&2; exit 1; }
@@ -90,7 +95,7 @@ upport=$(awk '/listening/ {print $2}' "$work/up.txt")
 # A first replay, not measured, makes the per-user directory's keys (seconds of RSA key generation), which no measured
 # run must pay.
 VALGRIND=env run replay 2 >/dev/null
-for kind in replay record; do
+for kind in ${KINDS:-replay record}; do
   read -r loop1 all1 <<<"$(run "$kind" "$n")"; read -r loop2 all2 <<<"$(run "$kind" $((2 * n)))"
   python3 -c "print(f'$kind: {($loop2 - $loop1) / $n:,.0f} instructions per exchange on the network loop, {($all2 - $all1) / $n:,.0f} in all threads (runs of $n and $((2 * n)) requests)')"
 done
