@@ -54,8 +54,9 @@ let package = Package(
         .target(name: "TapHTTP", dependencies: ["TapCore"], swiftSettings: strict),
         // Network I/O: the event loop (epoll on Linux; poll(2) with -Xswiftc -DTHREEDSTAPE_POSIX_ONLY, what macOS compiles), timers, non-blocking TCP connections with optional TLS, listeners.
         .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto", "TapCore"], swiftSettings: strict),
-        // How every 3dstape server takes requests (HTTPRequestIntake, also the proxy's client side), a small HTTP server on
-        // the event loop, and a blocking HTTP client (proxy, TLS, timeouts).
+        // How every 3dstape server takes requests (HTTPRequestIntake, also the proxy's client side), the server side of a
+        // connection as one sans-IO state machine (ServerConnectionMachine) with the policy types the proxy shares (deadlines,
+        // read-ahead, output backpressure), a small HTTP server on the event loop that drives it, and a blocking HTTP client.
         .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto", "TapCore"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),

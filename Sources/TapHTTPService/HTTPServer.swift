@@ -63,7 +63,7 @@ public typealias HTTPAnsweringHandler = (_ request: HTTPRequest, _ peer: String,
 /// Requests are taken by `HTTPRequestIntake`, as the recording proxy takes its clients' (limits, credentials, CONNECT,
 /// `100 Continue`).
 ///
-/// Memory per connection stays bounded whatever the client does: at most `ServerConnection.readAheadAllowance` bytes
+/// Memory per connection stays bounded whatever the client does: at most `ReadAheadLimit.pipelined` bytes
 /// are read ahead of the answers, and reading stops while more than `maxUnsentBytes` of answers wait for a client that
 /// does not read them. A client that half-closes (shuts down its sending side after its requests) gets its answers,
 /// then the connection is closed.
@@ -188,7 +188,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         sc.connection = c
         accepted.value.connections[ObjectIdentifier(sc)] = sc
-        sc.arm(.idle)
+        sc.start()
         if let tls {
             // A client that connects by IP address sends no SNI: it gets a leaf for the address it reached and localhost.
             do {
@@ -210,123 +210,141 @@ public final class HTTPServer: @unchecked Sendable {
     }
 }
 
-/// One client connection of an `HTTPServer`: takes its requests one at a time, in a loop (`takeRequests`), hands each
-/// to the handler and writes the answer; reads no further ahead than `readAheadAllowance` while a request is with the
-/// handler, and not at all while `maxUnsentBytes` of answers wait for the client.
-private final class ServerConnection: ConnectionDelegate {
+/// The I/O driver of one client connection of an `HTTPServer`: carries socket and timer events into its
+/// `ServerConnectionMachine` and performs the actions that come out (writes, pauses, the one deadline timer, TLS, the
+/// handler's requests, tunnels). It holds no protocol logic of its own. Events that arise while actions are being
+/// performed (a handler answering from inside its call) are queued and fed in turn, never by recursion, so a thousand
+/// pipelined requests answered at once use one stack frame, not a thousand.
+private final class ServerConnection: ConnectionDelegate, ServerConnectionEnvironment {
     weak var server: HTTPServer?
     let peer: String
     var connection: Connection?
-    /// Requests as every 3dstape server takes them (parsing, limits, credentials, CONNECT, `100 Continue`).
-    var intake: HTTPRequestIntake
-    /// A request is with the handler, unanswered.
-    var busy = false
-    /// Which request the handler has (a `respond` for an earlier one, called again, is ignored).
-    var dispatched = 0
-    /// Inside `takeRequests`: an answer given meanwhile lets its loop go on instead of starting another.
-    var taking = false
-    /// The connection closes once what is queued is sent (an answer with `Connection: close`, a refusal, a fault).
-    var closing = false
-    /// The client half-closed: it sends nothing more, and the connection closes after the last answer.
-    var inputEnded = false
-    /// Reading stopped because too much arrived while a request was being answered.
-    var pausedForReadAhead = false
-    /// Reading and answering stopped because `maxUnsentBytes` of answers wait for the client.
-    var pausedForOutput = false
-    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
-    var lastDrainNanos: UInt64 = 0
-    /// The one timer of the connection (see `Wait`).
-    var timer: TimerHandle?
-    var timerKind: Wait = .idle
+    private var machine: ServerConnectionMachine
+    /// The one timer of the connection (the machine's armed deadline).
+    private var timer: TimerHandle?
     /// The CONNECT tunnelled untouched, once the connection is one (every byte is then the tunnel's).
-    var tunnel: TunnelRelay?
-
-    enum Wait {
-        /// Between requests (`idleTimeout`).
-        case idle
-        /// A request begun and not complete (`headerTimeout`).
-        case request
-        /// The client half-closed and its answer is not given yet (`idleTimeout`).
-        case halfClosed
-        /// Answers wait for a client that does not read them (`idleTimeout` without progress).
-        case stalledReader
-    }
-
-    /// Bytes read ahead (pipelined requests) while a request is being answered, before reading pauses.
-    static let readAheadAllowance = 256 * 1024
+    private var tunnel: TunnelRelay?
+    /// Events waiting to be fed, and whether actions are being performed now.
+    private var pending: [ServerConnectionMachine.Event] = []
+    private var feeding = false
+    /// `written` waits to be fed (asked for by `reportWhenWritten`, after the actions being performed).
+    private var writtenPending = false
+    /// The machine's actions for the event being fed (kept, so that no array is made per event).
+    private var actions: [ServerConnectionMachine.Action] = []
+    /// The last request actually given to the handler (a client that closes while it is unanswered gave up).
+    private var handedToHandler = 0
+    /// What a handler that took the connection over does with it, by request number.
+    private var takeOver: (number: Int, use: (Connection) -> Void)?
 
     init(server: HTTPServer, peer: String) {
         self.server = server
         self.peer = peer
-        intake = HTTPRequestIntake(rules: .init(limits: server.limits, authorization: server.authorization,
-                                                acceptsConnect: server.intercepting != nil,
-                                                connectRefusal: "CONNECT is not taken here: this server is not started as a proxy"))
+        machine = ServerConnectionMachine(
+            policy: ConnectionPolicy(headerTimeout: server.headerTimeout, idleTimeout: server.idleTimeout,
+                                     output: OutputBackpressure(highWater: server.maxUnsentBytes)),
+            rules: .init(limits: server.limits, authorization: server.authorization, acceptsConnect: server.intercepting != nil,
+                         connectRefusal: "CONNECT is not taken here: this server is not started as a proxy"))
     }
 
-    func arm(_ kind: Wait) {
-        guard let server else { return }
-        if let timer { server.loop.cancel(timer) }
-        timerKind = kind
-        let seconds: Double
-        switch kind {
-        case .idle, .halfClosed, .stalledReader: seconds = server.idleTimeout
-        case .request: seconds = server.headerTimeout
+    func start() { perform(machine.start()) }
+
+    /// Feeds an event and performs what the machine asks, in order; an event that arrives meanwhile waits its turn.
+    func feed(_ event: ServerConnectionMachine.Event) {
+        guard !feeding else { pending.append(event); return }
+        feeding = true
+        defer { feeding = false }
+        run(event)
+        var next = 0
+        while writtenPending || next < pending.count {
+            if writtenPending {
+                writtenPending = false
+                run(.written)
+                continue
+            }
+            let e = pending[next]
+            next += 1
+            run(e)
         }
-        timer = server.loop.schedule(after: seconds) { [weak self] in
-            self?.deadlinePassed()
-        }
+        if !pending.isEmpty { pending.removeAll(keepingCapacity: true) }
     }
 
-    func disarm() {
-        if let timer { server?.loop.cancel(timer) }
-        timer = nil
+    /// Feeds one event and performs its actions.
+    private func run(_ event: ServerConnectionMachine.Event) {
+        machine.handle(event, self, into: &actions)
+        perform(actions)
+        actions.removeAll(keepingCapacity: true)
     }
 
-    func deadlinePassed() {
-        timer = nil
-        guard let connection, let server, !connection.isClosed else { return }
-        switch timerKind {
-        case .idle:
-            if !busy { connection.close() }
-        case .request:
-            guard !busy else { return }
-            let timeout = Checked.clampedInt(server.headerTimeout)
-            refuse(HTTPErrorAnswer.reply(status: 408, "request not received within \(timeout) s"))
-        case .halfClosed:
-            connection.close() // an answer that never came (a hang) does not hold the connection for ever
-        case .stalledReader:
-            let idle = Double(EventLoop.nowNanos() &- lastDrainNanos) / 1e9
-            if idle >= server.idleTimeout {
-                connection.close()
-            } else {
-                timer = server.loop.schedule(after: server.idleTimeout - idle) { [weak self] in self?.deadlinePassed() }
+    private func perform(_ actions: [ServerConnectionMachine.Action]) {
+        guard let connection, let server else { return }
+        for action in actions {
+            // Once the connection closed (a write failed), what remains to do for it is moot.
+            guard !connection.isClosed else { return }
+            switch action {
+            case let .deliver(request, number):
+                handedToHandler = number
+                server.handler(request, peer) { [weak self] answer in self?.answer(answer, to: number) }
+            case let .write(head, body): connection.write(head, body)
+            case .reportWhenWritten: writtenPending = true // fed once these actions are performed
+            case .pauseReading: connection.pauseReading()
+            case .resumeReading: connection.resumeReading()
+            case let .arm(kind, seconds):
+                if let timer { server.loop.cancel(timer) }
+                timer = server.loop.schedule(after: seconds) { [weak self] in
+                    self?.timer = nil
+                    self?.feed(.deadlinePassed(kind))
+                }
+            case .cancelDeadline:
+                if let timer { server.loop.cancel(timer) }
+                timer = nil
+            case let .close(afterFlush, _): connection.close(afterFlush: afterFlush)
+            case let .startTLS(serverName):
+                guard let ctx = server.intercepting else { connection.close(); continue }
+                do {
+                    connection.startTLS(try TLSSession(context: ctx, serverName: serverName))
+                } catch {
+                    connection.close()
+                }
+            case let .passThrough(target, early):
+                let relay = TunnelRelay(client: connection, target: target, idleTimeout: server.idleTimeout) { [weak server] report in
+                    server?.onTunnelEnded?(report)
+                }
+                tunnel = relay
+                server.budget.release(ObjectIdentifier(self))
+                relay.start(early: early)
+            case let .handOver(number):
+                if let t = takeOver, t.number == number {
+                    takeOver = nil
+                    t.use(connection)
+                }
+            case .clientFinishedSending: server.onClientFinishedSending?(peer)
+            case .budgetExhausted:
+                if server.budget.shouldLog(nowNanos: EventLoop.nowNanos()) {
+                    server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
+                }
+            case .ended: break // only ever the answer to `closed`, which `connectionClosed` feeds and performs itself
             }
         }
     }
+
+    /// The handler's answer to request `number`, now (from inside its call) or later.
+    func answer(_ answer: HTTPServerAnswer, to number: Int) {
+        guard let c = connection, !c.isClosed else { return }
+        switch answer {
+        case let .reply(reply): feed(.answered(number: number, reply))
+        case let .takeOver(use):
+            takeOver = (number, use) // used by the `handOver` that follows (the event may wait its turn)
+            feed(.takenOver(number: number))
+        }
+    }
+
+    // MARK: ConnectionDelegate
 
     func connectionReady(_ connection: Connection) {}
 
     func connection(_ connection: Connection, received bytes: [UInt8]) {
         if let tunnel { tunnel.clientBytes(bytes); return }
-        guard !closing else { return }
-        // Requests here carry no recorded start time (the handlers keep their own clocks).
-        intake.received(bytes, wallClock: 0)
-        if let server, !server.budget.hold(ObjectIdentifier(self), intake.bufferedCount) {
-            if server.budget.shouldLog(nowNanos: EventLoop.nowNanos()) {
-                server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
-            }
-            refuse(HTTPErrorAnswer.reply(status: 503, "request bytes held in memory exceed --max-buffered; try again"))
-            return
-        }
-        if busy || pausedForOutput {
-            // Not taking requests now: hold a little of what follows, then let the rest wait in the kernel.
-            if intake.bufferedCount > ServerConnection.readAheadAllowance, !connection.readingPaused {
-                connection.pauseReading()
-                pausedForReadAhead = true
-            }
-            return
-        }
-        takeRequests()
+        feed(.received(bytes))
     }
 
     func connectionInputEnded(_ connection: Connection) -> Bool {
@@ -335,155 +353,40 @@ private final class ServerConnection: ConnectionDelegate {
             tunnel.clientFinishedSending()
             return true
         }
-        // A half-close is not an abort: what was asked is answered, then the connection closes.
-        inputEnded = true
-        pausedForReadAhead = false
-        if busy {
-            server?.onClientFinishedSending?(peer)
-            arm(.halfClosed)
-        } else if !pausedForOutput {
-            takeRequests()
-        }
+        feed(.inputEnded)
         return true
     }
 
     func connectionWroteQueued(_ connection: Connection) {
         if let tunnel { tunnel.clientDrained(); return }
-        lastDrainNanos = EventLoop.nowNanos()
-        guard pausedForOutput, let server, connection.unsentByteCount <= server.maxUnsentBytes / 2 else { return }
-        pausedForOutput = false
-        disarm()
-        takeRequests()
+        feed(.outputDrained)
     }
 
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         tunnel?.clientClosed()
         tunnel = nil
         if case let .tls(reason)? = error, !connection.isReady { server?.handshakeFailed(peer, reason) }
-        disarm()
+        if let timer { server?.loop.cancel(timer) }
+        timer = nil
         server?.budget.release(ObjectIdentifier(self))
         self.connection = nil
-        intake = HTTPRequestIntake(rules: intake.rules) // what the client sent and was not taken is freed now
-        if busy { server?.onClientAbort?(peer) }
+        var unanswered: Int?
+        for action in machine.handle(.closed, self) { if case let .ended(n) = action { unanswered = n } }
+        if let unanswered, unanswered == handedToHandler { server?.onClientAbort?(peer) }
         server?.ended(self)
     }
 
-    /// Answers an error and closes (nothing after it is read or answered).
-    func refuse(_ reply: HTTPReply) {
-        guard let connection else { return }
-        disarm()
-        closing = true
-        connection.write(reply.bytes(keepAlive: false))
-        connection.close(afterFlush: true)
+    // MARK: ServerConnectionEnvironment
+
+    func monotonicNanos() -> UInt64 { EventLoop.nowNanos() }
+
+    func unsentByteCount() -> Int {
+        let unsent = connection?.unsentByteCount ?? 0
+        server?.noteUnsent(unsent)
+        return unsent
     }
 
-    /// Takes the client's requests in turn while each is answered at once, in this loop: a handler that answers from
-    /// inside its call returns here instead of recursing, so a thousand pipelined requests use one stack frame, not
-    /// a thousand. Stops at a request answered later (its answer calls this again), at an incomplete request, or while
-    /// `maxUnsentBytes` of answers wait for the client.
-    func takeRequests() {
-        guard !taking else { return }
-        taking = true
-        defer { taking = false }
-        while !busy, !closing, !pausedForOutput, let connection, !connection.isClosed, let server {
-            let unsent = connection.unsentByteCount
-            server.noteUnsent(unsent)
-            if unsent > server.maxUnsentBytes {
-                // The client is not reading its answers: stop reading and answering until it has taken half of them.
-                pausedForOutput = true
-                connection.pauseReading()
-                lastDrainNanos = EventLoop.nowNanos()
-                arm(.stalledReader)
-                return
-            }
-            var step = intake.next(wallClock: 0)
-            if case .sendContinue = step {
-                connection.write(HTTPRequestIntake.continueBytes)
-                step = intake.next(wallClock: 0)
-            }
-            switch step {
-            case .needMore, .sendContinue:
-                if inputEnded {
-                    // Nothing more will come: what was answered goes out, then the connection closes (an incomplete
-                    // request is dropped with it).
-                    closing = true
-                    disarm()
-                    connection.close(afterFlush: true)
-                    return
-                }
-                // Everything complete is answered: read again (after a pause for read-ahead or for unsent answers).
-                pausedForReadAhead = false
-                connection.resumeReading()
-                if intake.isIdle {
-                    if timerKind != .idle || timer == nil { arm(.idle) }
-                } else if timerKind != .request || timer == nil {
-                    arm(.request)
-                }
-                return
-            case let .refuse(status, message, headers):
-                refuse(HTTPErrorAnswer.reply(status: status, message, headers: headers))
-                return
-            case let .intercept(target):
-                disarm()
-                if server.passesThrough?(target) == true {
-                    let relay = TunnelRelay(client: connection, target: target, idleTimeout: server.idleTimeout) { [weak server] report in
-                        server?.onTunnelEnded?(report)
-                    }
-                    tunnel = relay
-                    server.budget.release(ObjectIdentifier(self))
-                    relay.start(early: intake.takeTunnelBytes())
-                    return
-                }
-                guard let ctx = server.intercepting else { connection.close(); return }
-                connection.write(HTTPRequestIntake.connectEstablished)
-                do {
-                    connection.startTLS(try TLSSession(context: ctx, serverName: target.host))
-                } catch {
-                    connection.close()
-                    return
-                }
-            case let .request(request, _):
-                dispatch(request, server)
-            }
-        }
-    }
+    func holdBudget(_ bytes: Int) -> Bool { server?.budget.hold(ObjectIdentifier(self), bytes) ?? true }
 
-    /// Hands one request to the handler; its answer comes back through `answer`, now or later.
-    func dispatch(_ r: HTTPRequest, _ server: HTTPServer) {
-        var request = r
-        _ = server.budget.hold(ObjectIdentifier(self), intake.bufferedCount)
-        if inputEnded { arm(.halfClosed) } else { disarm() }
-        if let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
-            request.head.target = "https://\(tunnel)\(request.head.target)"
-        }
-        busy = true
-        dispatched &+= 1
-        let number = dispatched
-        let keepAlive = request.head.keepAlive
-        server.handler(request, peer) { [weak self] reply in
-            self?.answer(reply, to: number, keepAlive: keepAlive)
-        }
-    }
-
-    /// Writes the answer to request `number` (a second answer to it, or one to a request of a closed connection, is
-    /// dropped) and goes on with the next request.
-    func answer(_ answer: HTTPServerAnswer, to number: Int, keepAlive: Bool) {
-        guard busy, number == dispatched, let c = connection, !c.isClosed else { return }
-        busy = false // answered (even by a fault): a close from here on is not the client giving up
-        switch answer {
-        case let .reply(reply):
-            c.write(reply.head(keepAlive: keepAlive), reply.body)
-            if !keepAlive {
-                closing = true
-                disarm()
-                c.close(afterFlush: true)
-                return
-            }
-            takeRequests() // returns at once when called from inside takeRequests, whose loop goes on
-        case let .takeOver(use):
-            closing = true
-            disarm()
-            use(c)
-        }
-    }
+    func passesThrough(_ target: HostPort) -> Bool { server?.passesThrough?(target) == true }
 }

@@ -1,6 +1,7 @@
 import TapCore
 import TapCrypto
 import TapHTTP
+import TapHTTPService
 import TapNet
 import TapStore
 
@@ -44,7 +45,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case let .writeClient(head, body):
             client.write(head, body)
             // A tunnel's upstream is read no faster than the client takes its bytes.
-            if machine.passThrough != nil, client.unsentByteCount > Self.tunnelHighWater { upstream?.connection?.pauseReading() }
+            if machine.passThrough != nil, Self.tunnelOutput.shouldPause(unsent: client.unsentByteCount) { upstream?.connection?.pauseReading() }
         case let .closeClient(afterFlush): client.close(afterFlush: afterFlush)
         case let .startClientTLS(serverName):
             do {
@@ -59,7 +60,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case let .connectUpstream(target): connectUpstream(target)
         case let .writeUpstream(head, body):
             upstream?.connection?.write(head, body)
-            if machine.passThrough != nil, let c = upstream?.connection, c.unsentByteCount > Self.tunnelHighWater { client.pauseReading() }
+            if machine.passThrough != nil, let c = upstream?.connection, Self.tunnelOutput.shouldPause(unsent: c.unsentByteCount) { client.pauseReading() }
         case .closeUpstream:
             upstream?.close()
             upstream = nil
@@ -101,13 +102,14 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         }
     }
 
-    /// In a tunnel (`--pass-through`), bytes queued toward one side past which the other side is not read.
-    static let tunnelHighWater = 1 << 20
+    /// In a tunnel (`--pass-through`), bytes queued toward one side past which the other side is not read, and at or
+    /// below which it is read again (the output backpressure of every server connection, with its own marks).
+    static let tunnelOutput = OutputBackpressure(highWater: 1 << 20, lowWater: 1 << 18)
 
     /// The upstream took queued tunnel bytes: read the client again once little is left.
     fileprivate func upstreamDrained(_ driver: UpstreamDriver) {
         guard driver === upstream, machine.passThrough != nil, !machine.readingPaused,
-              let c = driver.connection, c.unsentByteCount <= Self.tunnelHighWater / 4 else { return }
+              let c = driver.connection, Self.tunnelOutput.shouldResume(unsent: c.unsentByteCount) else { return }
         client.resumeReading()
     }
 
@@ -130,7 +132,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     /// The client took queued tunnel bytes: read the upstream again once little is left.
     func connectionWroteQueued(_ connection: Connection) {
-        guard machine.passThrough != nil, connection.unsentByteCount <= Self.tunnelHighWater / 4 else { return }
+        guard machine.passThrough != nil, Self.tunnelOutput.shouldResume(unsent: connection.unsentByteCount) else { return }
         upstream?.connection?.resumeReading()
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import TapCrypto
 import TapHTTP
+import TapHTTPService
 import TapNet
 
 /// An upstream URL: `http(s)://host[:port][/base]`.
@@ -52,6 +53,8 @@ public struct ProxyConfiguration: Sendable {
     public var idleTimeout: Double = 120
     /// Seconds to wait for the upstream's complete response.
     public var upstreamTimeout: Double = 60
+    /// The client side's deadlines and read-ahead, as every 3dstape server connection's (`ConnectionPolicy`).
+    var clientPolicy: ConnectionPolicy { ConnectionPolicy(headerTimeout: headerTimeout, idleTimeout: idleTimeout) }
     /// Mask PANs and OTP entries before storing.
     public var mask = true
     /// Active app-channel decryption (`--decrypt substitute`), or nil to pass 3DS traffic unchanged.

@@ -122,7 +122,15 @@ struct ProxySessionMachine {
         case ended
     }
 
-    enum Wait: Equatable { case idle, requestHead, upstream }
+    /// What the session waits for: on its client side, the deadline kinds every server connection has (`ConnectionDeadline`,
+    /// timed by `ConnectionPolicy` as `HTTPServer`'s are); on its upstream side, the answer.
+    enum Wait: Equatable {
+        case client(ConnectionDeadline)
+        case upstream
+
+        static let idle = Wait.client(.idle)
+        static let requestHead = Wait.client(.request)
+    }
 
     /// The exchange being forwarded.
     struct InFlight {
@@ -152,10 +160,9 @@ struct ProxySessionMachine {
         var isUsable: Bool { !closed && !awaiting && connected && parser.isIdle }
     }
 
-    /// Bytes read ahead from a client while its previous request is with the upstream.
-    static let pipelineAllowance = 256 * 1024
-
     let config: ProxyConfiguration
+    /// The client side's deadlines and read-ahead, as every server connection's (`ServerConnectionMachine`).
+    let policy: ConnectionPolicy
     let peer: String
     /// The client side's requests, as every 3dstape server takes them (parsing, limits, credentials, CONNECT).
     private(set) var intake: HTTPRequestIntake
@@ -194,6 +201,7 @@ struct ProxySessionMachine {
 
     init(config: ProxyConfiguration, connectionID: Int64, peer: String) {
         self.config = config
+        policy = config.clientPolicy
         self.connectionID = connectionID
         self.peer = peer
         intake = HTTPRequestIntake(rules: .init(limits: config.limits, authorization: config.authorization,
@@ -207,7 +215,7 @@ struct ProxySessionMachine {
 
     /// Arms the idle deadline (a new connection starts idle).
     mutating func start(_ env: some ProxySessionEnvironment) {
-        wait(for: .idle, seconds: config.idleTimeout, env)
+        wait(for: .idle, env)
     }
 
     /// Feeds one event; returns what the driver must do, in order.
@@ -243,7 +251,7 @@ struct ProxySessionMachine {
         }
         if inFlight == nil {
             processNext(env)
-        } else if intake.bufferedCount > Self.pipelineAllowance, !readingPaused {
+        } else if policy.readAhead.exceeded(by: intake.bufferedCount), !readingPaused {
             // A request is with the upstream: hold at most a little of what follows (pipelined requests), then stop
             // reading until its response is written (hardening: 1.5 GiB sent behind one unanswered GET was buffered).
             pauseReading()
@@ -286,10 +294,12 @@ struct ProxySessionMachine {
         guard !closed else { return }
         deadline = 0
         switch waitingFor {
-        case .idle:
+        case .client(.idle):
             if inFlight == nil, intake.isIdle { actions.append(.closeClient(afterFlush: false)) }
-        case .requestHead:
-            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Checked.clampedInt(config.headerTimeout)) s") }
+        case .client(.request):
+            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Checked.clampedInt(policy.headerTimeout)) s") }
+        case .client(.halfClosed), .client(.stalledReader):
+            break // not waited for here: a half-closed client waits for the upstream's deadline, and answers are not held back
         case .upstream:
             if let f = inFlight {
                 upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Checked.clampedInt(config.upstreamTimeout)) s",
@@ -305,7 +315,11 @@ struct ProxySessionMachine {
         processNext(env)
     }
 
-    private mutating func wait(for what: Wait, seconds: Double, _ env: some ProxySessionEnvironment) {
+    private mutating func wait(for what: Wait, _ env: some ProxySessionEnvironment) {
+        let seconds: Double = switch what {
+        case let .client(kind): policy.seconds(for: kind)
+        case .upstream: config.upstreamTimeout
+        }
         waitingFor = what
         deadline = Checked.deadline(env.monotonicClock(), plus: Checked.nanoseconds(seconds)) // saturates: never traps
     }
@@ -369,7 +383,7 @@ struct ProxySessionMachine {
                 }
                 return
             }
-            if !intake.isIdle, waitingFor != .requestHead { wait(for: .requestHead, seconds: config.headerTimeout, env) }
+            if !intake.isIdle, waitingFor != .requestHead { wait(for: .requestHead, env) }
         case let .refuse(status, message, headers):
             reject(status: status, message, headers: headers)
         case let .intercept(target):
@@ -432,7 +446,7 @@ struct ProxySessionMachine {
         let outHead = out.bytes
 
         inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context, upgrade: head.headers["Upgrade"])
-        wait(for: .upstream, seconds: config.upstreamTimeout, env)
+        wait(for: .upstream, env)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
             // Changed in place: a copy of the link would share its parser's buffer, and the next read would copy it.
             upstream!.awaiting = true
@@ -619,14 +633,14 @@ struct ProxySessionMachine {
             actions.append(.closeClient(afterFlush: true))
             return
         }
-        wait(for: .idle, seconds: config.idleTimeout, env)
+        wait(for: .idle, env)
         processNext(env)
     }
 
     private mutating func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool, _ env: some ProxySessionEnvironment) {
         guard var f = inFlight.take() else { return }
         holdBudget(env)
-        wait(for: .idle, seconds: config.idleTimeout, env)
+        wait(for: .idle, env)
         fillUpstreamTimes(&f.record)
         if closeUpstream {
             if upstream?.closed == false { actions.append(.closeUpstream) }
@@ -709,7 +723,7 @@ extension ProxySessionMachine {
         let early = intake.takeTunnelBytes()
         if !early.isEmpty { tunnelClientBytes(early, env) }
         _ = env.holdBudget(0)
-        wait(for: .upstream, seconds: config.upstreamTimeout, env)
+        wait(for: .upstream, env)
         actions.append(.log("\(peer): CONNECT \(target) passed through (\(decidedBy))"))
         actions.append(.connectUpstream(Target(tls: false, address: target, hostHeader: target.description, path: "")))
     }
@@ -752,11 +766,11 @@ extension ProxySessionMachine {
             t.pending = []
             passThrough = t
             if readingPaused { resumeReading() }
-            wait(for: .idle, seconds: config.idleTimeout, env)
+            wait(for: .idle, env)
         case let .upstreamBytes(bytes):
             passThrough?.bytesDown += bytes.count
             actions.append(.writeClient(bytes))
-            wait(for: .idle, seconds: config.idleTimeout, env)
+            wait(for: .idle, env)
         case let .upstreamClosed(failure):
             if passThrough?.connected == true {
                 let why: String? = switch failure {
@@ -797,12 +811,12 @@ extension ProxySessionMachine {
         if t.connected {
             actions.append(.writeUpstream(bytes))
             passThrough = t
-            wait(for: .idle, seconds: config.idleTimeout, env)
+            wait(for: .idle, env)
         } else {
             t.pending += bytes
             passThrough = t
             // The upstream is not up yet: hold a little, then stop reading until it is.
-            if t.pending.count > Self.pipelineAllowance, !readingPaused { pauseReading() }
+            if policy.readAhead.exceeded(by: t.pending.count), !readingPaused { pauseReading() }
         }
     }
 

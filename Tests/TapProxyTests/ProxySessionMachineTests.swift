@@ -1,6 +1,7 @@
 import Testing
 import TapCrypto
 import TapHTTP
+import TapHTTPService
 import TapNet
 import TapStore
 @testable import TapProxy
@@ -356,7 +357,7 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         var h = try Harness.reverse()
         _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
-        var a = h.feed(.clientBytes(Array(repeating: UInt8(ascii: "G"), count: ProxySessionMachine.pipelineAllowance + 1)))
+        var a = h.feed(.clientBytes(Array(repeating: UInt8(ascii: "G"), count: ReadAheadLimit.pipelined.bytes + 1)))
         #expect(a.names == ["pause"])
         a = h.upstream("HTTP/1.1 204 No Content\r\n\r\n")
         #expect(a.resumes && a.records.count == 1)

@@ -1,0 +1,436 @@
+import TapCore
+import TapHTTP
+import TapNet
+
+/// How a server connection is paced and bounded: the deadlines, how far it reads ahead of its answers, and how many
+/// answer bytes may wait for a client that does not read them. One set of policy types for every 3dstape server
+/// connection: `HTTPServer`'s (`ServerConnectionMachine`) and the recording proxy's client side (`ProxySessionMachine`).
+public struct ConnectionPolicy: Sendable {
+    /// A request begun and not complete within this many seconds is answered 408 and the connection closed.
+    public var headerTimeout: Double
+    /// An idle keep-alive connection is closed after this many seconds; so is one whose client has not read any of its
+    /// waiting answers for as long, and a half-closed one still waiting for its answer.
+    public var idleTimeout: Double
+    /// How far the connection reads ahead of its answers (pipelined requests) before reading pauses.
+    public var readAhead: ReadAheadLimit
+    /// When the connection stops reading (and answering) for a client that does not read its answers.
+    public var output: OutputBackpressure
+
+    public init(headerTimeout: Double = 30, idleTimeout: Double = 120, readAhead: ReadAheadLimit = .pipelined,
+                output: OutputBackpressure = OutputBackpressure(highWater: 1 << 20)) {
+        self.headerTimeout = headerTimeout
+        self.idleTimeout = idleTimeout
+        self.readAhead = readAhead
+        self.output = output
+    }
+
+    /// The seconds a deadline of this kind runs for.
+    public func seconds(for deadline: ConnectionDeadline) -> Double {
+        switch deadline {
+        case .idle, .halfClosed, .stalledReader: return idleTimeout
+        case .request: return headerTimeout
+        }
+    }
+}
+
+/// What a connection waits for when a deadline is armed; the kind decides what happens when it passes.
+public enum ConnectionDeadline: Sendable, Equatable {
+    /// Between requests (`idleTimeout`): the connection closes.
+    case idle
+    /// A request begun and not complete (`headerTimeout`): answered 408, then the connection closes.
+    case request
+    /// The client half-closed and its answer is not given yet (`idleTimeout`): the connection closes.
+    case halfClosed
+    /// Answers wait for a client that does not read them (`idleTimeout` without progress): the connection closes.
+    case stalledReader
+}
+
+/// Bytes read ahead of the answers (pipelined requests) while a request is being answered; past it, reading pauses
+/// and the rest waits in the kernel (hardening: 1.5 GiB sent behind one unanswered GET was once buffered).
+public struct ReadAheadLimit: Sendable, Equatable {
+    public var bytes: Int
+    public init(bytes: Int) { self.bytes = bytes }
+    /// What every 3dstape server holds ahead: 256 KiB.
+    public static let pipelined = ReadAheadLimit(bytes: 256 * 1024)
+    /// Whether `buffered` bytes held ahead are more than allowed (reading pauses).
+    public func exceeded(by buffered: Int) -> Bool { buffered > bytes }
+}
+
+/// Output backpressure: while more than `highWater` answer bytes wait for the client, the connection stops reading
+/// and answering; it goes on once no more than `lowWater` are left. One answer larger than `highWater` is still sent whole.
+public struct OutputBackpressure: Sendable, Equatable {
+    public var highWater: Int
+    public var lowWater: Int
+    /// `lowWater` defaults to half of `highWater`.
+    public init(highWater: Int, lowWater: Int? = nil) {
+        self.highWater = highWater
+        self.lowWater = lowWater ?? highWater / 2
+    }
+    /// Too much waits for the client: stop.
+    public func shouldPause(unsent: Int) -> Bool { unsent > highWater }
+    /// Enough was taken: go on.
+    public func shouldResume(unsent: Int) -> Bool { unsent <= lowWater }
+}
+
+/// What a `ServerConnectionMachine` asks of the world around it besides its events: the clock, the connection's unsent
+/// byte count and the server's shared memory budget. The I/O driver (`HTTPServer`) implements it; tests give fixed values.
+public protocol ServerConnectionEnvironment {
+    /// Monotonic nanoseconds (the stalled-reader deadline).
+    func monotonicNanos() -> UInt64
+    /// Answer bytes queued and not yet taken by the client. Asked once before each request is taken.
+    func unsentByteCount() -> Int
+    /// Tells the shared budget how many request bytes this connection holds; false when that is over the limit.
+    func holdBudget(_ bytes: Int) -> Bool
+    /// Whether a CONNECT to this target is tunnelled byte for byte instead of intercepted.
+    func passesThrough(_ target: HostPort) -> Bool
+}
+
+/// The server side of one HTTP/1.1 connection as a state machine, free of I/O (sans-IO, as `ProxySessionMachine`):
+/// events in (bytes received, input ended, output drained, the answer to request N, a deadline passed, the handler took
+/// the connection over, the connection closed), actions out (deliver request N, write, pause/resume reading, arm or
+/// cancel a deadline, start TLS or a tunnel for a CONNECT, close with a reason). Requests are taken by
+/// `HTTPRequestIntake` one at a time, pipelined ones in turn; while one is with the handler, at most
+/// `policy.readAhead` bytes are read ahead; while more than `policy.output.highWater` answer bytes wait for the client,
+/// nothing is read or answered; a half-closed client gets its answers, then the connection closes. `HTTPServer` is its
+/// I/O driver.
+public struct ServerConnectionMachine {
+    /// Something that happened to the connection.
+    public enum Event {
+        /// Bytes from the client.
+        case received([UInt8])
+        /// The client finished sending (a FIN): what it asked is answered, then the connection closes.
+        case inputEnded
+        /// The client took queued answer bytes (the environment's unsent count went down).
+        case outputDrained
+        /// The handler's answer to request `number` (a second answer, or one to an earlier request, is ignored).
+        case answered(number: Int, HTTPReply)
+        /// The handler takes the connection over instead of replying to request `number`.
+        case takenOver(number: Int)
+        /// The deadline of this kind, armed by the machine, passed.
+        case deadlinePassed(ConnectionDeadline)
+        /// The actions that asked for it (`reportWhenWritten`) are performed: the unsent count includes their writes.
+        case written
+        /// The connection closed (either side, or it failed).
+        case closed
+    }
+
+    /// Why the machine closes the connection.
+    public enum CloseReason: Equatable, Sendable {
+        /// The answer said `Connection: close` (or the request asked for it).
+        case answeredWithClose
+        /// An error was answered (malformed, refused, over the budget, a request deadline).
+        case refused(status: Int)
+        /// The client finished sending and every complete request was answered.
+        case inputEnded
+        /// A deadline passed (idle, half-closed, stalled reader).
+        case deadline(ConnectionDeadline)
+        /// A CONNECT could not be intercepted (no TLS for it).
+        case cannotIntercept
+    }
+
+    /// Something the driver must do.
+    public enum Action {
+        /// Hand request `number` to the handler (its answer comes back as `answered` or `takenOver`).
+        case deliver(HTTPRequest, number: Int)
+        /// Feed `written` once the actions before this one are performed: the next request is taken only when the
+        /// unsent count includes the answer just written (output backpressure counts what is really queued).
+        case reportWhenWritten
+        /// Bytes for the client; a message's head and body are given apart and sent together without being joined.
+        case write([UInt8], then: [UInt8] = [])
+        case pauseReading
+        case resumeReading
+        /// Send `deadlinePassed(kind)` after this many seconds (replacing any deadline armed before).
+        case arm(ConnectionDeadline, seconds: Double)
+        case cancelDeadline
+        /// Close the connection, after what is queued is sent or at once.
+        case close(afterFlush: Bool, reason: CloseReason)
+        /// Terminate the client's TLS (a CONNECT answered 200) with a leaf for this host.
+        case startTLS(serverName: String)
+        /// Tunnel the CONNECT to `target` byte for byte, starting with `early` (what the client sent after its CONNECT);
+        /// every later byte is the tunnel's.
+        case passThrough(HostPort, early: [UInt8])
+        /// Give the connection to whoever answers request `number`: the machine takes nothing more from it.
+        case handOver(number: Int)
+        /// The client finished sending while request `number` is unanswered (worth a note: a client that gave up looks
+        /// the same until then).
+        case clientFinishedSending(number: Int)
+        /// The shared budget refused this connection (the driver logs it, throttled); its 503 follows.
+        case budgetExhausted
+        /// The connection is over: release its budget. `unanswered`: the request the handler had, if any (a client that
+        /// gave up).
+        case ended(unanswered: Int?)
+    }
+
+    public let policy: ConnectionPolicy
+    /// Requests as every 3dstape server takes them (parsing, limits, credentials, CONNECT, `100 Continue`).
+    public private(set) var intake: HTTPRequestIntake
+    /// A request is with the handler, unanswered.
+    public private(set) var busy = false
+    /// The number of the last request delivered (a `respond` for an earlier one, called again, is ignored).
+    public private(set) var delivered = 0
+    /// The connection closes once what is queued is sent (an answer with `Connection: close`, a refusal, a hand-over).
+    public private(set) var closing = false
+    /// The connection closed; nothing more happens.
+    public private(set) var ended = false
+    /// The client half-closed: it sends nothing more, and the connection closes after the last answer.
+    public private(set) var inputEnded = false
+    /// Reading is paused by this machine (read-ahead or output backpressure).
+    public private(set) var readingPaused = false
+    /// Reading and answering stopped because too many answer bytes wait for the client.
+    public private(set) var pausedForOutput = false
+    /// The deadline armed now, if any.
+    public private(set) var armed: ConnectionDeadline?
+    /// The connection is a CONNECT tunnelled untouched: every byte is the tunnel's, none the machine's.
+    public private(set) var tunnelled = false
+    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
+    private var lastDrainNanos: UInt64 = 0
+    /// Whether the request with the handler asked to keep the connection.
+    private var keepAlive = true
+    private var actions: [Action] = []
+
+    public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules) {
+        self.policy = policy
+        intake = HTTPRequestIntake(rules: rules)
+    }
+
+    /// Arms the idle deadline (a new connection starts idle).
+    public mutating func start() -> [Action] {
+        arm(.idle)
+        defer { actions = [] }
+        return actions
+    }
+
+    /// Feeds one event; returns what the driver must do, in order. A `deliver` is always the last action: what follows
+    /// it comes with the answer; so is `reportWhenWritten`.
+    public mutating func handle(_ event: Event, _ env: some ServerConnectionEnvironment) -> [Action] {
+        var out: [Action] = []
+        handle(event, env, into: &out)
+        return out
+    }
+
+    /// Feeds one event and appends what the driver must do to `out` (a buffer the driver keeps, so that no array is
+    /// made per event).
+    public mutating func handle(_ event: Event, _ env: some ServerConnectionEnvironment, into out: inout [Action]) {
+        guard !ended, !tunnelled || event.isClosed else { return }
+        swap(&actions, &out)
+        defer { swap(&actions, &out) }
+        switch event {
+        case let .received(bytes): received(bytes, env)
+        case .inputEnded: endInput(env)
+        case .outputDrained: drained(env)
+        case let .answered(number, reply): answered(number, reply, env)
+        case let .takenOver(number): takenOver(number)
+        case let .deadlinePassed(kind): deadlinePassed(kind, env)
+        case .written: takeNextRequest(env)
+        case .closed: closed()
+        }
+    }
+
+    // MARK: events
+
+    private mutating func received(_ bytes: [UInt8], _ env: some ServerConnectionEnvironment) {
+        guard !closing else { return }
+        // Requests here carry no recorded start time (the handlers keep their own clocks).
+        intake.received(bytes, wallClock: 0)
+        guard env.holdBudget(intake.bufferedCount) else {
+            actions.append(.budgetExhausted)
+            refuse(HTTPErrorAnswer.reply(status: 503, "request bytes held in memory exceed --max-buffered; try again"))
+            return
+        }
+        if busy || pausedForOutput {
+            // Not taking requests now: hold a little of what follows, then let the rest wait in the kernel.
+            if policy.readAhead.exceeded(by: intake.bufferedCount), !readingPaused { pauseReading() }
+            return
+        }
+        takeNextRequest(env)
+    }
+
+    private mutating func endInput(_ env: some ServerConnectionEnvironment) {
+        // A half-close is not an abort: what was asked is answered, then the connection closes.
+        inputEnded = true
+        readingPaused = false // the connection reads no more whatever this machine asked
+        if busy {
+            actions.append(.clientFinishedSending(number: delivered))
+            arm(.halfClosed)
+        } else if !pausedForOutput, !closing {
+            takeNextRequest(env)
+        }
+    }
+
+    private mutating func drained(_ env: some ServerConnectionEnvironment) {
+        lastDrainNanos = env.monotonicNanos()
+        guard pausedForOutput, policy.output.shouldResume(unsent: env.unsentByteCount()) else { return }
+        pausedForOutput = false
+        cancelDeadline()
+        takeNextRequest(env)
+    }
+
+    private mutating func answered(_ number: Int, _ reply: HTTPReply, _ env: some ServerConnectionEnvironment) {
+        guard let keepAlive = accept(number) else { return }
+        actions.append(.write(reply.head(keepAlive: keepAlive), then: reply.body))
+        if !keepAlive {
+            closing = true
+            cancelDeadline()
+            actions.append(.close(afterFlush: true, reason: .answeredWithClose))
+            return
+        }
+        actions.append(.reportWhenWritten)
+    }
+
+    private mutating func takenOver(_ number: Int) {
+        guard accept(number) != nil else { return }
+        closing = true
+        cancelDeadline()
+        actions.append(.handOver(number: number))
+    }
+
+    /// The request whose answer this is was the one with the handler: it is answered (even by a hand-over, so that a
+    /// close from here on is not the client giving up). Returns whether the request asked to keep the connection.
+    private mutating func accept(_ number: Int) -> Bool? {
+        guard busy, number == delivered else { return nil }
+        busy = false
+        return keepAlive
+    }
+
+    private mutating func deadlinePassed(_ kind: ConnectionDeadline, _ env: some ServerConnectionEnvironment) {
+        guard armed == kind, !closing else { return }
+        armed = nil
+        switch kind {
+        case .idle:
+            if !busy { close(.deadline(.idle)) }
+        case .request:
+            guard !busy else { return }
+            refuse(HTTPErrorAnswer.reply(status: 408, "request not received within \(Checked.clampedInt(policy.headerTimeout)) s"))
+        case .halfClosed:
+            close(.deadline(.halfClosed)) // an answer that never came (a hang) does not hold the connection for ever
+        case .stalledReader:
+            let idle = Double(env.monotonicNanos() &- lastDrainNanos) / 1e9
+            if idle >= policy.idleTimeout {
+                close(.deadline(.stalledReader))
+            } else {
+                armed = .stalledReader
+                actions.append(.arm(.stalledReader, seconds: policy.idleTimeout - idle))
+            }
+        }
+    }
+
+    private mutating func closed() {
+        ended = true
+        armed = nil
+        intake = HTTPRequestIntake(rules: intake.rules) // what the client sent and was not taken is freed now
+        actions.append(.ended(unanswered: busy ? delivered : nil))
+        busy = false
+    }
+
+    // MARK: requests
+
+    /// Takes the client's next request: stops at a request delivered (its answer goes on from there, with `written`
+    /// once it is queued), at an incomplete request, or while too many answer bytes wait for the client.
+    private mutating func takeNextRequest(_ env: some ServerConnectionEnvironment) {
+        guard !busy, !closing, !pausedForOutput else { return }
+        if policy.output.shouldPause(unsent: env.unsentByteCount()) {
+            // The client is not reading its answers: stop reading and answering until it has taken enough of them.
+            pausedForOutput = true
+            pauseReading()
+            lastDrainNanos = env.monotonicNanos()
+            arm(.stalledReader)
+            return
+        }
+        var step = intake.next(wallClock: 0)
+        if case .sendContinue = step {
+            actions.append(.write(HTTPRequestIntake.continueBytes))
+            step = intake.next(wallClock: 0)
+        }
+        switch step {
+        case .needMore, .sendContinue:
+            if inputEnded {
+                // Nothing more will come: what was answered goes out, then the connection closes (an incomplete
+                // request is dropped with it).
+                close(.inputEnded, afterFlush: true)
+                return
+            }
+            // Everything complete is answered: read again (after a pause for read-ahead or for unsent answers).
+            resumeReading()
+            if intake.isIdle {
+                if armed != .idle { arm(.idle) }
+            } else if armed != .request {
+                arm(.request)
+            }
+            return
+        case let .refuse(status, message, headers):
+            refuse(HTTPErrorAnswer.reply(status: status, message, headers: headers))
+            return
+        case let .intercept(target):
+            cancelDeadline()
+            if env.passesThrough(target) {
+                tunnelled = true
+                _ = env.holdBudget(0)
+                actions.append(.passThrough(target, early: intake.takeTunnelBytes()))
+                return
+            }
+            actions.append(.write(HTTPRequestIntake.connectEstablished))
+            actions.append(.startTLS(serverName: target.host))
+            // The requests inside the tunnel come next, once the answer is queued.
+            actions.append(.reportWhenWritten)
+            return
+        case let .request(request, _):
+            deliver(request, env)
+            return
+        }
+    }
+
+    /// Hands one request to the handler.
+    private mutating func deliver(_ r: HTTPRequest, _ env: some ServerConnectionEnvironment) {
+        var request = r
+        _ = env.holdBudget(intake.bufferedCount)
+        if inputEnded { arm(.halfClosed) } else { cancelDeadline() }
+        if let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
+            request.head.target = "https://\(tunnel)\(request.head.target)"
+        }
+        busy = true
+        delivered &+= 1
+        keepAlive = request.head.keepAlive
+        actions.append(.deliver(request, number: delivered))
+    }
+
+    /// Answers an error and closes (nothing after it is read or answered).
+    private mutating func refuse(_ reply: HTTPReply) {
+        cancelDeadline()
+        closing = true
+        actions.append(.write(reply.bytes(keepAlive: false)))
+        actions.append(.close(afterFlush: true, reason: .refused(status: reply.status)))
+    }
+
+    private mutating func close(_ reason: CloseReason, afterFlush: Bool = false) {
+        closing = true
+        cancelDeadline()
+        actions.append(.close(afterFlush: afterFlush, reason: reason))
+    }
+
+    private mutating func arm(_ kind: ConnectionDeadline) {
+        armed = kind
+        actions.append(.arm(kind, seconds: policy.seconds(for: kind)))
+    }
+
+    private mutating func cancelDeadline() {
+        guard armed != nil else { return }
+        armed = nil
+        actions.append(.cancelDeadline)
+    }
+
+    private mutating func pauseReading() {
+        guard !readingPaused else { return }
+        readingPaused = true
+        actions.append(.pauseReading)
+    }
+
+    private mutating func resumeReading() {
+        guard readingPaused else { return }
+        readingPaused = false
+        actions.append(.resumeReading)
+    }
+}
+
+extension ServerConnectionMachine.Event {
+    var isClosed: Bool { if case .closed = self { return true }; return false }
+}

@@ -1,0 +1,233 @@
+import Testing
+import TapCore
+import TapHTTP
+import TapHTTPService
+import TapNet
+
+/// A fixed world for the server-connection machine: a clock, an unsent count and a budget the test sets.
+final class FakeConnectionWorld: ServerConnectionEnvironment {
+    var now: UInt64 = 1_000_000_000
+    var unsent = 0
+    var budgetLimit = Int.max
+    var held = 0
+    var tunnelled: Set<String> = []
+    func monotonicNanos() -> UInt64 { now }
+    func unsentByteCount() -> Int { unsent }
+    func holdBudget(_ bytes: Int) -> Bool {
+        held = bytes
+        return bytes <= budgetLimit
+    }
+    func passesThrough(_ target: HostPort) -> Bool { tunnelled.contains(target.host) }
+}
+
+/// Drives a `ServerConnectionMachine` with byte arrays and keeps the actions, as the proxy's machine tests do; like the
+/// I/O driver, it adds what it was asked to write to the unsent count, and feeds `written` when asked.
+struct ConnectionHarness {
+    var machine: ServerConnectionMachine
+    let world = FakeConnectionWorld()
+
+    init(policy: ConnectionPolicy = ConnectionPolicy(), acceptsConnect: Bool = false) {
+        machine = ServerConnectionMachine(policy: policy, rules: .init(limits: HTTPLimits(), authorization: nil, acceptsConnect: acceptsConnect))
+        let first = machine.start()
+        #expect(first.armedDeadlines == [.idle])
+    }
+
+    /// Feeds an event, then (as the driver) every `written` the actions ask for; returns all the actions, in order.
+    mutating func feed(_ event: ServerConnectionMachine.Event) -> [ServerConnectionMachine.Action] {
+        var all: [ServerConnectionMachine.Action] = []
+        var next: ServerConnectionMachine.Event? = event
+        while let e = next {
+            next = nil
+            let actions = machine.handle(e, world)
+            for a in actions {
+                if case let .write(h, b) = a { world.unsent += h.count + b.count }
+                if case .reportWhenWritten = a { next = .written }
+            }
+            all += actions
+        }
+        return all
+    }
+
+    mutating func send(_ text: String) -> [ServerConnectionMachine.Action] { feed(.received(Array(text.utf8))) }
+    mutating func answer(_ number: Int, _ body: String = "ok", close: Bool = false) -> [ServerConnectionMachine.Action] {
+        feed(.answered(number: number, HTTPReply(status: 200, headers: close ? [("Connection", "close")] : [], body: Array(body.utf8))))
+    }
+}
+
+extension Array where Element == ServerConnectionMachine.Action {
+    var delivered: [(number: Int, target: String)] {
+        compactMap { if case let .deliver(r, n) = $0 { return (n, r.head.target) }; return nil }
+    }
+    var written: String {
+        compactMap { if case let .write(h, b) = $0 { return String(decoding: h + b, as: UTF8.self) }; return nil }.joined()
+    }
+    var armedDeadlines: [ConnectionDeadline] { compactMap { if case let .arm(k, _) = $0 { return k }; return nil } }
+    var closeReason: ServerConnectionMachine.CloseReason? {
+        compactMap { if case let .close(_, r) = $0 { return r }; return nil }.first
+    }
+    var pauses: Bool { contains { if case .pauseReading = $0 { return true }; return false } }
+    var resumes: Bool { contains { if case .resumeReading = $0 { return true }; return false } }
+}
+
+/// `ServerConnectionMachine`, bytes in and actions out: what `HTTPServer` does for the replayer, the sandbox, the web
+/// inspector and the RReq listener, without a socket.
+@Suite struct ServerConnectionMachineTests {
+    static func get(_ path: String) -> String { "GET \(path) HTTP/1.1\r\nHost: a\r\n\r\n" }
+
+    @Test func pipelinedRequestsAreDeliveredOneAtATimeInOrder() {
+        var h = ConnectionHarness()
+        let first = h.send(Self.get("/1") + Self.get("/2") + Self.get("/3"))
+        #expect(first.delivered.map(\.target) == ["/1"], "one request with the handler at a time")
+        #expect(h.answer(2).isEmpty, "an answer to a request the handler does not have is ignored")
+        let second = h.answer(1, "one")
+        #expect(second.written.hasSuffix("one") && second.delivered.map(\.target) == ["/2"])
+        #expect(h.answer(1, "again").isEmpty, "a second answer to the same request is ignored")
+        #expect(h.answer(2).delivered.map(\.number) == [3])
+        let last = h.answer(3)
+        #expect(last.delivered.isEmpty && last.armedDeadlines == [.idle] && last.closeReason == nil)
+    }
+
+    @Test func readAheadPausesPastTheCapAndResumesOnceAnswered() {
+        var h = ConnectionHarness()
+        #expect(h.send(Self.get("/slow")).delivered.count == 1)
+        let chunk = String(repeating: Self.get("/next"), count: 2000) // ~70 KB a time while /slow is unanswered
+        var paused = false
+        for _ in 0..<6 where !paused { paused = h.send(chunk).pauses }
+        #expect(paused && h.machine.intake.bufferedCount > ReadAheadLimit.pipelined.bytes
+                && h.machine.intake.bufferedCount < ReadAheadLimit.pipelined.bytes + chunk.utf8.count + 1)
+        #expect(h.send(chunk).isEmpty, "reading paused: nothing more is asked for")
+        // Answering takes the next requests in turn; once all are answered, reading resumes.
+        var number = 1
+        var resumed = false
+        while !resumed, number < 20_000 {
+            let a = h.answer(number)
+            resumed = a.resumes
+            number += 1
+            h.world.unsent = 0
+        }
+        #expect(resumed && h.machine.intake.isIdle)
+    }
+
+    @Test func budgetExhaustionAnswers503AndCloses() {
+        var h = ConnectionHarness()
+        h.world.budgetLimit = 10
+        let a = h.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n")
+        #expect(a.contains { if case .budgetExhausted = $0 { return true }; return false })
+        #expect(a.written.hasPrefix("HTTP/1.1 503") && a.written.contains("--max-buffered"))
+        #expect(a.closeReason == .refused(status: 503))
+        #expect(h.send(Self.get("/after")).isEmpty, "nothing after a refusal is read")
+    }
+
+    @Test func eachDeadlineKind() {
+        // idle: closes a connection between requests.
+        var idle = ConnectionHarness(policy: ConnectionPolicy(headerTimeout: 2, idleTimeout: 5))
+        #expect(idle.feed(.deadlinePassed(.idle)).closeReason == .deadline(.idle))
+
+        // request: a head begun and not finished is answered 408.
+        var slow = ConnectionHarness(policy: ConnectionPolicy(headerTimeout: 2, idleTimeout: 5))
+        let begun = slow.send("GET / HTTP/1.1\r\nHo")
+        #expect(begun.contains { if case .arm(.request, 2) = $0 { return true }; return false })
+        #expect(slow.feed(.deadlinePassed(.idle)).isEmpty, "a deadline no longer armed is ignored")
+        let timedOut = slow.feed(.deadlinePassed(.request))
+        #expect(timedOut.written.hasPrefix("HTTP/1.1 408") && timedOut.written.contains("within 2 s") && timedOut.closeReason == .refused(status: 408))
+
+        // halfClosed: a client that finished sending waits at most idleTimeout for its answer.
+        var half = ConnectionHarness(policy: ConnectionPolicy(idleTimeout: 5))
+        #expect(half.send(Self.get("/hang")).delivered.count == 1)
+        let ended = half.feed(.inputEnded)
+        #expect(ended.armedDeadlines == [.halfClosed] && ended.contains { if case .clientFinishedSending(1) = $0 { return true }; return false })
+        #expect(half.feed(.deadlinePassed(.halfClosed)).closeReason == .deadline(.halfClosed))
+
+        // stalledReader: re-armed for what is left while the client reads now and then, closed once it stops for idleTimeout.
+        var stalled = ConnectionHarness(policy: ConnectionPolicy(idleTimeout: 10, output: OutputBackpressure(highWater: 100)))
+        stalled.world.unsent = 101
+        let paused = stalled.send(Self.get("/x"))
+        #expect(paused.pauses && paused.armedDeadlines == [.stalledReader] && paused.delivered.isEmpty)
+        stalled.world.now += 4_000_000_000
+        stalled.world.unsent = 90 // took a little, not enough to go on
+        #expect(stalled.feed(.outputDrained).isEmpty)
+        stalled.world.now += 6_000_000_000
+        let rearmed = stalled.feed(.deadlinePassed(.stalledReader))
+        #expect(rearmed.contains { if case let .arm(.stalledReader, s) = $0 { return abs(s - 4) < 0.001 }; return false }, "\(rearmed)")
+        stalled.world.now += 4_000_000_000
+        #expect(stalled.feed(.deadlinePassed(.stalledReader)).closeReason == .deadline(.stalledReader))
+    }
+
+    @Test func aStalledReaderStopsAnsweringUntilItTakesHalf() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(output: OutputBackpressure(highWater: 1000)))
+        #expect(h.send(Self.get("/1") + Self.get("/2") + Self.get("/3")).delivered.count == 1)
+        let big = String(repeating: "a", count: 1200)
+        let a = h.answer(1, big)
+        #expect(a.delivered.isEmpty && a.pauses && a.armedDeadlines == [.stalledReader],
+                "the answer just written is counted before the next request is taken")
+        h.world.unsent = 600
+        #expect(h.feed(.outputDrained).isEmpty, "more than half still waits")
+        h.world.unsent = 500
+        let going = h.feed(.outputDrained)
+        #expect(going.delivered.map(\.target) == ["/2"] && going.contains { if case .cancelDeadline = $0 { return true }; return false })
+    }
+
+    @Test func aHalfClosedClientGetsItsAnswersThenTheConnectionCloses() {
+        var h = ConnectionHarness()
+        #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
+        _ = h.feed(.inputEnded)
+        #expect(h.answer(1).delivered.map(\.target) == ["/2"])
+        let last = h.answer(2, "two")
+        #expect(last.written.hasSuffix("two") && last.closeReason == .inputEnded)
+        #expect(last.contains { if case .close(afterFlush: true, _) = $0 { return true }; return false }, "the answers go out first")
+        #expect(h.feed(.closed).contains { if case .ended(unanswered: nil) = $0 { return true }; return false })
+    }
+
+    @Test func aParseErrorMidPipelineIsAnsweredAfterTheRequestsBeforeIt() {
+        var h = ConnectionHarness()
+        let a = h.send(Self.get("/ok") + "GET / HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n" + Self.get("/never"))
+        #expect(a.delivered.map(\.target) == ["/ok"] && a.written.isEmpty)
+        let b = h.answer(1, "fine")
+        #expect(b.written.hasPrefix("HTTP/1.1 200") && b.written.contains("HTTP/1.1 400") && b.closeReason == .refused(status: 400))
+        #expect(b.delivered.isEmpty, "nothing after the malformed request is taken")
+    }
+
+    @Test func aClientThatClosesWithAnUnansweredRequestGaveUp() {
+        var h = ConnectionHarness()
+        #expect(h.send(Self.get("/slow")).delivered.count == 1)
+        #expect(h.feed(.closed).contains { if case .ended(unanswered: 1) = $0 { return true }; return false })
+        #expect(h.answer(1).isEmpty, "an answer after the close is dropped")
+    }
+
+    @Test func takingTheConnectionOverEndsTheMachinesPart() {
+        var h = ConnectionHarness()
+        #expect(h.send(Self.get("/fault") + Self.get("/next")).delivered.count == 1)
+        let a = h.feed(.takenOver(number: 1))
+        #expect(a.contains { if case .handOver(1) = $0 { return true }; return false } && a.delivered.isEmpty)
+        #expect(h.send(Self.get("/more")).isEmpty)
+    }
+
+    @Test func answersWithConnectionCloseCloseAfterFlush() {
+        var h = ConnectionHarness()
+        #expect(h.send("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n" + Self.get("/after")).delivered.count == 1)
+        let a = h.answer(1)
+        #expect(a.written.contains("Connection: close") && a.closeReason == .answeredWithClose && a.delivered.isEmpty)
+    }
+
+    @Test func connectIsInterceptedOrPassedThrough() {
+        var h = ConnectionHarness(acceptsConnect: true)
+        let a = h.send("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n")
+        #expect(a.written.hasPrefix("HTTP/1.1 200 Connection established"))
+        #expect(a.contains { if case .startTLS("acs.example") = $0 { return true }; return false })
+        let inner = h.send(Self.get("/areq"))
+        #expect(inner.delivered.map(\.target) == ["https://acs.example:443/areq"], "requests inside the tunnel name it")
+
+        var p = ConnectionHarness(acceptsConnect: true)
+        p.world.tunnelled = ["bank.example"]
+        let t = p.send("CONNECT bank.example:443 HTTP/1.1\r\nHost: bank.example:443\r\n\r\n\u{16}\u{03}")
+        #expect(t.contains { if case let .passThrough(target, early) = $0 { return target.host == "bank.example" && early == [0x16, 0x03] }; return false })
+        #expect(p.send("more").isEmpty, "every later byte is the tunnel's")
+    }
+
+    @Test func continueIsSentBeforeTheBody() {
+        var h = ConnectionHarness()
+        let a = h.send("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+        #expect(a.written == "HTTP/1.1 100 Continue\r\n\r\n" && a.delivered.isEmpty && a.armedDeadlines == [.request])
+        #expect(h.send("hi").delivered.count == 1)
+    }
+}
