@@ -130,8 +130,9 @@ public struct ServerConnectionMachine {
 
     /// Something the driver must do.
     public enum Action {
-        /// Hand request `number` to the handler (its answer comes back as `answered` or `takenOver`).
-        case deliver(HTTPRequest, number: Int)
+        /// Hand request `number` to the handler (its answer comes back as `answered` or `takenOver`). Boxed: an action
+        /// is copied on its way to the driver, and the request is the one large payload (a box is one retain to copy).
+        indirect case deliver(HTTPRequest, number: Int)
         /// Feed `written` once the actions before this one are performed: the next request is taken only when the
         /// unsent count includes the answer just written (output backpressure counts what is really queued).
         case reportWhenWritten
