@@ -44,7 +44,23 @@ public struct HTTPReply: Sendable {
 /// Handles one request; calls `respond` once, now or later (on the loop thread), or never (a server
 /// that hangs on purpose). Answering at once, from inside the call, is fine: the server takes a connection's pipelined
 /// requests one after another in a loop, never by recursion.
-public typealias HTTPHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPReply) -> Void) -> Void
+public typealias HTTPHandler = (_ request: HTTPRequest, _ peer: ServerPeer, _ respond: @escaping (HTTPReply) -> Void) -> Void
+
+/// Which connection of an `HTTPServer` a request came on: a number the server gives each connection it accepts (never
+/// reused while the server lives) and the client's address, for logs and records. Two connections from one address
+/// (a client that reconnects from the same port, or a NAT) are two peers: state kept per connection is keyed by this,
+/// not by the address text.
+public struct ServerPeer: Hashable, Sendable, CustomStringConvertible {
+    /// The connection's number on its server (1, 2, …).
+    public let connection: Int
+    /// `host:port` of the client.
+    public let address: String
+    public init(connection: Int, address: String) {
+        self.connection = connection
+        self.address = address
+    }
+    public var description: String { address }
+}
 
 /// How a request of an `HTTPServer` is answered: a reply the server sends (keeping the connection alive as the request
 /// asks), or the connection handed over to whoever answers, who then writes, closes or resets it as it likes (the
@@ -56,7 +72,7 @@ public enum HTTPServerAnswer {
 }
 
 /// An `HTTPHandler` that may also take connections over (`HTTPServerAnswer`).
-public typealias HTTPAnsweringHandler = (_ request: HTTPRequest, _ peer: String, _ respond: @escaping (HTTPServerAnswer) -> Void) -> Void
+public typealias HTTPAnsweringHandler = (_ request: HTTPRequest, _ peer: ServerPeer, _ respond: @escaping (HTTPServerAnswer) -> Void) -> Void
 
 /// A small HTTP/1.1 server on an event loop: keep-alive, one request at a time per connection, pipelined requests
 /// taken in turn, optional TLS. For the sandbox, the client's RReq listener, the web inspector and the replayer.
@@ -85,11 +101,11 @@ public final class HTTPServer: @unchecked Sendable {
     }
     /// Called on the loop when a client closes its connection while its request is still unanswered
     /// (a client that gave up), with the peer address.
-    public var onClientAbort: ((_ peer: String) -> Void)?
+    public var onClientAbort: ((_ peer: ServerPeer) -> Void)?
     /// Called on the loop when a client finishes sending (a FIN) while its request is still unanswered. The answer is
     /// still written (a half-close is not an abort), but on the wire a client that gave up and closed looks the same
     /// until then, so the moment is worth keeping: it is when a timing-out client gave up.
-    public var onClientFinishedSending: ((_ peer: String) -> Void)?
+    public var onClientFinishedSending: ((_ peer: ServerPeer) -> Void)?
     /// A request begun and not complete within this many seconds is answered 408 and the connection closed
     /// (slow-loris clients: headers or bodies trickled a byte at a time).
     public var headerTimeout: Double = 30
@@ -101,6 +117,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// Connections served at once; more are answered 503 and closed (with a log line).
     public var maxConnections = 1024
     private var turnAwayLog = LogThrottle()
+    /// Connections accepted so far: the next one is numbered one more (`ServerPeer.connection`).
+    private var connectionsAccepted = 0
     /// Failed TLS handshakes: one log line a second at most, with how many went unlogged since the last.
     private var handshakeLog = LogThrottle()
     private var handshakesUnlogged = 0
@@ -178,7 +196,8 @@ public final class HTTPServer: @unchecked Sendable {
     private func accept(_ fd: Int32, _ peer: String) {
         guard Listener.admit(fd, open: accepted.value.connections.count, max: maxConnections, tls: tls != nil, throttle: &turnAwayLog,
                              log: { onLog?($0) }) else { return }
-        let sc = ServerConnection(server: self, peer: peer)
+        connectionsAccepted &+= 1
+        let sc = ServerConnection(server: self, peer: ServerPeer(connection: connectionsAccepted, address: peer))
         let c: Connection
         do {
             c = try Connection.accepted(fd: fd, peer: peer, loop: loop, delegate: sc)
@@ -217,7 +236,7 @@ public final class HTTPServer: @unchecked Sendable {
 /// pipelined requests answered at once use one stack frame, not a thousand.
 private final class ServerConnection: ConnectionDelegate, ServerConnectionEnvironment {
     weak var server: HTTPServer?
-    let peer: String
+    let peer: ServerPeer
     var connection: Connection?
     private var machine: ServerConnectionMachine
     /// The one timer of the connection (the machine's armed deadline).
@@ -236,7 +255,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
     /// What a handler that took the connection over does with it, by request number.
     private var takeOver: (number: Int, use: (Connection) -> Void)?
 
-    init(server: HTTPServer, peer: String) {
+    init(server: HTTPServer, peer: ServerPeer) {
         self.server = server
         self.peer = peer
         machine = ServerConnectionMachine(
@@ -306,7 +325,8 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
                     connection.close()
                 }
             case let .passThrough(target, early):
-                let relay = TunnelRelay(client: connection, target: target, idleTimeout: server.idleTimeout) { [weak server] report in
+                let relay = TunnelRelay(client: connection, target: target, idleTimeout: server.idleTimeout,
+                                        connection: peer.connection) { [weak server] report in
                     server?.onTunnelEnded?(report)
                 }
                 tunnel = relay
@@ -365,7 +385,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
     func connectionClosed(_ connection: Connection, error: ConnectionError?) {
         tunnel?.clientClosed()
         tunnel = nil
-        if case let .tls(reason)? = error, !connection.isReady { server?.handshakeFailed(peer, reason) }
+        if case let .tls(reason)? = error, !connection.isReady { server?.handshakeFailed(peer.address, reason) }
         if let timer { server?.loop.cancel(timer) }
         timer = nil
         server?.budget.release(ObjectIdentifier(self))

@@ -5,6 +5,8 @@ import TapNet
 /// ClientHello (SNI, ALPN offered) when the tunnel carried TLS, the bytes each way, and how it ended.
 public struct TunnelReport: Sendable {
     public var peer: String
+    /// The connection's number on the `HTTPServer` that passed it through (`ServerPeer.connection`); nil for others.
+    public var connection: Int?
     public var target: HostPort
     /// Wall-clock seconds: the CONNECT taken, the upstream's TCP connection up (nil: never), the end.
     public var startedAt: Double
@@ -39,12 +41,12 @@ final class TunnelRelay: ConnectionDelegate {
     private var lastActivity = EventLoop.nowNanos()
     private var timer: TimerHandle?
 
-    init(client: Connection, target: HostPort, idleTimeout: Double, onEnd: @escaping (TunnelReport) -> Void) {
+    init(client: Connection, target: HostPort, idleTimeout: Double, connection: Int? = nil, onEnd: @escaping (TunnelReport) -> Void) {
         self.client = client
         self.target = target
         self.idleTimeout = idleTimeout
         self.onEnd = onEnd
-        report = TunnelReport(peer: client.peer, target: target, startedAt: Date().timeIntervalSince1970, connectedAt: nil, endedAt: 0,
+        report = TunnelReport(peer: client.peer, connection: connection, target: target, startedAt: Date().timeIntervalSince1970, connectedAt: nil, endedAt: 0,
                               clientHello: nil, bytesUp: 0, bytesDown: 0, ended: "")
     }
 

@@ -43,10 +43,10 @@ public final class Replayer: @unchecked Sendable {
     /// loop in debug builds).
     private let perConnection: LoopConfined<PerConnection>
     private struct PerConnection {
-        var connectionIDs: [String: Int64] = [:]
+        var connectionIDs: [ServerPeer: Int64] = [:]
         var nextConnectionID: Int64 = 2
         var seqs: [Int64: Int] = [:]
-        var pending: [String: Pending] = [:]
+        var pending: [ServerPeer: Pending] = [:]
     }
     /// Clients present `--auth` credentials, which a forward does not pass on.
     private var clientsAuthenticate = false
@@ -198,16 +198,16 @@ public final class Replayer: @unchecked Sendable {
         rreqs.closeAll()
     }
 
-    func connectionID(_ peer: String, at: Double) -> Int64 {
+    func connectionID(_ peer: ServerPeer, at: Double) -> Int64 {
         if let id = perConnection.value.connectionIDs[peer] { return id }
         let id = perConnection.value.nextConnectionID
         perConnection.value.nextConnectionID += 1
         perConnection.value.connectionIDs[peer] = id
-        writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer, acceptedAt: at, mode: "replay", upstream: nil)))
+        writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer.address, acceptedAt: at, mode: "replay", upstream: nil)))
         return id
     }
 
-    func handle(_ req: HTTPRequest, _ peer: String, _ answerWith: @escaping (HTTPServerAnswer) -> Void) {
+    func handle(_ req: HTTPRequest, _ peer: ServerPeer, _ answerWith: @escaping (HTTPServerAnswer) -> Void) {
         let respond: (HTTPReply) -> Void = { answerWith(.reply($0)) }
         if refusedForwardingLoop(req, respond) { return }
         let started = Date().timeIntervalSince1970
@@ -342,7 +342,7 @@ public final class Replayer: @unchecked Sendable {
 
     /// A CONNECT tunnelled untouched (`--pass-through`) ended: recorded as a CONNECT exchange with what was seen of it.
     func recordTunnel(_ t: TunnelReport) {
-        let conn = connectionID(t.peer, at: t.startedAt)
+        let conn = connectionID(ServerPeer(connection: t.connection ?? 0, address: t.peer), at: t.startedAt)
         let seq = perConnection.value.seqs[conn, default: 0] + 1
         perConnection.value.seqs[conn] = seq
         let address = t.target.description
@@ -367,12 +367,12 @@ public final class Replayer: @unchecked Sendable {
     }
 
     /// The client finished sending (a FIN) with its answer not yet due: noted, and the answer still goes out.
-    func clientFinishedSending(_ peer: String) {
+    func clientFinishedSending(_ peer: ServerPeer) {
         if perConnection.value.pending[peer] != nil, perConnection.value.pending[peer]?.finishedSendingNanos == nil { perConnection.value.pending[peer]?.finishedSendingNanos = EventLoop.nowNanos() }
     }
 
     /// The client closed its connection before its answer was due: the time it gave up is what a timeout test measures.
-    func clientGaveUp(_ peer: String) {
+    func clientGaveUp(_ peer: ServerPeer) {
         guard let p = perConnection.value.pending.removeValue(forKey: peer) else { return }
         if let t = p.timer { loop.cancel(t) }
         counts.aborted += 1

@@ -32,6 +32,22 @@ import TapNet
         }
     }
 
+    /// `ServerPeer.connection`: the number an `HTTPServer` gives each connection it accepts, the identity the replayer keeps
+    /// its per-connection state by (not the address text): one number for every request of a connection, the next
+    /// number for the next connection.
+    @Test func eachConnectionHasItsOwnNumberAndKeepsItForItsRequests() throws {
+        let server = try LoopbackServer("peer-number-test") { _, peer, respond in
+            respond(HTTPReply(status: 200, body: Array("\(peer.connection) \(peer.address)".utf8)))
+        }
+        defer { server.stop() }
+        let url = try #require(HTTPURL("http://127.0.0.1:\(server.address.port)/n"))
+        let pooled = try Self.peers(BlockingHTTPClient(tls: try TLSContext(clientRoots: nil), timeout: 5, pool: BlockingConnectionPool()), url, count: 3)
+        #expect(pooled.map { $0.split(separator: " ")[0] } == ["1", "1", "1"], "\(pooled)")
+        #expect(pooled[0].split(separator: " ")[1].hasPrefix("127.0.0.1:"), "the address stays the client's")
+        let single = try Self.peers(BlockingHTTPClient(tls: try TLSContext(clientRoots: nil), timeout: 5), url, count: 3)
+        #expect(single.map { $0.split(separator: " ")[0] } == ["2", "3", "4"], "\(single)")
+    }
+
     @Test func aPoolCarriesManyRequestsOnOneConnectionWithoutOneEach() throws {
         let server = try Self.peerEcho("pool-reuse-test")
         defer { server.stop() }
@@ -52,7 +68,7 @@ import TapNet
         let ca = try CertificateAuthority.selfSigned(commonName: "Test ACS CA", key: try PrivateKey.generateP256())
         let local = try #require(try ResolvedAddress(HostPort(host: "localhost", port: 1)).numericHost)
         let server = try LoopbackServer("pool-tls-test", host: local, tls: try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))) {
-            _, peer, respond in respond(HTTPReply(status: 200, body: Array(peer.utf8)))
+            _, peer, respond in respond(HTTPReply(status: 200, body: Array(peer.address.utf8)))
         }
         defer { server.stop() }
         let url = try #require(HTTPURL("https://localhost:\(server.address.port)/challenge"))
@@ -74,7 +90,7 @@ import TapNet
 
     @Test func anIdleConnectionTheServerTimedOutIsReplaced() throws {
         let stack = try ServiceStack.background("pool-idle-test")
-        let server = HTTPServer(loop: stack.loop) { _, peer, respond in respond(HTTPReply(status: 200, body: Array(peer.utf8))) }
+        let server = HTTPServer(loop: stack.loop) { _, peer, respond in respond(HTTPReply(status: 200, body: Array(peer.address.utf8))) }
         server.idleTimeout = 0.2
         let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
         stack.onStop { server.stop() }
