@@ -62,7 +62,7 @@ struct MessageWriter {
     mutating func add(_ name: String, _ value: String?) { if let value { members.append((name, .string(value))) } }
     mutating func add(_ name: String, _ value: some EMVCode) { members.append((name, value.json)) }
     mutating func add(_ name: String, _ value: (some EMVCode)?) { if let value { members.append((name, value.json)) } }
-    mutating func add(_ name: String, kind: MessageKind) { members.append(("messageType", .string(kind.rawValue))) }
+    mutating func add(_ name: String, kind: MessageKind) { members.append((name, .string(kind.rawValue))) }
     mutating func add(ids: MessageIDs) { members += ids.members }
     var json: JSON { .object(members) }
 }
