@@ -118,7 +118,7 @@ let package = Package(
 
         .testTarget(name: "TapCoreTests", dependencies: ["TapCore"]),
         .testTarget(name: "TapArgumentsTests", dependencies: ["TapArguments", "TapCore"]),
-        .testTarget(name: "TapHTTPTests", dependencies: ["TapHTTP"]),
+        .testTarget(name: "TapHTTPTests", dependencies: ["TapHTTP", "TapCore"]),
         .testTarget(name: "TapCryptoTests", dependencies: ["TapCrypto", "TapCore"]),
         .testTarget(name: "TapCompressionTests", dependencies: ["TapCompression"]),
         .testTarget(name: "TapSQLiteTests", dependencies: ["TapSQLite"]),
@@ -134,14 +134,14 @@ let package = Package(
         // Helpers shared by test targets (not part of the product).
         .target(name: "TapTestSupport", dependencies: ["TapCore", "TapCrypto", "TapHTTP", "TapHTTPService", "TapNet", "TapSQLite"], path: "Tests/TapTestSupport",
                 swiftSettings: strict),
-        .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapRecording", "TapEMV", "TapSQLite", "TapCore"]),
-        .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapRecording", "TapStore", "TapCore"]),
+        .testTarget(name: "TapStoreTests", dependencies: ["TapStore", "TapRecording", "TapEMV", "TapSQLite", "TapCompression", "TapCore"]),
+        .testTarget(name: "TapInspectTests", dependencies: ["TapInspect", "TapRecording", "TapStore", "TapEMV", "TapJOSE", "TapCore"]),
         .testTarget(name: "TapProxyTests", dependencies: ["TapProxy", "TapRecording", "TapStore", "TapHTTP", "TapHTTPService", "TapNet", "TapCrypto", "TapSQLite", "TapCore",
                                                           "TapTestSupport"]),
-        .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCore", "TapTestSupport"]),
-        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapRecording", "TapStore", "TapHTTPService", "TapNet", "TapCore", "TapSQLite", "TapTestSupport"]),
+        .testTarget(name: "TapHTTPServiceTests", dependencies: ["TapHTTPService", "TapHTTP", "TapNet", "TapCrypto", "TapCore", "TapTestSupport"]),
+        .testTarget(name: "TapWebTests", dependencies: ["TapWeb", "TapInspect", "TapRecording", "TapStore", "TapHTTPService", "TapHTTP", "TapNet", "TapCrypto", "TapCore", "TapSQLite", "TapTestSupport"]),
         .testTarget(name: "TapCheckTests", dependencies: ["TapCheck", "TapReplay", "TapStore", "TapCore"]),
-        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapIdentity", "TapRecording", "TapStore", "TapNet", "TapCore"]),
+        .testTarget(name: "TapClientReplayTests", dependencies: ["TapClientReplay", "TapSandbox", "TapReplay", "TapIdentity", "TapRecording", "TapStore", "TapNet", "TapJOSE", "TapCore"]),
         .testTarget(name: "TapCLITests", dependencies: ["TapCore", "TapCrypto", "TapJOSE"]),
     ]
 )

@@ -53,4 +53,18 @@ import Testing
         #expect(r.out.contains("layers: Package.swift: TapHTTP's dependencies: TapHTTP (layer 3) uses TapNet (layer 4)"))
         #expect(r.out.contains("layers: Package.swift: target TapArguments is in no layer of the header comment"))
     }
+
+    /// A test target that imports one of ours without naming it (TapInspectTests imported TapEMV, which only TapInspect's own
+    /// dependencies brought along) fails; naming it passes.
+    @Test func aTestTargetImportingWhatItDoesNotDeclareFails() throws {
+        let undeclared: (String) -> String = {
+            $0.replacingOccurrences(of: #""TapInspectTests", dependencies: ["TapInspect", "TapRecording", "TapStore", "TapEMV", "#,
+                                    with: #""TapInspectTests", dependencies: ["TapInspect", "TapRecording", "TapStore", "#)
+        }
+        let file = ["Tests/TapInspectTests/ValidatorTests.swift": "import Testing\n@testable import TapInspect\nimport TapEMV\n"]
+        let r = try check(package: undeclared, files: file)
+        #expect(r.status == 1 && r.out == "layers: Tests/TapInspectTests/ValidatorTests.swift:3: TapInspectTests imports TapEMV, "
+            + "which its dependencies in Package.swift do not name\n", "\(r.out)")
+        #expect(try check(files: file).status == 0)
+    }
 }

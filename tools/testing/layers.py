@@ -9,7 +9,8 @@ Package.swift's header comment lists the layers, bottom up, one a line:
 A module may import, and name in its `dependencies:`, only modules of a lower layer. This reads the layer lines, each
 target's `dependencies:` in Package.swift and the `import` lines of Sources/<module>/*.swift, and fails (exit 1, one
 line a problem) when a module reaches up or sideways, imports a module it does not declare, or a target is in no layer
-(so a new module cannot slip past the check). `--root DIR` checks another tree (the tests use a copy).
+(so a new module cannot slip past the check); and when a test target (Tests/<name>) imports one of ours it does not
+name in its `dependencies:` (SwiftPM builds it anyway while another dependency brings the module along). `--root DIR` checks another tree (the tests use a copy).
 """
 import os
 import re
@@ -17,6 +18,7 @@ import sys
 
 LAYER_LINE = re.compile(r"^//\s+(\d+)\.\s+[^:]+:\s+(.+)$")
 TARGET = re.compile(r"\.(?:target|executableTarget|systemLibrary)\(\s*name:\s*\"([A-Za-z0-9_]+)\"")
+TEST_TARGET = re.compile(r"\.testTarget\(\s*name:\s*\"([A-Za-z0-9_]+)\",\s*dependencies:\s*\[([^\]]*)\]")
 IMPORT = re.compile(r"^\s*(?:@[A-Za-z_]+(?:\([^)]*\))?\s+)*import\s+(?:(?:struct|class|enum|protocol|func|var|let|typealias)\s+)?([A-Za-z0-9_]+)")
 
 
@@ -106,6 +108,21 @@ def main(argv):
                         if other != module and other not in declared[module]:
                             problems.append(f"{where}: {module} imports {other}, which its dependencies in Package.swift "
                                             f"do not name")
+
+    # Test targets: what they import of ours (modules and test support) must be in their dependencies.
+    ours = set(layers) | {m.group(1) for m in TARGET.finditer(package)}
+    for m in TEST_TARGET.finditer(package):
+        name, deps = m.group(1), set(re.findall(r"\"([A-Za-z0-9_]+)\"", m.group(2)))
+        folder = os.path.join(root, "Tests", name)
+        for dirpath, _, files in os.walk(folder):
+            for file in sorted(f for f in files if f.endswith(".swift")):
+                path = os.path.join(dirpath, file)
+                with open(path, encoding="utf-8") as f:
+                    for number, line in enumerate(f, 1):
+                        i = IMPORT.match(line)
+                        if i and i.group(1) in ours and i.group(1) not in deps:
+                            problems.append(f"{os.path.relpath(path, root)}:{number}: {name} imports {i.group(1)}, which its "
+                                            f"dependencies in Package.swift do not name")
 
     if problems:
         for p in problems:
