@@ -50,7 +50,7 @@ struct ValidateCommand: Command {
             case .optional: presence = "no"
             case let .when(c): presence = "when \(c)"
             }
-            rows.append([r.id, presence, String(describing: r.format).prefix(60).description, r.since?.wire ?? MessageVersion.v2_1.wire])
+            rows.append([r.id, presence, r.format.listing.prefix(60).description, r.since?.wire ?? MessageVersion.v2_1.wire])
         }
         io.out(Table.render(rows))
         io.out("")

@@ -114,7 +114,7 @@ public struct ElementRule: Sendable {
                 let v = version ?? .v2_3
                 let allowed = added.filter { MessageVersion(wire: $0.key) <= v }.reduce(base) { $0.union($1.value) }
                 if allowed.contains(s) { return nil }
-                if let later = added.first(where: { $0.value.contains(s) }) { return "'\(s)' is defined from \(later.key), not in \(v)" }
+                if let later = Format.byVersion(added).first(where: { $0.value.contains(s) }) { return "'\(s)' is defined from \(later.key), not in \(v)" }
                 return "'\(Format.short(s))' is not one of " + allowed.sorted().joined(separator: ", ")
             case let .numeric(lengths, atLeast):
                 guard let s = value.stringValue else { return "expected a string of digits" }
@@ -238,4 +238,19 @@ struct MessageContext {
 
 extension UInt8 {
     var isHexDigit: Bool { (self >= 48 && self <= 57) || (self >= 65 && self <= 70) || (self >= 97 && self <= 102) }
+}
+
+extension ElementRule.Format {
+    /// The format as `validate --rules` lists it: the case as Swift writes it, a `values` set and the versions of `added`
+    /// sorted (a Set's and a Dictionary's own order changes from run to run).
+    public var listing: String {
+        guard case let .values(base, added) = self else { return String(describing: self) }
+        let later = Self.byVersion(added).map { "\(String(reflecting: $0.key)): \(String(reflecting: $0.value))" }
+        return "values(Set(\(String(reflecting: base.sorted()))), added: [\(later.isEmpty ? ":" : later.joined(separator: ", "))])"
+    }
+
+    /// `added`'s versions, oldest first.
+    static func byVersion(_ added: [String: [String]]) -> [(key: String, value: [String])] {
+        added.sorted { MessageVersion(wire: $0.key) < MessageVersion(wire: $1.key) }
+    }
 }

@@ -35,6 +35,11 @@ import TapCore
         #expect(findings.contains { $0["rule"]?.stringValue == "tx.challenge-status" })
         let rules = try CLIRunner.run(["validate", "--rules"])
         #expect(rules.status == 0 && rules.stdout.contains("AReq.sdkEphemPubKey") && rules.stdout.contains("tx.sdk-counter"))
+        // The FORMAT column lists a value set sorted (it printed the Set in its own order, which changed from run to run).
+        #expect(rules.stdout.contains(#"values(Set(["2.1.0", "2.2.0", "2.3.1"]), added: [:])"#), "\(rules.stdout)")
+        #expect(rules.stdout.contains(#"values(Set(["01", "04", "05", "06", "07", "08"]), added: ["2  2.1.0"#))
+        #expect(rules.stdout.contains(#"values(Set(["A", "C", "N", "R", "U", "Y"]), added: ["2.2.0":  2.1.0"#))
+        #expect(try CLIRunner.run(["validate", "--rules"]).stdout == rules.stdout)
     }
 
     /// `show` lists a session's events by kind and prints the writer's backpressure in full; `--json` carries them.
