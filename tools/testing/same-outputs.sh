@@ -7,7 +7,7 @@
 # Usage: tools/testing/same-outputs.sh BEFORE-BIN AFTER-BIN   Prints "N of M outputs identical"; exits 1 if any differ.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-before=$1 after=$2
+before=$(realpath "$1") after=$(realpath "$2")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export THREEDSTAPE_HOME="$work/home"
