@@ -95,7 +95,7 @@ let package = Package(
                 swiftSettings: strict),
         // Verdicts (`3dstape check`): what a client did in a failure scenario, read from the replay session, held against the
         // scenario's expectation; reports as a table, JSON, JUnit XML and HTML.
-        .target(name: "TapCheck", dependencies: ["TapReplay", "TapStore", "TapCore"], swiftSettings: strict),
+        .target(name: "TapCheck", dependencies: ["TapReplay", "TapRecording", "TapStore", "TapEMV", "TapCore"], swiftSettings: strict),
         // `client-replay`: a recorded session's client side re-sent to live servers (fresh IDs and keys), compared, under load.
         .target(name: "TapClientReplay", dependencies: ["TapSandbox", "TapReplay", "TapInspect", "TapRecording", "TapStore", "TapNet", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),

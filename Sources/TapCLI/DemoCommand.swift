@@ -316,9 +316,9 @@ struct DemoCommand: Command {
         var parts: [String] = []
         let session = TerminalText.escaped(path)
         let xs = try SessionReader(path: path).exchanges()
-        if let x = xs.first(where: { $0.messages.contains { $0.type == "CRes" && $0.direction == "response" } }) {
+        if let x = xs.first(where: { $0.messages.contains { $0.kind == .cRes && $0.direction == "response" } }) {
             parts.append("'3dstape show \(session) --exchange \(x.id)' (an app-channel CReq/CRes in full)")
-        } else if let x = xs.first(where: { $0.messages.contains { $0.type == "CReq" } }) {
+        } else if let x = xs.first(where: { $0.messages.contains { $0.kind == .cReq } }) {
             parts.append("'3dstape show \(session) --exchange \(x.id)' (a browser challenge's creq form in full)")
         }
         let catalog = try ReplayCatalog.load(path: path)

@@ -2,7 +2,9 @@ import Foundation
 import TapArguments
 import TapCheck
 import TapCore
+import TapEMV
 import TapNet
+import TapRecording
 import TapReplay
 import TapStore
 
@@ -244,8 +246,8 @@ struct TimeoutsCommand: Command {
         run.retried = Dictionary(grouping: xs.compactMap { $0.replay?.recordedExchangeID }, by: { $0 }).values.contains { $0.count > 1 }
         for x in xs {
             for m in x.messages where m.direction == "request" {
-                if m.type == "Erro", let code = m.json?["errorCode"]?.stringValue { run.erroSent.append(code) }
-                if let c = m.json?["challengeCancel"]?.stringValue, m.type == "CReq" { run.challengeCancel = c }
+                if m.kind == .erro, let code = m.json?["errorCode"]?.stringValue { run.erroSent.append(code) }
+                if let c = m.json?["challengeCancel"]?.stringValue, m.kind == .cReq { run.challengeCancel = c }
             }
         }
         return run

@@ -1,5 +1,7 @@
 import Foundation
 import TapCore
+import TapEMV
+import TapRecording
 import TapReplay
 import TapStore
 
@@ -91,13 +93,13 @@ public struct CheckObservation: Sendable {
             }
             if let rec = x.replay?.recordedExchangeID, x.connectionID != Replayer.rreqConnection { matched[id, default: [:]][rec, default: 0] += 1 }
             for m in x.messages where m.direction == "request" {
-                switch m.type {
-                case "Erro" where x.connectionID != Replayer.rreqConnection:
+                switch m.kind {
+                case .erro where x.connectionID != Replayer.rreqConnection:
                     t.erros.append((m.json?["errorCode"]?.stringValue ?? "?", x.requestStart))
-                case "CReq":
+                case .cReq:
                     t.creqs.append((x.requestStart, m.json?["challengeCancel"]?.stringValue))
-                case "RReq" where x.connectionID == Replayer.rreqConnection:
-                    if x.status == 200, x.messages.contains(where: { $0.direction == "response" && $0.type == "RRes" }) {
+                case .rReq where x.connectionID == Replayer.rreqConnection:
+                    if x.status == 200, x.messages.contains(where: { $0.direction == "response" && $0.kind == .rRes }) {
                         t.rreq = .answered
                     } else {
                         t.rreq = .notAnswered(x.error ?? x.status.map { "HTTP \($0) without an RRes" } ?? "no answer")
@@ -106,7 +108,7 @@ public struct CheckObservation: Sendable {
                 }
             }
             if x.clientAbortAt == nil, x.status == 200, browserCRes != nil
-                || x.messages.contains(where: { $0.direction == "response" && $0.type == "CRes" && $0.json?["challengeCompletionInd"]?.stringValue == "Y" }) {
+                || x.messages.contains(where: { $0.direction == "response" && $0.kind == .cRes && $0.json?["challengeCompletionInd"]?.stringValue == "Y" }) {
                 t.finalCResRead = true
             }
             byID[id] = t
@@ -134,7 +136,7 @@ public struct CheckObservation: Sendable {
         guard let field = html.range(of: "name=\"cres\""),
               let value = html[field.upperBound...].range(of: "value=\"") else { return nil }
         let text = html[value.upperBound...].prefix { $0 != "\"" }
-        guard let bytes = Base64URL.decode(String(text)), let json = try? JSON.parse(bytes), json["messageType"]?.stringValue == "CRes" else { return nil }
+        guard let bytes = Base64URL.decode(String(text)), let json = try? JSON.parse(bytes), MessageKind(json["messageType"]) == .cRes else { return nil }
         return json
     }
 

@@ -87,7 +87,7 @@ public struct ClientReplayPlan: Sendable {
             }
             script.secret = inputs.secrets[i + 1] ?? inputs.secrets[0]
             script.expectsRReq = flow.rreq != nil
-            if areq["deviceChannel"]?.stringValue == "01" {
+            if DeviceChannel(areq["deviceChannel"]) == .app {
                 (script.deviceData, script.deviceDataNote) = deviceData(areq["sdkEncData"]?.stringValue, keys: inputs.deviceDataKeys)
             }
             var recorded: [ClientReplayMessage] = []
@@ -102,7 +102,7 @@ public struct ClientReplayPlan: Sendable {
                 }
                 guard x.id != areqExchange.id else { continue }
                 let request = x.messages.first { $0.direction == "request" }
-                if request?.type == "CReq", request?.location == "jwe" {
+                if request?.kind == .cReq, request?.location == "jwe" {
                     guard request?.isDecrypted == true, let json = request?.json else {
                         unplayable = unplayable ?? "CReq #\(script.creqEntries.count + 1) is still encrypted in the recording "
                             + "(record with --decrypt substitute or a key log)"
@@ -113,7 +113,7 @@ public struct ClientReplayPlan: Sendable {
                        let enc = jwe.header["enc"]?.stringValue.flatMap(ContentEncryption.init(rawValue:)) {
                         script.creqEncryption = enc
                     }
-                } else if request?.type == "CReq", request?.location == "form:creq" {
+                } else if request?.kind == .cReq, request?.location == "form:creq" {
                     script.browserCReq = request?.json
                     creqSeen = true
                 } else if creqSeen, request == nil, x.method == "POST",
@@ -188,6 +188,8 @@ public struct ClientReplayPlan: Sendable {
 /// A 3DS message of a transaction, recorded or live, as the comparison sees it.
 public struct ClientReplayMessage: Sendable {
     public var type: String
+    /// `type` typed (nil for one the specification does not name).
+    public var kind: MessageKind? { MessageKind(rawValue: type) }
     /// Nil when still encrypted (then compared as equal, as `diff` does).
     public var json: JSON?
     public var encrypted = false

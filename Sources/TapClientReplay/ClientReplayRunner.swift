@@ -140,9 +140,9 @@ public final class ClientReplayRunner: Sendable {
 
     /// The transaction's result as `show` words it: the RReq's transStatus, else the last CRes's, else the ARes's; an Erro's code.
     static func outcome(_ messages: [ClientReplayMessage]) -> String {
-        if let e = messages.last(where: { $0.type == "Erro" }) { return "Erro \(e.json?["errorCode"]?.stringValue ?? "?")" }
-        for type in ["RReq", "CRes", "ARes"] {
-            if let s = messages.last(where: { $0.type == type && $0.json?["transStatus"] != nil })?.json?["transStatus"]?.stringValue { return s }
+        if let e = messages.last(where: { $0.kind == .erro }) { return "Erro \(e.json?["errorCode"]?.stringValue ?? "?")" }
+        for kind in [MessageKind.rReq, .cRes, .aRes] {
+            if let s = messages.last(where: { $0.kind == kind && $0.json?["transStatus"] != nil })?.json?["transStatus"]?.stringValue { return s }
         }
         return "-"
     }

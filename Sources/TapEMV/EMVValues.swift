@@ -68,6 +68,60 @@ public struct DeviceChannel: EMVCode {
     public static let browser = DeviceChannel(wire: "02")
     public static let requestorInitiated = DeviceChannel(wire: "03")
     public static let known: [DeviceChannel] = [.app, .browser, .requestorInitiated]
+
+    /// The channel in a word, as a diagram's transaction note names it (app, browser, 3RI); nil for a value the
+    /// specification does not define.
+    public var shortName: String? {
+        switch self {
+        case .app: "app"
+        case .browser: "browser"
+        case .requestorInitiated: "3RI"
+        default: nil
+        }
+    }
+}
+
+/// `acsUiType` of a challenge CRes, the template of `acsRenderingType` (01–05; 06 and 07 from 2.3.1).
+public struct ACSUIType: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    public static let text = ACSUIType(wire: "01")
+    public static let singleSelect = ACSUIType(wire: "02")
+    public static let multiSelect = ACSUIType(wire: "03")
+    public static let oob = ACSUIType(wire: "04")
+    public static let html = ACSUIType(wire: "05")
+    public static let htmlOOB = ACSUIType(wire: "06")
+    public static let information = ACSUIType(wire: "07")
+    public static let known: [ACSUIType] = [.text, .singleSelect, .multiSelect, .oob, .html, .htmlOOB, .information]
+
+    /// `acsInterface` of `acsRenderingType` for this template: 02 HTML for the HTML templates, 01 native for the others.
+    public var acsInterface: String { self == .html || self == .htmlOOB ? "02" : "01" }
+}
+
+/// `challengeCancel` of a CReq or an RReq: why the challenge ended before it completed (SPEC Table A.1; 03 from 2.2.0,
+/// 09 and 10 from 2.3.1).
+public struct ChallengeCancel: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    /// The cardholder selected Cancel.
+    public static let cardholderCancelled = ChallengeCancel(wire: "01")
+    /// Decoupled authentication timed out.
+    public static let decoupledTimeout = ChallengeCancel(wire: "03")
+    /// The ACS timed out (other timeouts).
+    public static let acsTimeout = ChallengeCancel(wire: "04")
+    /// The ACS timed out: the first CReq was not received.
+    public static let firstCReqNotReceived = ChallengeCancel(wire: "05")
+    /// Transaction error.
+    public static let transactionError = ChallengeCancel(wire: "06")
+    /// Unknown.
+    public static let unknown = ChallengeCancel(wire: "07")
+    /// The SDK timed out.
+    public static let sdkTimeout = ChallengeCancel(wire: "08")
+    /// An Erro after a CRes (09) or a CReq (10).
+    public static let erroAfterCRes = ChallengeCancel(wire: "09")
+    public static let erroAfterCReq = ChallengeCancel(wire: "10")
+    public static let known: [ChallengeCancel] = [.cardholderCancelled, .decoupledTimeout, .acsTimeout, .firstCReqNotReceived,
+                                                  .transactionError, .unknown, .sdkTimeout, .erroAfterCRes, .erroAfterCReq]
 }
 
 /// `messageCategory`: payment authentication (01) or non-payment authentication (02).

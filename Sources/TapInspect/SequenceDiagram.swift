@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapEMV
 import TapRecording
 import TapStore
 
@@ -74,7 +75,7 @@ public struct SequenceDiagram: Sendable {
         let t0 = exchanges.first?.requestStart ?? 0
         for x in exchanges {
             let req = x.messages.first { $0.direction == "request" && $0.type != nil }
-            let browserTx = txOf[x.id]?.1.deviceChannel == "02"
+            let browserTx = txOf[x.id]?.1.channel == .browser
             var pair = req.flatMap { Self.roles(for: $0, exchangeURL: x.url, browser: browserTx, known: originRole) }
             let origin = Self.origin(x.url)
             if let pair { originRole[origin] = pair.1 }
@@ -89,7 +90,7 @@ public struct SequenceDiagram: Sendable {
             let (from, to) = pair!
             use(from); use(to)
             if let (n, t) = txOf[x.id], announced.insert(n).inserted {
-                let channel = ["01": "app", "02": "browser", "03": "3RI"][t.deviceChannel ?? ""] ?? "?"
+                let channel = t.channel?.shortName ?? "?"
                 items.append(.note(from: from, to: to, text: "transaction \(n) · \(channel) \(t.version ?? "") · \(t.outcome)"))
             }
             let reqLabel = x.messages.filter { $0.direction == "request" }.map(Self.label).joined(separator: ", ")
@@ -119,12 +120,12 @@ public struct SequenceDiagram: Sendable {
 
     /// Who sends and who answers an exchange, from its request message.
     static func roles(for m: RecordedMessage, exchangeURL: String, browser: Bool, known: [String: String]) -> (String, String)? {
-        switch m.type {
-        case "AReq", "PReq": return ("Server", "DS")
-        case "RReq": return ("DS", "Server")
-        case "CReq": return m.location == "jwe" ? ("SDK", "ACS") : ("Browser", "ACS")
-        case "CRes": return ("Browser", "Server") // a browser final CRes posted to the notificationURL
-        case "Erro":
+        switch m.kind {
+        case .aReq, .pReq: return ("Server", "DS")
+        case .rReq: return ("DS", "Server")
+        case .cReq: return m.location == "jwe" ? ("SDK", "ACS") : ("Browser", "ACS")
+        case .cRes: return ("Browser", "Server") // a browser final CRes posted to the notificationURL
+        case .erro:
             let to = known[origin(exchangeURL)] ?? "DS"
             return (to == "ACS" ? (browser ? "Browser" : "SDK") : "Server", to)
         default: return nil

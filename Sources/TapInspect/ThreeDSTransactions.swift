@@ -56,6 +56,8 @@ public struct ThreeDSTransaction: Sendable {
     public var ares: InspectedMessage? { messages.first { $0.kind == .aRes } }
     /// `01` app, `02` browser, `03` 3RI (from the AReq), or nil.
     public var deviceChannel: String? { areq?.string("deviceChannel") }
+    /// `deviceChannel` typed.
+    public var channel: DeviceChannel? { deviceChannel.map(DeviceChannel.init(wire:)) }
     public var messageCategory: String? { areq?.string("messageCategory") ?? messages.lazy.compactMap { $0.string("messageCategory") }.first }
     public var version: String? { messages.lazy.compactMap(\.version).first }
     /// The transaction's result: the RReq's transStatus, else the final CRes's, else the ARes's; or `Erro NNN`.

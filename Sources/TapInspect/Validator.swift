@@ -60,7 +60,7 @@ public enum Validator {
             return [Finding(exchangeID: m.exchangeID, message: m.type, pointer: "", rule: "\(m.type).object", severity: .error,
                             detail: "the message is not a JSON object")]
         }
-        let context = MessageContext(json: json, channel: tx.deviceChannel.map(DeviceChannel.init(wire:)) ?? channel(inferredFrom: m),
+        let context = MessageContext(json: json, channel: tx.channel ?? channel(inferredFrom: m),
                                      category: tx.messageCategory.map(MessageCategory.init(wire:)),
                                      version: (m.version ?? tx.version).map(MessageVersion.init(wire:)))
         var out: [Finding] = []
@@ -150,7 +150,7 @@ public enum Validator {
         TransactionRule(id: "tx.same-ids", summary: "dsTransID, acsTransID and sdkTransID keep the values the ARes gave them") { tx in
             guard let ares = tx.ares?.json else { return [] }
             var out: [Finding] = []
-            for m in tx.messages where m.type != "AReq" && m.type != "ARes" {
+            for m in tx.messages where m.kind != .aReq && m.kind != .aRes {
                 for id in ["dsTransID", "acsTransID", "sdkTransID"] {
                     guard let want = ares[id]?.stringValue, let got = m.string(id), got != want else { continue }
                     out.append(Finding(exchangeID: m.exchangeID, message: m.type, pointer: "/" + id, rule: "tx.same-ids", severity: .error,
@@ -190,7 +190,7 @@ public enum Validator {
 
     /// Counters of one side: 000 for the first message, one more for each next.
     static func counterFindings(_ tx: ThreeDSTransaction, type: String, element: String, rule: String) -> [Finding] {
-        guard tx.deviceChannel ?? "01" == "01" else { return [] }
+        guard (tx.channel ?? .app) == .app else { return [] }
         var expected = 0
         var out: [Finding] = []
         for m in tx.messages where m.type == type && m.json != nil {

@@ -334,7 +334,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         a.responsePlaintext = sealed
         // transStatusReason 01 (card authentication failed) when the cardholder cancelled; none claimed for other causes.
         plan(&a, rreqOf: lf, after: last, override: [.transStatus(.notAuthenticated), .challengeCancel(cancel)]
-                                                    + (cancel == "01" ? [.transStatusReason("01")] : []))
+                                                    + (ChallengeCancel(wire: cancel) == .cardholderCancelled ? [.transStatusReason("01")] : []))
         if flow.rreq == nil { finish(lf, endedBy: "challengeCancel \(cancel)") }
         return a
     }
@@ -485,7 +485,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
             let (path, query) = ReplayURL.pathAndQuery(req.target)
             return .forward(to: base.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path + (query.isEmpty ? "" : "?" + query), miss: d)
         case .erro where erroCode != nil:
-            let erro = Erro.make(code: erroCode!, component: type == "AReq" ? "D" : "A",
+            let erro = Erro.make(code: erroCode!, component: type.flatMap(MessageKind.init(rawValue:)) == .aReq ? "D" : "A",
                                  description: erroCode == "305" ? "Transaction data not valid" : "Transaction ID not recognised",
                                  detail: d, about: message, messageType: type, version: message?["messageVersion"]?.stringValue ?? "2.2.0")
             return ReplayAnswer(status: 200, headers: [("Content-Type", "application/json")], body: erro.bytes, miss: d, delay: 0)

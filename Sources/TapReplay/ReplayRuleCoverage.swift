@@ -23,6 +23,8 @@ public struct AnswerSlot: Sendable, Equatable {
     public let exchange: Int
     public let recordedExchangeID: Int64
     public let messageType: String?
+    /// `messageType` typed (nil for none, or one the specification does not name).
+    var messageKind: MessageKind? { messageType.flatMap(MessageKind.init(rawValue:)) }
     public let occurrence: Int
     public let path: String
 
@@ -77,10 +79,10 @@ extension FaultAction {
         case .erro: return slot.kind != .rreq && slot.kind != .plain
         case .transStatus:
             if case .ares = slot.kind { return true }
-            return slot.kind == .rreq || (slot.kind == .followUp && slot.messageType == "CRes")
+            return slot.kind == .rreq || (slot.kind == .followUp && slot.messageKind == .cRes)
         case .challengeCancel, .dropRReq, .rreqDelay: return slot.kind == .rreq
         case .badSignature, .untrustedSigner, .wrongEphemeralKey: return slot.kind == .ares(signed: true)
-        case .badCounter, .wrongKey, .acsTimeout: return slot.kind == .followUp && slot.messageType == "CRes"
+        case .badCounter, .wrongKey, .acsTimeout: return slot.kind == .followUp && slot.messageKind == .cRes
         case .pxpError, .pxpState, .scaExemption, .authRefused, .authFailed, .tpErrorcode, .jwtBadSignature:
             return slot.kind == .plain && (gatewayPaths ?? []).contains(slot.path) // the engine changes them where it answers plain exchanges
         }

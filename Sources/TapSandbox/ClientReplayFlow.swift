@@ -187,7 +187,7 @@ public final class ClientReplayer: Sendable {
         do {
             try send(script.callsBefore, &run)
             try play(script, serverTransID: serverTransID, &run)
-            if let ares = run.exchanges.first(where: { $0.response?["messageType"]?.stringValue == "ARes" })?.response {
+            if let ares = run.exchanges.first(where: { MessageKind($0.response?["messageType"]) == .aRes })?.response {
                 for k in ["dsTransID", "acsTransID", "sdkTransID"] { run.ids.learn(recorded: script.recordedIDsByName[k], live: ares[k]?.stringValue) }
             }
             try send(script.callsAfter, &run)
@@ -218,7 +218,7 @@ public final class ClientReplayer: Sendable {
 
     func play(_ s: ClientReplayScript, serverTransID: String, _ run: inout ClientReplayRun) throws {
         let sdkTransID = Digest.randomUUID()
-        let app = s.areq["deviceChannel"]?.stringValue == "01"
+        let app = DeviceChannel(s.areq["deviceChannel"]) == .app
         var areq = s.areq
         areq = areq.setting("threeDSServerTransID", to: .string(serverTransID)).setting("purchaseDate", to: .string(Self.purchaseDate()))
         if areq["threeDSServerURL"] != nil { areq = areq.setting("threeDSServerURL", to: .string(listenerURL + "/3ds/rreq")) }
@@ -244,7 +244,7 @@ public final class ClientReplayer: Sendable {
             throw Stop(message: "the DS answered HTTP \(aresHTTP.head.status) without an ARes or Erro")
         }
         run.exchanges[run.exchanges.count - 1].response = ares
-        guard ares["messageType"]?.stringValue == "ARes" else { return } // an Erro: compared as recorded
+        guard MessageKind(ares["messageType"]) == .aRes else { return } // an Erro: compared as recorded
         // The answer must be to this AReq: the comparison ignores IDs (they are fresh), so a foreign one would pass unseen.
         try Self.expectIDs(in: ares, "ARes", [("threeDSServerTransID", serverTransID)] + (app ? [("sdkTransID", sdkTransID)] : []))
         switch ares["transStatus"]?.stringValue {
@@ -309,7 +309,7 @@ public final class ClientReplayer: Sendable {
             if body.hasPrefix("{") {
                 // In the clear only an Erro may come (the ACS could not open the CReq); a CRes must be a JWE, with its counter.
                 let plain = try? JSON.parse(r.body)
-                guard let plain, plain["messageType"]?.stringValue == "Erro" else {
+                guard let plain, MessageKind(plain["messageType"]) == .erro else {
                     let type = plain?["messageType"]?.stringValue.map { TerminalText.escaped($0) } ?? "no messageType"
                     throw Stop(message: "answer #\(round + 1) to a CReq is plain JSON (\(type)), not a JWE CRes (HTTP \(r.head.status))")
                 }

@@ -416,15 +416,15 @@ public final class SDKClient {
     /// The CReq fields that answer a challenge screen, from the scripted answers.
     func nextEntry(ui: String, round: Int) -> [ThreeDSMessage.ChallengeEntry] {
         let o = options
-        switch ui {
-        case "02", "03":
+        switch ACSUIType(wire: ui) {
+        case .singleSelect, .multiSelect:
             return o.select.isEmpty ? [.noEntry] : [.dataEntry(o.select.joined(separator: ","))]
-        case "04", "06":
+        case .oob, .htmlOOB:
             if o.oob { return [.oobContinue(o.version >= .v2_3 ? .string("01") : .bool(true))] }
             return [.noEntry]
-        case "05":
+        case .html:
             return o.answer.map { [.htmlDataEntry("otp=\($0)")] } ?? [.noEntry]
-        case "07":
+        case .information:
             return o.version >= .v2_3 ? [.infoContinue] : [.noEntry]
         default:
             return o.answer.map { [.dataEntry($0)] } ?? [.noEntry]
@@ -450,9 +450,9 @@ public final class SDKClient {
         var fields = HTMLForm.inputs(in: html).filter { $0.0 != "answer" }
         result.acsUiType = fields.first { $0.0 == "uiType" }?.1
         let answer: String
-        switch result.acsUiType {
-        case "02", "03": answer = o.select.joined(separator: ",")
-        case "04", "06": answer = o.oob ? "oob" : ""
+        switch result.acsUiType.map(ACSUIType.init(wire:)) {
+        case .singleSelect, .multiSelect: answer = o.select.joined(separator: ",")
+        case .oob, .htmlOOB: answer = o.oob ? "oob" : ""
         default: answer = o.answer ?? ""
         }
         fields.append(("answer", answer))

@@ -285,7 +285,7 @@ public final class Sandbox: @unchecked Sendable {
                     .sign(key: key, certificate: cert, algorithm: options.signing)
                 ares.acsSignedContent = options.badSignature ? SignatureFault.flippingSignatureBit(compact) : compact
                 // Table A.1: required for an app challenge in every version (2.1.0 included).
-                ares.acsRenderingType = ThreeDSMessage.ARes.renderingType(interface: uiType == "05" || uiType == "06" ? "02" : "01", template: uiType)
+                ares.acsRenderingType = ThreeDSMessage.ARes.renderingType(interface: ACSUIType(wire: uiType).acsInterface, template: uiType)
                 tx.cipher = cipher
                 writeKeylog("CEK \(acsTransID) \(Hex.encode(cipher.cek))")
             } else {

@@ -106,15 +106,15 @@ extension Sandbox {
 
     func passes(_ uiType: String, _ c: JSON) -> Bool {
         let entry = c["challengeDataEntry"]?.stringValue
-        switch uiType {
-        case "01": return entry == TestCard.otp
-        case "02": return entry == TestCard.singleSelectAnswer
-        case "03": return Set((entry ?? "").split(separator: ",").map { String($0).trimmingWhitespace }) == ["1", "3"]
-        case "04", "06":
+        switch ACSUIType(wire: uiType) {
+        case .text: return entry == TestCard.otp
+        case .singleSelect: return entry == TestCard.singleSelectAnswer
+        case .multiSelect: return Set((entry ?? "").split(separator: ",").map { String($0).trimmingWhitespace }) == ["1", "3"]
+        case .oob, .htmlOOB:
             if case .bool(true)? = c["oobContinue"] { return true }
             return c["oobContinue"]?.stringValue == "01" || c["oobContinue"]?.stringValue == "02"
-        case "05": return (c["challengeHTMLDataEntry"]?.stringValue ?? "").contains(TestCard.otp)
-        case "07": return c["infoContinueIndicator"]?.stringValue == "01" || c["challengeNoEntry"]?.stringValue == "Y"
+        case .html: return (c["challengeHTMLDataEntry"]?.stringValue ?? "").contains(TestCard.otp)
+        case .information: return c["infoContinueIndicator"]?.stringValue == "01" || c["challengeNoEntry"]?.stringValue == "Y"
         default: return false
         }
     }
@@ -130,31 +130,31 @@ extension Sandbox {
         c.challengeInfoHeader = "3dstape Sandbox Bank"
         c.psImage = .object([("medium", .string(baseURL + "/img/ps.png"))])
         let info = note.map { " " + $0 } ?? ""
-        switch tx.uiType {
-        case "01":
+        switch ACSUIType(wire: tx.uiType) {
+        case .text:
             c.challengeInfoText = "Enter the code sent to your phone (the sandbox code is \(TestCard.otp)).\(info)"
             c.challengeInfoLabel = "Code"
             c.submitAuthenticationLabel = "Submit"
             c.resendInformationLabel = "Send a new code"
-        case "02":
+        case .singleSelect:
             c.challengeInfoText = "Where should we send your code? (choose 2)\(info)"
             c.challengeSelectInfo = .array([.object([("1", .string("Mobile **** 321"))]), .object([("2", .string("Email a***@example.test"))])])
             c.submitAuthenticationLabel = "Next"
-        case "03":
+        case .multiSelect:
             c.challengeInfoText = "Which of these did you buy? (choose 1 and 3)\(info)"
             c.challengeSelectInfo = .array([.object([("1", .string("Coffee"))]), .object([("2", .string("Train ticket"))]), .object([("3", .string("Books"))])])
             c.submitAuthenticationLabel = "Confirm"
-        case "04":
+        case .oob:
             c.challengeInfoText = "Approve the payment in your banking app, then continue.\(info)"
             c.oobContinueLabel = "Continue"
-        case "05":
+        case .html:
             let html = "<html><body><form action=\"HTTPS://EMV3DS/challenge\"><p>Enter \(TestCard.otp)</p><input name=\"otp\"><button>Submit</button></form></body></html>"
             c.acsHTML = Base64URL.encode(Array(html.utf8))
-        case "06":
+        case .htmlOOB:
             let html = "<html><body><p>Approve in your banking app.</p><form action=\"HTTPS://EMV3DS/challenge\"><button>Continue</button></form></body></html>"
             c.acsHTML = Base64URL.encode(Array(html.utf8))
             c.oobContinueLabel = "Continue"
-        case "07":
+        case .information:
             c.challengeInfoText = "Your card ending 1125 is being used for a payment of EUR 12.34.\(info)"
             c.submitAuthenticationLabel = "Continue"
         default: break
@@ -185,11 +185,11 @@ extension Sandbox {
         if tx.card.behaviour == .acsNeverAnswers { return }
         tx.sessionData = sessionData
         let prompt: String
-        switch tx.uiType {
-        case "02": prompt = "Where should we send your code? 1: mobile, 2: email (choose 2)"
-        case "03": prompt = "Which did you buy? 1: coffee, 2: train ticket, 3: books (choose 1 and 3)"
-        case "04", "06": prompt = "Approve the payment in your banking app, then continue"
-        case "07": prompt = "A payment of EUR 12.34 is being made with your card"
+        switch ACSUIType(wire: tx.uiType) {
+        case .singleSelect: prompt = "Where should we send your code? 1: mobile, 2: email (choose 2)"
+        case .multiSelect: prompt = "Which did you buy? 1: coffee, 2: train ticket, 3: books (choose 1 and 3)"
+        case .oob, .htmlOOB: prompt = "Approve the payment in your banking app, then continue"
+        case .information: prompt = "A payment of EUR 12.34 is being made with your card"
         default: prompt = "Enter the code sent to your phone (the sandbox code is \(TestCard.otp))"
         }
         respond(.html("""
@@ -214,10 +214,10 @@ extension Sandbox {
         let answer = field("answer") ?? ""
         var entries: [ThreeDSMessage.ChallengeEntry] = []
         if field("action") == "cancel" { entries.append(.cancel("01")) }
-        switch tx.uiType {
-        case "04", "06": if answer == "oob" { entries.append(.oobContinue(.bool(true))) }
-        case "05": entries.append(.htmlDataEntry(answer))
-        case "07": entries.append(.infoContinue)
+        switch ACSUIType(wire: tx.uiType) {
+        case .oob, .htmlOOB: if answer == "oob" { entries.append(.oobContinue(.bool(true))) }
+        case .html: entries.append(.htmlDataEntry(answer))
+        case .information: entries.append(.infoContinue)
         default: entries.append(.dataEntry(answer))
         }
         tx.rounds = max(tx.rounds, 1)

@@ -40,6 +40,16 @@ import TapCore
         #expect(try JSON.parse(#"{"messageType":["AReq"]}"#).messageKind == nil)
     }
 
+    /// The values the sequence diagram, the replayer and the sandbox compared as strings ("02", "01", uiType "05"/"06").
+    @Test func channelCancelAndUITypeValuesSayWhatTheWireMeans() throws {
+        #expect(DeviceChannel.known.map { $0.shortName } == ["app", "browser", "3RI"])
+        #expect(DeviceChannel(wire: "04").shortName == nil && DeviceChannel(wire: "2").shortName == nil)
+        #expect(ChallengeCancel(wire: "01") == .cardholderCancelled && ChallengeCancel(wire: "08") == .sdkTimeout)
+        #expect(ChallengeCancel(wire: "1") != .cardholderCancelled && !ChallengeCancel(wire: "02").isKnown)
+        #expect(ACSUIType.known.map(\.acsInterface) == ["01", "01", "01", "01", "02", "02", "01"])
+        #expect(ACSUIType(wire: "08").acsInterface == "01" && !ACSUIType(wire: "08").isKnown)
+    }
+
     @Test func transactionIDsKeepTheirTextAndCheckTheirForm() throws {
         #expect(TransactionID(wire: "8a880dc0-d2d2-4067-bcb1-b08d1690b26e").isWellFormed)
         #expect(TransactionID(wire: "8A880DC0-D2D2-4067-BCB1-B08D1690B26E").isWellFormed)

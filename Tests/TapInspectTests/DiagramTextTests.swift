@@ -4,7 +4,8 @@ import FoundationXML
 #endif
 import Testing
 import TapCore
-import TapStore
+@testable import TapStore
+import TapRecording
 @testable import TapInspect
 
 /// Recorded text in the diagrams: a CRLF in a messageType or transStatus used to pass `Mermaid.clean` ("\r\n" is one
@@ -30,6 +31,21 @@ import TapStore
         failed.error = "reset\r\nDS->>ACS: fake \u{FFFE}\u{1B}[2J"
         xs.append(failed)
         return xs
+    }
+
+    /// Roles come from the stored messageType as a MessageKind, matched as the specification spells it: a UL harness name
+    /// (pArq) or another text has no 3DS role, as when the types were compared as strings.
+    @Test func rolesFollowTheMessageKindSpelledAsTheSpecificationSpellsIt() {
+        func roles(_ type: String?, _ location: String = "body", browser: Bool = false) -> [String]? {
+            let m = RecordedMessage(direction: "request", location: location, type: type, json: nil, decryption: nil)
+            return SequenceDiagram.roles(for: m, exchangeURL: "https://acs.example/x", browser: browser,
+                                         known: ["https://acs.example": "ACS"]).map { [$0.0, $0.1] }
+        }
+        #expect(roles("AReq") == ["Server", "DS"] && roles("PReq") == ["Server", "DS"] && roles("RReq") == ["DS", "Server"])
+        #expect(roles("CReq", "jwe") == ["SDK", "ACS"] && roles("CReq", "form:creq") == ["Browser", "ACS"])
+        #expect(roles("Erro") == ["SDK", "ACS"] && roles("Erro", browser: true) == ["Browser", "ACS"])
+        #expect(roles("pArq") == nil && roles("areq") == nil && roles(nil) == nil)
+        #expect(RecordedMessage(direction: "request", location: "body", type: "pArq", json: nil, decryption: nil).kind == nil)
     }
 
     @Test func mermaidKeepsOneLineForEachItem() {
