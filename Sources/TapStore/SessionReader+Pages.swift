@@ -42,20 +42,13 @@ public struct MessageTag: Sendable {
 }
 
 /// One exchange as a timeline row: addresses, status, timestamps and message tags, without headers or bodies.
-public struct ExchangeRow: Sendable {
+public struct ExchangeRow: Sendable, HasExchangeTimeline {
     public var id: Int64
     public var method: String
     public var url: String
     public var host: String?
     public var status: Int?
-    public var requestStart: Double
-    public var upstreamConnect: Double?
-    public var tlsDone: Double?
-    public var requestSent: Double?
-    public var firstByte: Double?
-    public var done: Double?
-    public var error: String?
-    public var clientAbortAt: Double?
+    public var timeline: ExchangeTimeline
     public var messages: [MessageTag]
     public var replay: ReplayAnnotation?
     /// A CONNECT passed through without interception.
@@ -95,13 +88,9 @@ extension SessionReader {
     /// A timeline row without its message tags, replay or tunnel annotations (filled in by `rows(ids:)`).
     static let exchangeRowReader: RowReader<ExchangeRow> = {
         typealias E = ExchangesTable
-        return RowReader([E.id, E.method, E.url, E.host, E.status, E.tRequestStart, E.tUpstreamConnect, E.tTLSDone, E.tRequestSent,
-                          E.tFirstByte, E.tDone, E.error, E.clientAbortAt]) { r in
+        return RowReader([E.id, E.method, E.url, E.host, E.status] + E.timeline) { r in
             ExchangeRow(id: try r.integer(E.id) ?? 0, method: try r.text(E.method) ?? "", url: try r.text(E.url) ?? "", host: try r.text(E.host),
-                        status: try r.integer(E.status).map(Int.init), requestStart: try r.time(E.tRequestStart) ?? 0,
-                        upstreamConnect: try r.time(E.tUpstreamConnect), tlsDone: try r.time(E.tTLSDone), requestSent: try r.time(E.tRequestSent),
-                        firstByte: try r.time(E.tFirstByte), done: try r.time(E.tDone), error: try r.text(E.error),
-                        clientAbortAt: try r.time(E.clientAbortAt), messages: [], replay: nil, tunnel: nil)
+                        status: try r.integer(E.status).map(Int.init), timeline: try r.timeline(), messages: [], replay: nil, tunnel: nil)
         }
     }()
 

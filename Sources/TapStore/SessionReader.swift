@@ -4,7 +4,7 @@ import TapCore
 import TapSQLite
 
 /// A recorded exchange as read back.
-public struct StoredExchange: Sendable {
+public struct StoredExchange: Sendable, HasExchangeTimeline {
     public var id: Int64
     public var connectionID: Int64
     public var method: String
@@ -17,14 +17,7 @@ public struct StoredExchange: Sendable {
     public var responseBody: [UInt8]
     public var responseContentEncoding: String?
     public var upstream: String?
-    public var requestStart: Double
-    public var upstreamConnect: Double?
-    public var tlsDone: Double?
-    public var requestSent: Double?
-    public var firstByte: Double?
-    public var done: Double?
-    public var error: String?
-    public var clientAbortAt: Double?
+    public var timeline: ExchangeTimeline
     /// (direction, location, messageType, JSON)
     public var messages: [RecordedMessage]
     /// In a replay session: what the live request matched and its delays.
@@ -33,7 +26,7 @@ public struct StoredExchange: Sendable {
     public var tunnel: TunnelAnnotation? = nil
 
     /// Milliseconds from request start to done.
-    public var durationMs: Double? { done.map { ($0 - requestStart) * 1000 } }
+    public var durationMs: Double? { timeline.done.map { ($0 - timeline.requestStart) * 1000 } }
 }
 
 /// A 3DS message found in a recorded exchange.
@@ -251,8 +244,7 @@ public final class SessionReader {
         typealias E = ExchangesTable
         return RowReader([E.id, E.connectionID, E.method, E.url, E.status, E.requestHeaders, E.requestBody, E.requestBodyCompressed,
                           E.requestContentEncoding, E.responseHeaders, E.responseBody, E.responseBodyCompressed, E.responseContentEncoding,
-                          E.upstream, E.tRequestStart, E.tUpstreamConnect, E.tTLSDone, E.tRequestSent, E.tFirstByte, E.tDone, E.error,
-                          E.clientAbortAt]) { r in
+                          E.upstream] + E.timeline) { r in
             StoredExchange(
                 id: try r.integer(E.id) ?? 0, connectionID: try r.integer(E.connectionID) ?? 0, method: try r.text(E.method) ?? "",
                 url: try r.text(E.url) ?? "", status: try r.integer(E.status).map(Int.init),
@@ -262,9 +254,7 @@ public final class SessionReader {
                 responseHeaders: SessionReader.headers(try r.text(E.responseHeaders)),
                 responseBody: SessionReader.body(try r.value(E.responseBody), compressed: try r.integer(E.responseBodyCompressed) == 1),
                 responseContentEncoding: try r.text(E.responseContentEncoding), upstream: try r.text(E.upstream),
-                requestStart: try r.time(E.tRequestStart) ?? 0, upstreamConnect: try r.time(E.tUpstreamConnect), tlsDone: try r.time(E.tTLSDone),
-                requestSent: try r.time(E.tRequestSent), firstByte: try r.time(E.tFirstByte), done: try r.time(E.tDone),
-                error: try r.text(E.error), clientAbortAt: try r.time(E.clientAbortAt), messages: [])
+                timeline: try r.timeline(), messages: [])
         }
     }()
 

@@ -176,8 +176,47 @@ public struct ExchangeLine: Sendable {
     public var error: String?
 }
 
+/// When each step of an exchange happened (seconds since 1970) and how it ended early, if it did: the `exchanges` columns
+/// that the recorder writes, the reader reads back and the timeline shows, declared once for the three of them.
+public struct ExchangeTimeline: Sendable, Equatable {
+    public var requestStart: Double
+    public var upstreamConnect: Double?
+    public var tlsDone: Double?
+    public var requestSent: Double?
+    public var firstByte: Double?
+    public var done: Double?
+    public var error: String?
+    public var clientAbortAt: Double?
+
+    public init(requestStart: Double, upstreamConnect: Double? = nil, tlsDone: Double? = nil, requestSent: Double? = nil,
+                firstByte: Double? = nil, done: Double? = nil, error: String? = nil, clientAbortAt: Double? = nil) {
+        self.requestStart = requestStart
+        self.upstreamConnect = upstreamConnect
+        self.tlsDone = tlsDone
+        self.requestSent = requestSent
+        self.firstByte = firstByte
+        self.done = done
+        self.error = error
+        self.clientAbortAt = clientAbortAt
+    }
+}
+
+/// An exchange that carries an `ExchangeTimeline` and reads and sets its members as its own (`exchange.firstByte`).
+@dynamicMemberLookup
+public protocol HasExchangeTimeline {
+    var timeline: ExchangeTimeline { get set }
+}
+
+extension HasExchangeTimeline {
+    @inlinable
+    public subscript<T>(dynamicMember member: WritableKeyPath<ExchangeTimeline, T>) -> T {
+        get { timeline[keyPath: member] }
+        set { timeline[keyPath: member] = newValue }
+    }
+}
+
 /// One request and its response (or the error in its place), with timings.
-public struct ExchangeRecord: Sendable {
+public struct ExchangeRecord: Sendable, HasExchangeTimeline {
     public var connectionID: Int64
     public var seq: Int
     public var method: String
@@ -190,14 +229,7 @@ public struct ExchangeRecord: Sendable {
     public var response: CapturedMessage?
     /// Mask PANs and OTP entries before storing.
     public var mask = true
-    public var requestStart: Double
-    public var upstreamConnect: Double?
-    public var tlsDone: Double?
-    public var requestSent: Double?
-    public var firstByte: Double?
-    public var done: Double?
-    public var error: String?
-    public var clientAbortAt: Double?
+    public var timeline: ExchangeTimeline
     /// For an exchange served by the replayer: what it matched and when it was answered.
     public var replay: ReplayAnnotation?
     /// For a CONNECT tunnelled without interception: what was seen of it (the exchange's method is `CONNECT`).
@@ -213,7 +245,7 @@ public struct ExchangeRecord: Sendable {
         self.path = path
         self.upstream = upstream
         self.request = request
-        self.requestStart = requestStart
+        self.timeline = ExchangeTimeline(requestStart: requestStart)
     }
 }
 

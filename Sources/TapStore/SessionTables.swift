@@ -54,6 +54,13 @@ extension Row {
 
     /// A stored time, clamped to the calendar (`SQLiteValue.time`).
     func time(_ c: Column) throws(RowError) -> Double? { try real(c.name).map(Checked.storedTime) }
+    /// An exchange's timeline from the `ExchangesTable.timeline` columns (a missing request start reads as 0).
+    func timeline() throws(RowError) -> ExchangeTimeline {
+        typealias E = ExchangesTable
+        return ExchangeTimeline(requestStart: try time(E.tRequestStart) ?? 0, upstreamConnect: try time(E.tUpstreamConnect),
+                                tlsDone: try time(E.tTLSDone), requestSent: try time(E.tRequestSent), firstByte: try time(E.tFirstByte),
+                                done: try time(E.tDone), error: try text(E.error), clientAbortAt: try time(E.clientAbortAt))
+    }
     /// A stored replay delay in milliseconds, clamped (`SQLiteValue.delayMs`).
     func delayMs(_ c: Column) throws(RowError) -> Double? { try real(c.name).flatMap { SQLiteValue.real($0).delayMs } }
 }
@@ -221,6 +228,8 @@ enum ExchangesTable {
     static let tDone = c("t_done", "REAL")
     static let error = c("error", "TEXT")
     static let clientAbortAt = c("client_abort_at", "REAL")
+    /// The columns of an `ExchangeTimeline`, as `Row.timeline()` reads them.
+    static let timeline = [tRequestStart, tUpstreamConnect, tTLSDone, tRequestSent, tFirstByte, tDone, error, clientAbortAt]
     static let table = Table("exchanges", [
         id, connectionID, seq, method, url, host, path, requestHeaders, requestBody, requestBodyCompressed, requestContentEncoding,
         requestWireSize, status, responseHeaders, responseBody, responseBodyCompressed, responseContentEncoding, responseWireSize, upstream,

@@ -288,8 +288,8 @@ import TapJOSE
     func exchange(id: Int64, method: String, url: String, body: String, response: String) -> StoredExchange {
         StoredExchange(id: id, connectionID: 1, method: method, url: url, status: 200, requestHeaders: [], requestBody: Array(body.utf8),
                        requestContentEncoding: nil, responseHeaders: [("Content-Type", "text/html")], responseBody: Array(response.utf8),
-                       responseContentEncoding: nil, upstream: nil, requestStart: 1, upstreamConnect: nil, tlsDone: nil, requestSent: 1,
-                       firstByte: 1.01, done: 1.02, error: nil, clientAbortAt: nil, messages: [])
+                       responseContentEncoding: nil, upstream: nil, timeline: ExchangeTimeline(requestStart: 1, requestSent: 1, firstByte: 1.01, done: 1.02),
+                       messages: [])
     }
 
     @Test func threeDSMethodMatchesWithFreshIDsAndEchoesThem() throws {
