@@ -68,8 +68,7 @@ enum JSONBodyScan {
         case summary(Int)
     }
 
-    static let summaryNames = ["messageType", "messageVersion", "threeDSServerTransID", "dsTransID", "acsTransID", "sdkTransID",
-                               "transStatus", "errorCode"]
+    static let summaryNames = MessageFields.names
     /// The keys the scan acts on, flat: their names' bytes end to end, and entries grouped by name length
     /// (`starts[n]..<starts[n + 1]` are the names of length n), so that most keys are set aside by their length alone
     /// and the rest compared without touching reference-counted storage.

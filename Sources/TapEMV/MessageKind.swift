@@ -22,37 +22,24 @@ public enum MessageKind: String, Sendable, CaseIterable {
 }
 
 /// The identifying fields of any EMV 3DS message, as stored and shown.
-public struct MessageSummary: Sendable, Equatable {
+public struct MessageSummary: Sendable, Equatable, HasMessageFields {
     public var kind: MessageKind?
-    public var messageType: String?
-    public var messageVersion: String?
-    public var threeDSServerTransID: String?
-    public var dsTransID: String?
-    public var acsTransID: String?
-    public var sdkTransID: String?
-    public var transStatus: String?
-    public var errorCode: String?
+    /// messageType, messageVersion, the IDs, transStatus and errorCode, read as the summary's own (`summary.transStatus`).
+    public var fields: MessageFields
 
     /// Reads the summary from a JSON object; nil when it carries no `messageType`.
     public init?(_ json: JSON) {
-        guard let type = json["messageType"]?.stringValue else { return nil }
-        messageType = type
+        fields = MessageFields(json)
+        guard let type = fields.messageType else { return nil }
         kind = MessageKind(messageType: type)
-        messageVersion = json["messageVersion"]?.stringValue
-        threeDSServerTransID = json["threeDSServerTransID"]?.stringValue
-        dsTransID = json["dsTransID"]?.stringValue
-        acsTransID = json["acsTransID"]?.stringValue
-        sdkTransID = json["sdkTransID"]?.stringValue
-        transStatus = json["transStatus"]?.stringValue
-        errorCode = json["errorCode"]?.stringValue
     }
 
     /// One line for a terminal: `CRes 2.2.0 transStatus=Y acsTransID=…`.
     public var line: String {
-        var parts = [messageType ?? "?", messageVersion ?? "?"]
-        if let transStatus { parts.append("transStatus=\(transStatus)") }
-        if let errorCode { parts.append("errorCode=\(errorCode)") }
-        if let acsTransID { parts.append("acsTransID=\(acsTransID)") }
+        var parts = [fields.messageType ?? "?", fields.messageVersion ?? "?"]
+        if let transStatus = fields.transStatus { parts.append("transStatus=\(transStatus)") }
+        if let errorCode = fields.errorCode { parts.append("errorCode=\(errorCode)") }
+        if let acsTransID = fields.acsTransID { parts.append("acsTransID=\(acsTransID)") }
         return parts.joined(separator: " ")
     }
 }
@@ -78,7 +65,8 @@ public enum EMVErrorCode: String, Sendable {
 extension MessageSummary {
     /// A summary of `messageType` alone; the recorder's body scan fills in the rest.
     init(messageType type: String) {
-        messageType = type
+        fields = MessageFields()
+        fields.messageType = type
         kind = MessageKind(messageType: type)
     }
 }

@@ -92,10 +92,7 @@ extension MessageRecord {
     /// A found 3DS message as the `messages` table stores it; one that is the whole body keeps no JSON of its own
     /// (the reader takes it from the body, and it is never parsed here).
     init(_ found: ThreeDSContent.Found) {
-        let s = found.summary
-        self.init(location: found.location, json: found.location == "body" ? nil : found.json, messageType: s?.messageType,
-                  messageVersion: s?.messageVersion, threeDSServerTransID: s?.threeDSServerTransID, dsTransID: s?.dsTransID,
-                  acsTransID: s?.acsTransID, sdkTransID: s?.sdkTransID, transStatus: s?.transStatus, errorCode: s?.errorCode,
-                  decryption: found.decryption)
+        self.init(location: found.location, json: found.location == "body" ? nil : found.json,
+                  fields: found.summary?.fields ?? MessageFields(), decryption: found.decryption)
     }
 }

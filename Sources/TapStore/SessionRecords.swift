@@ -107,34 +107,36 @@ public struct PreparedMessage: Sendable {
 
 /// A row of the `messages` table: a message found in a body, where it was found, the identifiers it carries, and, for
 /// an app-channel message, how it was decrypted or why not.
-public struct MessageRecord: Sendable {
+public struct MessageRecord: Sendable, HasMessageFields {
     /// `body`, `form:creq` …, or `jwe`.
     public var location: String
     /// The message; nil for one that is the whole stored body (the reader takes it from the body).
     public var json: JSON?
-    public var messageType: String?
-    public var messageVersion: String?
-    public var threeDSServerTransID: String?
-    public var dsTransID: String?
-    public var acsTransID: String?
-    public var sdkTransID: String?
-    public var transStatus: String?
-    public var errorCode: String?
+    /// The columns messageType, messageVersion, the IDs, transStatus and errorCode, read as the record's own (`m.messageType`).
+    public var fields: MessageFields
     public var decryption: String?
+
+    public init(location: String, json: JSON?, fields: MessageFields, decryption: String? = nil) {
+        self.location = location
+        self.json = json
+        self.fields = fields
+        self.decryption = decryption
+    }
 
     public init(location: String, json: JSON?, messageType: String? = nil, messageVersion: String? = nil, threeDSServerTransID: String? = nil,
                 dsTransID: String? = nil, acsTransID: String? = nil, sdkTransID: String? = nil, transStatus: String? = nil,
                 errorCode: String? = nil, decryption: String? = nil) {
         self.location = location
         self.json = json
-        self.messageType = messageType
-        self.messageVersion = messageVersion
-        self.threeDSServerTransID = threeDSServerTransID
-        self.dsTransID = dsTransID
-        self.acsTransID = acsTransID
-        self.sdkTransID = sdkTransID
-        self.transStatus = transStatus
-        self.errorCode = errorCode
+        fields = MessageFields()
+        fields.messageType = messageType
+        fields.messageVersion = messageVersion
+        fields.threeDSServerTransID = threeDSServerTransID
+        fields.dsTransID = dsTransID
+        fields.acsTransID = acsTransID
+        fields.sdkTransID = sdkTransID
+        fields.transStatus = transStatus
+        fields.errorCode = errorCode
         self.decryption = decryption
     }
 }
