@@ -41,7 +41,8 @@ let package = Package(
         .target(name: "CLinux", path: "Sources/CLinux"),
 
         // Pure Swift values and helpers shared by every layer: JSON with key order kept (and its one-pass member reader and
-        // templates), base64url, hex, form bodies, HTML escaping and forms, outside numbers checked into integers and durations,
+        // templates), base64url, hex, form bodies, HTML escaping and forms, the eight members a 3DS message is listed and stored by
+        // (MessageFields: TapEMV's summary reads them, TapStore's messages table stores them), outside numbers checked into integers and durations,
         // text made safe for terminals and markup, files created without following links (and their locks), locks, system calls.
         .target(name: "TapCore", swiftSettings: strict),
         // The only importer of OpenSSL: hashes, MACs, ciphers, keys, signatures, X.509.
