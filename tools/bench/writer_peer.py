@@ -28,7 +28,7 @@ db = sqlite3.connect(out, isolation_level=None)
 db.execute("PRAGMA page_size=4096")
 db.execute("PRAGMA journal_mode=WAL")
 db.execute("PRAGMA synchronous=OFF")
-db.execute(f"PRAGMA wal_autocheckpoint={(4 << 20) // 4096}")
+db.execute(f"PRAGMA wal_autocheckpoint={(4 << 20) // 16384}")
 db.execute("PRAGMA foreign_keys=ON")
 for sql in tables + indexes:
     db.execute(sql)
