@@ -2,7 +2,7 @@
 
 Reads the schema and the first exchange's rows (the exchange and its message rows, exactly as 3dstape stored them)
 from SOURCE, a session file TapBench wrote, then inserts COUNT copies into a new file OUT with the writer's settings
-(4 KiB pages, WAL, synchronous OFF, checkpoints every 4 MiB, foreign keys on) in transactions of 256, and prints
+(16 KiB pages, WAL, synchronous OFF, checkpoints every 4 MiB, foreign keys on) in transactions of 256, and prints
 the process's CPU per exchange. It stores what the writer stored, without masking or 3DS extraction: SQLite's share
 of the writer's work, done from Python.
 """
@@ -25,7 +25,7 @@ for suffix in ("", "-wal", "-shm"):
     if os.path.exists(out + suffix):
         os.remove(out + suffix)
 db = sqlite3.connect(out, isolation_level=None)
-db.execute("PRAGMA page_size=4096")
+db.execute("PRAGMA page_size=16384")
 db.execute("PRAGMA journal_mode=WAL")
 db.execute("PRAGMA synchronous=OFF")
 db.execute(f"PRAGMA wal_autocheckpoint={(4 << 20) // 16384}")
