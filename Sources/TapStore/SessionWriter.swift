@@ -66,19 +66,20 @@ public final class SessionWriter: Sendable {
         // all that a crash or `kill -9` of this process needs (the file stays valid, committed exchanges
         // survive); only a power loss or kernel crash could lose recent ones. Checkpoints therefore never
         // stall the writer on fsync; `close` syncs the file once at the end.
-        // 4 KiB pages (SQLite's default): every commit writes each page it touched whole into the WAL, checksummed byte by
-        // byte (the exchanges leaf, the messages leaf and its index, page 1 when the file grows, new pages), so the writer's
-        // CPU per commit follows the page size. With 16 KiB pages a recorded exchange cost the writer about 100,000
-        // instructions of WAL frames per commit (callgrind, tools/bench/loop-instructions.sh); an exchange's row now
-        // spills its bodies into overflow pages, each written once, and its leaf takes a fraction of a small page.
-        // The file's size is the same either way; replay's timing was measured the same with either size.
+        // 16 KiB pages: a typical exchange row (a few KB of bodies) fits in its leaf page, where 4 KiB pages spilled it
+        // into overflow pages (more WAL frames and write calls per exchange; same file size). An earlier trial blamed
+        // 16 KiB pages for late replay answers, but a stray process on the benchmark's second core made that noise;
+        // with it gone the replayer's timing is the same with either size. 4 KiB pages were tried again: callgrind counted
+        // 11 % fewer writer instructions an exchange (smaller WAL frames to checksum), but under load (wrk -c16) the
+        // writer's CPU an exchange went from 22 us user + 5 us system to 23-24 us + 10-12 us (twice the WAL frames and
+        // write calls, each batch's rows spread over more pages): kept at 16 KiB.
         // Checkpoints every 4 MiB of WAL: the commit that runs one copies the whole WAL into the file, and at 16 MiB
         // such commits took 9-27 ms (against under 1 ms for 256 exchanges), long enough for the replayer's answers to
         // wait up to 11-19 ms for the writer at 28k req/s; at 4 MiB, 4-6 ms. The pages copied are the same in all.
         try db.execute("PRAGMA page_size=\(SessionWriter.pageSize); PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
                        + "PRAGMA wal_autocheckpoint=\(SessionWriter.checkpointBytes / SessionWriter.pageSize); PRAGMA foreign_keys=ON;")
         try db.transaction { try SessionSchema.create(in: db, meta: meta) }
-        if let maxBytes { try db.execute("PRAGMA max_page_count=\(max(maxBytes, SessionWriter.smallestCap) / SessionWriter.pageSize)") }
+        if let maxBytes { try db.execute("PRAGMA max_page_count=\(max(maxBytes / SessionWriter.pageSize, 16))") }
         let box = DatabaseBox(db)
         let thread = Thread { [self] in
             Thread.current.name = "3dstape-writer" // as top -H and perf show it (set from the thread itself on Linux)
@@ -102,10 +103,7 @@ public final class SessionWriter: Sendable {
     }
 
     /// The session file's page size (see `init`).
-    static let pageSize = 4096
-    /// The smallest cap `maxBytes` sets (a smaller one is raised to it): the schema and a few exchanges fit (256 KiB, as
-    /// when the pages were 16 KiB and the cap at least 16 of them).
-    static let smallestCap = 256 << 10
+    static let pageSize = 16384
     /// WAL bytes after which a commit checkpoints them into the file (see `init`).
     static let checkpointBytes = 4 << 20
 
