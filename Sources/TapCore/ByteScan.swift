@@ -81,9 +81,10 @@ public enum ByteScan {
     /// ASCII digit, a space or a dash, and no two of the separators side by side (`4000 0000`, `0-0000-0`, `40000000`).
     @inlinable public static func eightCardBytes(_ u: UnsafeBufferPointer<UInt8>, at i: Int) -> Bool {
         let w = word(u, i)
-        // Most windows hold a letter or a control byte: one range test (space to `9`) sets them aside, and the rest is
-        // out of line, so that the compiler does not compute it for every window.
-        guard bytesBetween(w, above: 0x1F, below: 0x3A) == highs else { return false }
+        // Most windows hold a letter or a control byte: two operations set aside a word with a byte outside 0x20...0x3F
+        // (the bytes whose top three bits are 001), the exact range test (space to `9`) follows, and the rest is out of
+        // line, so that the compiler does not compute it for every window.
+        guard (w ^ (ones &* 0x20)) & (ones &* 0xE0) == 0, bytesBetween(w, above: 0x1F, below: 0x3A) == highs else { return false }
         return cardWord(w)
     }
 

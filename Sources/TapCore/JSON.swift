@@ -418,9 +418,14 @@ extension JSON {
         var s = s
         s.withUTF8 { u in
             var runStart = 0
-            for i in 0..<u.count {
+            var i = 0
+            // The bytes to escape are found eight at a time (`ByteScan.jsonStringStop` also stops at non-ASCII bytes,
+            // which are written as they are): header pairs and messages are mostly plain text.
+            while true {
+                i = ByteScan.jsonStringStop(u, from: i)
+                guard i < u.count else { break }
                 let c = u[i]
-                guard c < 0x20 || c == 0x22 || c == 0x5C else { continue }
+                guard c < 0x20 || c == 0x22 || c == 0x5C else { i += 1; continue }
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: u[runStart..<i]))
                 switch c {
                 case 0x22: out.append(contentsOf: [0x5C, 0x22])
@@ -432,7 +437,8 @@ extension JSON {
                     let hex = Array("0123456789abcdef".utf8)
                     out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hex[Int(c >> 4)], hex[Int(c & 0xF)]])
                 }
-                runStart = i + 1
+                i += 1
+                runStart = i
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: u[runStart..<u.count]))
         }

@@ -93,7 +93,19 @@ public final class Database {
         sqlite3_busy_timeout(db, 5000)
     }
 
-    deinit { sqlite3_close_v2(handle) }
+    /// BEGIN IMMEDIATE, COMMIT and ROLLBACK, each compiled on first use and kept: the session writer runs a transaction per
+    /// batch (often one exchange), and `sqlite3_exec` parsed both texts every time.
+    private var transactionSteps: [OpaquePointer?] = [nil, nil, nil]
+
+    private enum TransactionStep: Int {
+        case begin, commit, rollback
+        var sql: String { ["BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"][rawValue] }
+    }
+
+    deinit {
+        for stmt in transactionSteps { sqlite3_finalize(stmt) } // NULL is a no-op
+        sqlite3_close_v2(handle)
+    }
 
     func error(_ rc: Int32, sql: String?) -> SQLiteError {
         SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
@@ -131,15 +143,33 @@ public final class Database {
 
     /// Runs `body` inside BEGIN IMMEDIATE … COMMIT, rolling back if it throws.
     public func transaction<R>(_ body: () throws -> R) throws -> R {
-        try execute("BEGIN IMMEDIATE")
+        try run(.begin)
         do {
             let r = try body()
-            try execute("COMMIT")
+            try run(.commit)
             return r
         } catch {
-            try? execute("ROLLBACK")
+            try? run(.rollback)
             throw error
         }
+    }
+
+    /// Runs one of the kept transaction statements (as `execute` would run its text).
+    private func run(_ step: TransactionStep) throws(SQLiteError) {
+        let stmt: OpaquePointer
+        if let kept = transactionSteps[step.rawValue] {
+            stmt = kept
+        } else {
+            var made: OpaquePointer?
+            let rc = sqlite3_prepare_v3(handle, step.sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &made, nil)
+            guard rc == SQLITE_OK, let made else { throw error(rc, sql: step.sql) }
+            transactionSteps[step.rawValue] = made
+            stmt = made
+        }
+        let rc = sqlite3_step(stmt)
+        let failure = rc == SQLITE_DONE ? nil : error(rc, sql: step.sql) // the message read before the reset
+        sqlite3_reset(stmt)
+        if let failure { throw failure }
     }
 
     /// The rowid of the last insert on this connection.

@@ -65,6 +65,36 @@ import TapCore
         }
     }
 
+    /// `JSON.writeString` (which finds the bytes to escape with `jsonStringStop`) against the escape written byte by byte.
+    static func referenceJSONString(_ s: String) -> [UInt8] {
+        var out: [UInt8] = [0x22]
+        for c in s.utf8 {
+            switch c {
+            case 0x22: out += [0x5C, 0x22]
+            case 0x5C: out += [0x5C, 0x5C]
+            case 0x0A: out += [0x5C, 0x6E]
+            case 0x0D: out += [0x5C, 0x72]
+            case 0x09: out += [0x5C, 0x74]
+            case ..<0x20: out += Array("\\u00".utf8) + Array(String(c >> 4, radix: 16).utf8) + Array(String(c & 0xF, radix: 16).utf8)
+            default: out.append(c)
+            }
+        }
+        return out + [0x22]
+    }
+
+    @Test func writesJSONStringsAsAByteLoopWould() {
+        var rng = SystemRandomNumberGenerator()
+        let pieces = ["a", "Z", "\"", "\\", "\n", "\r", "\t", "\u{01}", "\u{1F}", "\u{7F}", "é", "€", "😀", " ", "/", "0123456789"]
+        for _ in 0..<3_000 {
+            let s = (0..<Int.random(in: 0...40, using: &rng)).map { _ in
+                Int.random(in: 0..<4, using: &rng) == 0 ? pieces.randomElement(using: &rng)! : "abcdefgh"
+            }.joined()
+            var out: [UInt8] = [0x41]
+            JSON.writeString(s, into: &out)
+            #expect(Array(out.dropFirst()) == ByteScanTests.referenceJSONString(s), "\(s.debugDescription)")
+        }
+    }
+
     @Test func everyByteValueInEveryLane() {
         for lane in 0..<8 {
             for value in 0...255 {

@@ -77,6 +77,40 @@ import Testing
         #expect(try db.query("SELECT count(*) FROM t") == [[.integer(0)]])
     }
 
+    /// `transaction` keeps its BEGIN IMMEDIATE, COMMIT and ROLLBACK compiled between uses: many transactions in a row
+    /// commit, a rollback after them undoes only its own, a lock held by another connection fails BEGIN IMMEDIATE as
+    /// busy (naming the statement, as `execute` did), and the kept statements let the file leave WAL mode and close.
+    @Test func keptTransactionStatementsCommitRollBackAndReportBusy() throws {
+        let path = tempPath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        do {
+            let db = try Database(path: path)
+            try db.execute("PRAGMA journal_mode=WAL; CREATE TABLE t(x)")
+            for i in 0..<50 { try db.transaction { try db.run("INSERT INTO t VALUES(?)", [.integer(Int64(i))]) } }
+            struct Boom: Error {}
+            #expect(throws: Boom.self) { try db.transaction { try db.run("INSERT INTO t VALUES(99)"); throw Boom() } }
+            #expect(try db.query("SELECT count(*), sum(x) FROM t") == [[.integer(50), .integer(1225)]])
+
+            do { // a second connection, closed (its kept statements finalized) before the file leaves WAL mode
+                let other = try Database(path: path)
+                try other.execute("PRAGMA busy_timeout=0")
+                try db.execute("BEGIN IMMEDIATE") // this connection holds the write lock
+                #expect { try other.transaction { try other.run("INSERT INTO t VALUES(1)") } } throws: { error in
+                    let e = error as! SQLiteError
+                    return e.isBusy && e.sql == "BEGIN IMMEDIATE"
+                }
+                try db.execute("COMMIT")
+                try other.transaction { try other.run("INSERT INTO t VALUES(50)") } // the lock released, the kept BEGIN works
+            }
+            try db.transaction { try db.run("INSERT INTO t VALUES(51)") }
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
+            #expect(try db.query("PRAGMA journal_mode") == [[.text("delete")]])
+        }
+        let reopened = try Database(path: path, mode: .readOnly)
+        #expect(try reopened.query("SELECT count(*) FROM t") == [[.integer(52)]])
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+
     @Test func aFileThatIsNotADatabase() throws {
         let path = tempPath()
         defer { try? FileManager.default.removeItem(atPath: path) }
