@@ -447,8 +447,8 @@ private final class Statements {
             for m in resp?.messages ?? [] { try writeMessage(m, direction: "response", exchangeID: exchangeID) }
             guard wantsLines else { return nil }
             return ExchangeLine(at: x.requestStart, method: x.method, url: url, status: x.status,
-                                requestTypes: request.messages.compactMap(\.messageType),
-                                responseTypes: resp?.messages.compactMap(\.messageType) ?? [],
+                                requestTypes: request.messages.compactMap { $0.messageType },
+                                responseTypes: resp?.messages.compactMap { $0.messageType } ?? [],
                                 durationMs: ((x.done ?? x.requestStart) - x.requestStart) * 1000, error: error)
     }
 
