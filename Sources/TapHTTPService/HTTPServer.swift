@@ -131,8 +131,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// Answer bytes a connection may have waiting for its client before the server stops reading (and answering) its
     /// next requests; it goes on once the client has read them. One answer larger than this is still sent whole.
     public var maxUnsentBytes = 1 << 20
-    /// The most answer bytes any one connection had waiting for its client at once, before its next answer was
-    /// taken (a client that does not read keeps this at `maxUnsentBytes` plus one answer at most).
+    /// The most answer bytes any one connection had waiting for its client at once, counted as each answer is queued
+    /// (a client that does not read keeps this at `maxUnsentBytes` plus one answer at most).
     public private(set) var peakUnsentBytes = 0
     /// Credentials every client must present (`--auth`), or nil on loopback.
     public var authorization: ClientAuthorization?
@@ -300,10 +300,13 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
             // Once the connection closed (a write failed), what remains to do for it is moot.
             guard !connection.isClosed else { return }
             switch action {
-            case let .deliver(request, number):
+            case let .deliver(number):
+                guard let request = machine.takeDelivered() else { continue }
                 handedToHandler = number
                 server.handler(request, peer) { [weak self] answer in self?.answer(answer, to: number) }
-            case let .write(head, body): connection.write(head, body)
+            case let .write(head, body):
+                connection.write(head, body)
+                server.noteUnsent(connection.unsentByteCount)
             case .reportWhenWritten: writtenPending = true // fed once these actions are performed
             case .pauseReading: connection.pauseReading()
             case .resumeReading: connection.resumeReading()
@@ -400,11 +403,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
 
     func monotonicNanos() -> UInt64 { EventLoop.nowNanos() }
 
-    func unsentByteCount() -> Int {
-        let unsent = connection?.unsentByteCount ?? 0
-        server?.noteUnsent(unsent)
-        return unsent
-    }
+    func unsentByteCount() -> Int { connection?.unsentByteCount ?? 0 }
 
     func holdBudget(_ bytes: Int) -> Bool { server?.budget.hold(ObjectIdentifier(self), bytes) ?? true }
 

@@ -109,6 +109,8 @@ public struct ServerConnectionMachine {
         /// The deadline of this kind, armed by the machine, passed.
         case deadlinePassed(ConnectionDeadline)
         /// The actions that asked for it (`reportWhenWritten`) are performed: the unsent count includes their writes.
+        /// Asked for only when the answers just written may hold reading back; otherwise the next request is taken in
+        /// the same round as the answer.
         case written
         /// The connection closed (either side, or it failed).
         case closed
@@ -130,11 +132,13 @@ public struct ServerConnectionMachine {
 
     /// Something the driver must do.
     public enum Action {
-        /// Hand request `number` to the handler (its answer comes back as `answered` or `takenOver`). Boxed: an action
-        /// is copied on its way to the driver, and the request is the one large payload (a box is one retain to copy).
-        indirect case deliver(HTTPRequest, number: Int)
-        /// Feed `written` once the actions before this one are performed: the next request is taken only when the
-        /// unsent count includes the answer just written (output backpressure counts what is really queued).
+        /// Hand request `number` to the handler (its answer comes back as `answered` or `takenOver`); the request is
+        /// the machine's until the driver takes it with `takeDelivered()` (an action stays small to copy, and no box is
+        /// made per request).
+        case deliver(number: Int)
+        /// Feed `written` once the actions before this one are performed: the answers just written may put the unsent
+        /// count over `policy.output.highWater` (counted as if the client had taken none of them), so the next request
+        /// is taken only when the count includes them (output backpressure counts what is really queued).
         case reportWhenWritten
         /// Bytes for the client; a message's head and body are given apart and sent together without being joined.
         case write([UInt8], then: [UInt8] = [])
@@ -187,6 +191,11 @@ public struct ServerConnectionMachine {
     private var lastDrainNanos: UInt64 = 0
     /// Whether the request with the handler asked to keep the connection.
     private var keepAlive = true
+    /// The request of the last `deliver`, until the driver takes it.
+    private var toDeliver: HTTPRequest?
+    /// Bytes of the `write` actions of the event being handled: the driver has not performed them yet, so the unsent
+    /// count the environment gives does not include them.
+    private var writing = 0
     private var actions: [Action] = []
 
     public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules) {
@@ -201,6 +210,12 @@ public struct ServerConnectionMachine {
         return actions
     }
 
+    /// The request of the `deliver` just returned (nil once taken): the driver takes it when it performs the action.
+    public mutating func takeDelivered() -> HTTPRequest? {
+        defer { toDeliver = nil }
+        return toDeliver
+    }
+
     /// Feeds one event; returns what the driver must do, in order. A `deliver` is always the last action: what follows
     /// it comes with the answer; so is `reportWhenWritten`.
     public mutating func handle(_ event: Event, _ env: some ServerConnectionEnvironment) -> [Action] {
@@ -213,6 +228,7 @@ public struct ServerConnectionMachine {
     /// made per event).
     public mutating func handle(_ event: Event, _ env: some ServerConnectionEnvironment, into out: inout [Action]) {
         guard !ended, !tunnelled || event.isClosed else { return }
+        writing = 0
         swap(&actions, &out)
         defer { swap(&actions, &out) }
         switch event {
@@ -268,14 +284,14 @@ public struct ServerConnectionMachine {
 
     private mutating func answered(_ number: Int, _ reply: HTTPReply, _ env: some ServerConnectionEnvironment) {
         guard let keepAlive = accept(number) else { return }
-        actions.append(.write(reply.head(keepAlive: keepAlive), then: reply.body))
+        write(reply.head(keepAlive: keepAlive), then: reply.body)
         if !keepAlive {
             closing = true
             cancelDeadline()
             actions.append(.close(afterFlush: true, reason: .answeredWithClose))
             return
         }
-        actions.append(.reportWhenWritten)
+        takeNextRequest(env)
     }
 
     private mutating func takenOver(_ number: Int) {
@@ -319,17 +335,25 @@ public struct ServerConnectionMachine {
         ended = true
         armed = nil
         intake = HTTPRequestIntake(rules: intake.rules) // what the client sent and was not taken is freed now
+        toDeliver = nil
         actions.append(.ended(unanswered: busy ? delivered : nil))
         busy = false
     }
 
     // MARK: requests
 
-    /// Takes the client's next request: stops at a request delivered (its answer goes on from there, with `written`
-    /// once it is queued), at an incomplete request, or while too many answer bytes wait for the client.
+    /// Takes the client's next request: stops at a request delivered (its answer goes on from there), at an incomplete
+    /// request, or while too many answer bytes wait for the client.
     private mutating func takeNextRequest(_ env: some ServerConnectionEnvironment) {
         guard !busy, !closing, !pausedForOutput else { return }
-        if policy.output.shouldPause(unsent: env.unsentByteCount()) {
+        // What waits for the client once this event's writes are performed is at most what waits now plus them (the
+        // client may take some at once). Under the high-water mark that bound decides; over it, the real count does,
+        // once the writes are performed (`written`).
+        if policy.output.shouldPause(unsent: env.unsentByteCount() &+ writing) {
+            if writing > 0 {
+                actions.append(.reportWhenWritten)
+                return
+            }
             // The client is not reading its answers: stop reading and answering until it has taken enough of them.
             pausedForOutput = true
             pauseReading()
@@ -339,7 +363,7 @@ public struct ServerConnectionMachine {
         }
         var step = intake.next(wallClock: 0)
         if case .sendContinue = step {
-            actions.append(.write(HTTPRequestIntake.continueBytes))
+            write(HTTPRequestIntake.continueBytes)
             step = intake.next(wallClock: 0)
         }
         switch step {
@@ -369,9 +393,9 @@ public struct ServerConnectionMachine {
                 actions.append(.passThrough(target, early: intake.takeTunnelBytes()))
                 return
             }
-            actions.append(.write(HTTPRequestIntake.connectEstablished))
+            write(HTTPRequestIntake.connectEstablished)
             actions.append(.startTLS(serverName: target.host))
-            // The requests inside the tunnel come next, once the answer is queued.
+            // The requests inside the tunnel come next, once the answer is queued (and TLS started).
             actions.append(.reportWhenWritten)
             return
         case let .request(request, _):
@@ -391,15 +415,22 @@ public struct ServerConnectionMachine {
         busy = true
         delivered &+= 1
         keepAlive = request.head.keepAlive
-        actions.append(.deliver(request, number: delivered))
+        toDeliver = request
+        actions.append(.deliver(number: delivered))
     }
 
     /// Answers an error and closes (nothing after it is read or answered).
     private mutating func refuse(_ reply: HTTPReply) {
         cancelDeadline()
         closing = true
-        actions.append(.write(reply.bytes(keepAlive: false)))
+        write(reply.bytes(keepAlive: false))
         actions.append(.close(afterFlush: true, reason: .refused(status: reply.status)))
+    }
+
+    /// Asks the driver to write, and counts the bytes until it has (`writing`).
+    private mutating func write(_ head: [UInt8], then body: [UInt8] = []) {
+        writing &+= head.count &+ body.count
+        actions.append(.write(head, then: body))
     }
 
     private mutating func close(_ reason: CloseReason, afterFlush: Bool = false) {

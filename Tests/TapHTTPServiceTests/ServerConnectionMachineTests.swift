@@ -32,9 +32,10 @@ struct ConnectionHarness {
         #expect(first.armedDeadlines == [.idle])
     }
 
-    /// Feeds an event, then (as the driver) every `written` the actions ask for; returns all the actions, in order.
-    mutating func feed(_ event: ServerConnectionMachine.Event) -> [ServerConnectionMachine.Action] {
-        var all: [ServerConnectionMachine.Action] = []
+    /// Feeds an event, then (as the driver) every `written` the actions ask for; returns all the actions, in order, with
+    /// the requests delivered (taken from the machine as the driver takes them).
+    mutating func feed(_ event: ServerConnectionMachine.Event) -> ConnectionSteps {
+        var all = ConnectionSteps()
         var next: ServerConnectionMachine.Event? = event
         while let e = next {
             next = nil
@@ -42,22 +43,34 @@ struct ConnectionHarness {
             for a in actions {
                 if case let .write(h, b) = a { world.unsent += h.count + b.count }
                 if case .reportWhenWritten = a { next = .written }
+                if case let .deliver(n) = a, let r = machine.takeDelivered() { all.requests.append((n, r)) }
             }
-            all += actions
+            all.actions += actions
         }
         return all
     }
 
-    mutating func send(_ text: String) -> [ServerConnectionMachine.Action] { feed(.received(Array(text.utf8))) }
-    mutating func answer(_ number: Int, _ body: String = "ok", close: Bool = false) -> [ServerConnectionMachine.Action] {
+    mutating func send(_ text: String) -> ConnectionSteps { feed(.received(Array(text.utf8))) }
+    mutating func answer(_ number: Int, _ body: String = "ok", close: Bool = false) -> ConnectionSteps {
         feed(.answered(number: number, HTTPReply(status: 200, headers: close ? [("Connection", "close")] : [], body: Array(body.utf8))))
     }
 }
 
+/// What one feed of the harness gave: the machine's actions and the requests the driver took for its `deliver`s.
+struct ConnectionSteps {
+    var actions: [ServerConnectionMachine.Action] = []
+    var requests: [(number: Int, request: HTTPRequest)] = []
+    var isEmpty: Bool { actions.isEmpty }
+    func contains(where match: (ServerConnectionMachine.Action) -> Bool) -> Bool { actions.contains(where: match) }
+    var delivered: [(number: Int, target: String)] { requests.map { ($0.number, $0.request.head.target) } }
+    var written: String { actions.written }
+    var armedDeadlines: [ConnectionDeadline] { actions.armedDeadlines }
+    var closeReason: ServerConnectionMachine.CloseReason? { actions.closeReason }
+    var pauses: Bool { actions.pauses }
+    var resumes: Bool { actions.resumes }
+}
+
 extension Array where Element == ServerConnectionMachine.Action {
-    var delivered: [(number: Int, target: String)] {
-        compactMap { if case let .deliver(r, n) = $0 { return (n, r.head.target) }; return nil }
-    }
     var written: String {
         compactMap { if case let .write(h, b) = $0 { return String(decoding: h + b, as: UTF8.self) }; return nil }.joined()
     }
@@ -165,6 +178,33 @@ extension Array where Element == ServerConnectionMachine.Action {
         h.world.unsent = 500
         let going = h.feed(.outputDrained)
         #expect(going.delivered.map(\.target) == ["/2"] && going.contains { if case .cancelDeadline = $0 { return true }; return false })
+    }
+
+    /// The replayer's loop: an answer and the next pipelined request in one round, without a `written` round between
+    /// them, while the answer cannot put the unsent count over the high-water mark even if the client takes none of it.
+    @Test func theNextRequestIsTakenInTheAnswersRoundWhenItCannotReachTheHighWaterMark() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(output: OutputBackpressure(highWater: 1000)))
+        #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
+        let actions = h.machine.handle(.answered(number: 1, HTTPReply(status: 200, body: Array("one".utf8))), h.world)
+        #expect(!actions.contains { if case .reportWhenWritten = $0 { return true }; return false }, "\(actions)")
+        #expect(actions.contains { if case .deliver(number: 2) = $0 { return true }; return false }, "\(actions)")
+        #expect(h.machine.takeDelivered()?.head.target == "/2" && h.machine.takeDelivered() == nil, "the request is taken once")
+    }
+
+    /// An answer that could put the unsent count over the mark is counted for real before the next request is taken:
+    /// the machine asks for `written`, and goes on then if the client took enough of it at once.
+    @Test func anAnswerThatMayReachTheHighWaterMarkIsCountedOnceWritten() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(output: OutputBackpressure(highWater: 1000)))
+        h.world.unsent = 300
+        #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
+        let big = HTTPReply(status: 200, body: [UInt8](repeating: 0x61, count: 800)) // 300 + 800 + head > 1000
+        let actions = h.machine.handle(.answered(number: 1, big), h.world)
+        #expect(actions.contains { if case .reportWhenWritten = $0 { return true }; return false } && !actions.contains {
+            if case .deliver = $0 { return true }; return false
+        }, "\(actions)")
+        h.world.unsent = 0 // the kernel took all of it when it was written
+        let next = h.machine.handle(.written, h.world)
+        #expect(next.contains { if case .deliver(number: 2) = $0 { return true }; return false } && !next.pauses, "\(next)")
     }
 
     @Test func aHalfClosedClientGetsItsAnswersThenTheConnectionCloses() {
