@@ -60,6 +60,9 @@ public struct ServerPeer: Hashable, Sendable, CustomStringConvertible {
         self.address = address
     }
     public var description: String { address }
+    /// Hashed by the connection's number alone (unique on its server; the address only says where it came from): the
+    /// replayer looks its state up by peer several times an exchange, and hashing the address text cost each lookup.
+    public func hash(into hasher: inout Hasher) { hasher.combine(connection) }
 }
 
 /// How a request of an `HTTPServer` is answered: a reply the server sends (keeping the connection alive as the request
@@ -346,6 +349,12 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
                     server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
                 }
             case .ended: break // only ever the answer to `closed`, which `connectionClosed` feeds and performs itself
+            case .refusing: break // HTTPServer logs no refusal (its answer says it all)
+            case let .waitBeforeNextRequest(wait):
+                // HTTPServer's environment has no gate (`intakeWait` is nil); a pace, were there one, is timed here.
+                if case let .pace(seconds) = wait {
+                    server.loop.schedule(after: seconds) { [weak self] in self?.feed(.intakeOpened) }
+                }
             }
         }
     }

@@ -11,7 +11,14 @@ final class FakeConnectionWorld: ServerConnectionEnvironment {
     var budgetLimit = Int.max
     var held = 0
     var tunnelled: Set<String> = []
+    /// The gate: what `intakeWait(paced:)` answers (nil: open), and the `paced` flags it was asked with.
+    var gate: ((Bool) -> IntakeWait?)?
+    var gateAsked: [Bool] = []
     func monotonicNanos() -> UInt64 { now }
+    func intakeWait(paced: Bool) -> IntakeWait? {
+        gateAsked.append(paced)
+        return gate?(paced)
+    }
     func unsentByteCount() -> Int { unsent }
     func holdBudget(_ bytes: Int) -> Bool {
         held = bytes
@@ -26,8 +33,9 @@ struct ConnectionHarness {
     var machine: ServerConnectionMachine
     let world = FakeConnectionWorld()
 
-    init(policy: ConnectionPolicy = ConnectionPolicy(), acceptsConnect: Bool = false) {
-        machine = ServerConnectionMachine(policy: policy, rules: .init(limits: HTTPLimits(), authorization: nil, acceptsConnect: acceptsConnect))
+    init(policy: ConnectionPolicy = ConnectionPolicy(), acceptsConnect: Bool = false, errorShape: ConnectionErrorShape = .standard) {
+        machine = ServerConnectionMachine(policy: policy, rules: .init(limits: HTTPLimits(), authorization: nil, acceptsConnect: acceptsConnect),
+                                          errorShape: errorShape)
         let first = machine.start()
         #expect(first.armedDeadlines == [.idle])
     }
@@ -262,6 +270,82 @@ extension Array where Element == ServerConnectionMachine.Action {
         let t = p.send("CONNECT bank.example:443 HTTP/1.1\r\nHost: bank.example:443\r\n\r\n\u{16}\u{03}")
         #expect(t.contains { if case let .passThrough(target, early) = $0 { return target.host == "bank.example" && early == [0x16, 0x03] }; return false })
         #expect(p.send("more").isEmpty, "every later byte is the tunnel's")
+    }
+
+    /// The gate (the recorder's pacing and writer waits): asked before a request is taken, it holds the request back with
+    /// reading paused until `intakeOpened`; a pace is given once per request, then the writer wait is asked for.
+    @Test func theGateHoldsTheNextRequestUntilItOpens() {
+        var h = ConnectionHarness()
+        h.world.gate = { paced in paced ? .untilOpened : .pace(seconds: 0.002) }
+        let first = h.send(Self.get("/1"))
+        #expect(first.delivered.isEmpty && first.pauses && first.contains {
+            if case .waitBeforeNextRequest(.pace(seconds: 0.002)) = $0 { return true }; return false
+        }, "\(first.actions)")
+        #expect(h.send(Self.get("/2")).delivered.isEmpty, "nothing is taken while the gate is shut")
+        let afterPace = h.feed(.intakeOpened)
+        #expect(afterPace.delivered.isEmpty && afterPace.contains { if case .waitBeforeNextRequest(.untilOpened) = $0 { return true }; return false },
+                "paced once, then held for the writer: \(afterPace.actions)")
+        h.world.gate = nil
+        let opened = h.feed(.intakeOpened)
+        #expect(opened.delivered.map(\.target) == ["/1"] && opened.resumes)
+        #expect(h.world.gateAsked == [false, true, true], "the pace is not given twice to one request")
+        #expect(h.answer(1).delivered.map(\.target) == ["/2"])
+        #expect(h.world.gateAsked.last == false, "the next request starts afresh (it may be paced)")
+        #expect(h.feed(.intakeOpened).isEmpty, "an opening not waited for is ignored")
+    }
+
+    /// A gate is asked only when the client has sent something of its next request (an idle connection is not paced).
+    @Test func theGateIsNotAskedForAnIdleConnection() {
+        var h = ConnectionHarness()
+        h.world.gate = { _ in .untilOpened }
+        #expect(h.send("").isEmpty && h.world.gateAsked.isEmpty)
+        #expect(h.feed(.inputEnded).closeReason == .inputEnded && h.world.gateAsked.isEmpty)
+    }
+
+    /// Each refusal in the shape the connection is given, and the same bytes as before in the standard one; a request cut
+    /// short by a FIN is answered only where the shape says so.
+    @Test func errorsAreAnsweredInTheConnectionsShape() {
+        let shape = ConnectionErrorShape { refusal in
+            let (status, message) = ConnectionErrorShape.message(for: refusal) ?? (400, "cut short")
+            return .init(status: status, message: message, bytes: Array("HTTP/1.1 \(status) X\r\nX-Shape: test\r\n\r\n\(message)".utf8))
+        }
+        var malformed = ConnectionHarness(errorShape: shape)
+        let a = malformed.send("GET / HTTP/1.1\r\nBad Header\r\n\r\n")
+        #expect(a.written.hasPrefix("HTTP/1.1 400 X\r\nX-Shape: test") && a.closeReason == .refused(status: 400))
+        #expect(a.contains { if case .refusing(400, _) = $0 { return true }; return false })
+
+        var slow = ConnectionHarness(policy: ConnectionPolicy(headerTimeout: 3), errorShape: shape)
+        _ = slow.send("GET / HTTP/1.1\r\nHo")
+        #expect(slow.feed(.deadlinePassed(.request)).written.hasSuffix("request not received within 3 s"))
+
+        var cut = ConnectionHarness(errorShape: shape)
+        _ = cut.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+        let ended = cut.feed(.inputEnded)
+        #expect(ended.written.hasSuffix("cut short") && ended.closeReason == .refused(status: 400))
+
+        var standard = ConnectionHarness()
+        _ = standard.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+        let dropped = standard.feed(.inputEnded)
+        #expect(dropped.written.isEmpty && dropped.closeReason == .inputEnded, "the standard shape drops it, as before")
+        var standardMalformed = ConnectionHarness()
+        let std = standardMalformed.send("GET / HTTP/1.1\r\nBad Header\r\n\r\n").written
+        #expect(std.hasPrefix("HTTP/1.1 400") && std.contains("Content-Type: application/json") && std.contains("Connection: close")
+                && std.hasSuffix("}") && std.contains("{\"error\":"), "\(std)")
+    }
+
+    /// With `budgetCountsRequestInFlight` (the recorder), the body being answered stays on the budget until its answer.
+    @Test func theBudgetCanCountTheRequestInFlight() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(budgetCountsRequestInFlight: true))
+        #expect(h.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n" + String(repeating: "b", count: 100)).delivered.count == 1)
+        #expect(h.world.held == 100, "the body in flight is held: \(h.world.held)")
+        _ = h.send("GET /next HTTP")
+        #expect(h.world.held == 100 + 14)
+        _ = h.answer(1)
+        #expect(h.world.held == 14, "answered: only what was read and not taken")
+
+        var plain = ConnectionHarness()
+        _ = plain.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n" + String(repeating: "b", count: 100))
+        #expect(plain.world.held == 0, "HTTPServer's connections count only the bytes not taken")
     }
 
     @Test func continueIsSentBeforeTheBody() {
