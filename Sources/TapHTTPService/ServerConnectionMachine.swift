@@ -152,11 +152,16 @@ public protocol ServerConnectionEnvironment {
     /// `intakeOpened` or the pace has passed). `paced`: this request already had its pacing pause. Asked only when the
     /// client has sent something of its next request.
     func intakeWait(paced: Bool) -> IntakeWait?
+    /// Wall-clock seconds, stamped on each request as the moment its first byte arrived (`deliveredStartedAt`): the
+    /// recorder records it as the exchange's start.
+    func wallClock() -> Double
 }
 
 extension ServerConnectionEnvironment {
     /// No gate: every request is taken as soon as it is complete.
     public func intakeWait(paced: Bool) -> IntakeWait? { nil }
+    /// No clock: requests carry no start time (the handlers keep their own clocks).
+    public func wallClock() -> Double { 0 }
 }
 
 /// The server side of one HTTP/1.1 connection as a state machine, free of I/O (sans-IO, as `ProxySessionMachine`):
@@ -178,6 +183,9 @@ public struct ServerConnectionMachine {
         case outputDrained
         /// The handler's answer to request `number` (a second answer, or one to an earlier request, is ignored).
         case answered(number: Int, HTTPReply)
+        /// The answer to request `number` as wire bytes already made (the recorder forwards the upstream's head as it
+        /// came, which `answered` would rebuild); `keepAlive` false closes the connection once they are sent.
+        case answeredRaw(number: Int, head: [UInt8], body: [UInt8], keepAlive: Bool)
         /// The handler takes the connection over instead of replying to request `number`.
         case takenOver(number: Int)
         /// The deadline of this kind, armed by the machine, passed.
@@ -256,6 +264,8 @@ public struct ServerConnectionMachine {
     public private(set) var busy = false
     /// The number of the last request delivered (a `respond` for an earlier one, called again, is ignored).
     public private(set) var delivered = 0
+    /// When the last request delivered began: the environment's wall clock as its first byte arrived.
+    public private(set) var deliveredStartedAt: Double = 0
     /// The connection closes once what is queued is sent (an answer with `Connection: close`, a refusal, a hand-over).
     public private(set) var closing = false
     /// The connection closed; nothing more happens.
@@ -326,6 +336,7 @@ public struct ServerConnectionMachine {
         case .inputEnded: endInput(env)
         case .outputDrained: drained(env)
         case let .answered(number, reply): answered(number, reply, env)
+        case let .answeredRaw(number, head, body, keepAlive): answeredRaw(number, head, body, keepAlive: keepAlive, env)
         case let .takenOver(number): takenOver(number)
         case let .deadlinePassed(kind): deadlinePassed(kind, env)
         case .intakeOpened: intakeOpened(env)
@@ -338,8 +349,7 @@ public struct ServerConnectionMachine {
 
     private mutating func received(_ bytes: [UInt8], _ env: some ServerConnectionEnvironment) {
         guard !closing else { return }
-        // Requests here carry no recorded start time (the handlers keep their own clocks).
-        intake.received(bytes, wallClock: 0)
+        intake.received(bytes, wallClock: env.wallClock())
         guard env.holdBudget(intake.bufferedCount &+ bodyInFlight) else {
             actions.append(.budgetExhausted)
             refuse(.overBudget)
@@ -383,11 +393,22 @@ public struct ServerConnectionMachine {
 
     private mutating func answered(_ number: Int, _ reply: HTTPReply, _ env: some ServerConnectionEnvironment) {
         guard let keepAlive = accept(number) else { return }
+        sendAnswer(reply.head(keepAlive: keepAlive), reply.body, keepAlive: keepAlive, env)
+    }
+
+    private mutating func answeredRaw(_ number: Int, _ head: [UInt8], _ body: [UInt8], keepAlive answerKeepsAlive: Bool,
+                                      _ env: some ServerConnectionEnvironment) {
+        guard let keepAlive = accept(number) else { return }
+        sendAnswer(head, body, keepAlive: keepAlive && answerKeepsAlive, env)
+    }
+
+    /// Writes the answer to the request with the handler, then closes or takes the next request.
+    private mutating func sendAnswer(_ head: [UInt8], _ body: [UInt8], keepAlive: Bool, _ env: some ServerConnectionEnvironment) {
         if bodyInFlight > 0 {
             bodyInFlight = 0
             _ = env.holdBudget(intake.bufferedCount)
         }
-        write(reply.head(keepAlive: keepAlive), then: reply.body)
+        write(head, then: body)
         if !keepAlive {
             closing = true
             cancelDeadline()
@@ -473,10 +494,10 @@ public struct ServerConnectionMachine {
             return
         }
         pacedOnce = false
-        var step = intake.next(wallClock: 0)
+        var step = intake.next(wallClock: env.wallClock())
         if case .sendContinue = step {
             write(HTTPRequestIntake.continueBytes)
-            step = intake.next(wallClock: 0)
+            step = intake.next(wallClock: env.wallClock())
         }
         switch step {
         case .needMore, .sendContinue:
@@ -514,7 +535,8 @@ public struct ServerConnectionMachine {
             // The requests inside the tunnel come next, once the answer is queued (and TLS started).
             actions.append(.reportWhenWritten)
             return
-        case let .request(request, _):
+        case let .request(request, startedAt):
+            deliveredStartedAt = startedAt
             deliver(request, env)
             return
         }

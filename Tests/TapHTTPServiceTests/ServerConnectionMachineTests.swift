@@ -14,7 +14,10 @@ final class FakeConnectionWorld: ServerConnectionEnvironment {
     /// The gate: what `intakeWait(paced:)` answers (nil: open), and the `paced` flags it was asked with.
     var gate: ((Bool) -> IntakeWait?)?
     var gateAsked: [Bool] = []
+    /// The wall clock the machine stamps requests with (nil: the protocol's default, no clock).
+    var wall: Double?
     func monotonicNanos() -> UInt64 { now }
+    func wallClock() -> Double { wall ?? 0 }
     func intakeWait(paced: Bool) -> IntakeWait? {
         gateAsked.append(paced)
         return gate?(paced)
@@ -353,5 +356,50 @@ extension Array where Element == ServerConnectionMachine.Action {
         let a = h.send("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
         #expect(a.written == "HTTP/1.1 100 Continue\r\n\r\n" && a.delivered.isEmpty && a.armedDeadlines == [.request])
         #expect(h.send("hi").delivered.count == 1)
+    }
+
+    /// The recorder forwards the upstream's head as it came: a raw answer goes out byte for byte (not rebuilt from an
+    /// HTTPReply, which would reorder or reword its fields), and one that does not keep the connection closes it after.
+    @Test func aRawAnswerIsWrittenAsGiven() {
+        var h = ConnectionHarness()
+        #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
+        let head = Array("HTTP/1.1 200 Fine\r\nx-odd:  spaced \r\nContent-Length: 3\r\n\r\n".utf8)
+        let a = h.feed(.answeredRaw(number: 1, head: head, body: Array("one".utf8), keepAlive: true))
+        #expect(a.written == String(decoding: head, as: UTF8.self) + "one", "\(a.written)")
+        #expect(a.delivered.map(\.target) == ["/2"] && a.closeReason == nil)
+        #expect(h.feed(.answeredRaw(number: 1, head: head, body: [], keepAlive: true)).isEmpty, "a second answer is ignored")
+        let b = h.feed(.answeredRaw(number: 2, head: head, body: Array("two".utf8), keepAlive: false))
+        #expect(b.written.hasSuffix("two") && b.closeReason == .answeredWithClose && b.delivered.isEmpty)
+        #expect(b.contains { if case .close(afterFlush: true, _) = $0 { return true }; return false })
+
+        var byRequest = ConnectionHarness()
+        _ = byRequest.send("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(byRequest.feed(.answeredRaw(number: 1, head: head, body: [], keepAlive: true)).closeReason == .answeredWithClose,
+                "a request that asked to close closes whatever the answer says")
+    }
+
+    /// Each request carries the wall-clock moment its first byte arrived (the recorder's requestStart), not when it was
+    /// complete or taken; without a clock (HTTPServer), 0.
+    @Test func eachRequestCarriesWhenItsFirstByteArrived() {
+        var h = ConnectionHarness()
+        h.world.wall = 100
+        _ = h.send("GET /1 HTTP/1.1\r\n")
+        h.world.wall = 101
+        #expect(h.send("Host: a\r\n\r\nGET /2 HTTP/1.1\r\n").delivered.count == 1)
+        #expect(h.machine.deliveredStartedAt == 100, "\(h.machine.deliveredStartedAt)")
+        h.world.wall = 102
+        _ = h.send("Host: a\r\n\r\n")
+        h.world.wall = 103
+        #expect(h.answer(1).delivered.map(\.target) == ["/2"])
+        #expect(h.machine.deliveredStartedAt == 101, "the pipelined request began with the bytes after the first: \(h.machine.deliveredStartedAt)")
+        h.world.wall = 104
+        _ = h.answer(2)
+        h.world.wall = 105
+        _ = h.send(Self.get("/3"))
+        #expect(h.machine.deliveredStartedAt == 105)
+
+        var plain = ConnectionHarness()
+        _ = plain.send(Self.get("/x"))
+        #expect(plain.machine.deliveredStartedAt == 0, "no clock, no start time")
     }
 }
