@@ -38,6 +38,8 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     /// Feeds an event and performs what the machine asks, in order.
     func feed(_ event: ProxySessionMachine.Event) {
         for action in machine.handle(event, self) { perform(action) }
+        // The machine stopped for answers counted as if none were taken: the kernel may have taken them at once.
+        if machine.pausedForOutput, machine.policy.output.shouldResume(unsent: client.unsentByteCount) { feed(.clientDrained) }
     }
 
     private func perform(_ action: ProxySessionMachine.Action) {
@@ -132,6 +134,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     /// The client took queued tunnel bytes: read the upstream again once little is left.
     func connectionWroteQueued(_ connection: Connection) {
+        if machine.pausedForOutput { return feed(.clientDrained) }
         guard machine.passThrough != nil, Self.tunnelOutput.shouldResume(unsent: connection.unsentByteCount) else { return }
         upstream?.connection?.resumeReading()
     }
@@ -167,6 +170,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     var writerIsBehind: Bool { server.writerIsBehind }
     func holdBudget(_ bytes: Int) -> Bool { server.budget.hold(ObjectIdentifier(self), bytes) }
     var budgetLimit: Int { server.budget.limit }
+    func unsentByteCount() -> Int { client.unsentByteCount }
 }
 
 /// Carries one upstream connection's events to its session.
