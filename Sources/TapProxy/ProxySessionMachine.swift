@@ -199,8 +199,8 @@ struct ProxySessionMachine {
     /// Bytes of the answers written in the event being handled: the driver has not queued them yet, so the unsent
     /// count the environment gives does not include them.
     private var writing = 0
-    /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The server's sweep sends
-    /// `deadlinePassed`, so that no per-request timer is created.
+    /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The driver's one timer
+    /// sends `deadlinePassed` when it passes, moved only when the deadline comes earlier (no timer per request).
     private(set) var waitingFor: Wait = .idle
     private(set) var deadline: UInt64 = 0
 

@@ -103,3 +103,28 @@ import TapTestSupport
         #expect(forwarded.withLock { $0 } == count)
     }
 }
+
+/// The recorder's client deadlines come from each connection's own timer, on time: a request begun and not complete is
+/// answered 408 when the header timeout passes (before: a 250 ms sweep of every connection sent it up to 250 ms late).
+@Suite struct ProxyDeadlineTimerTests {
+    @Test func aRequestTimeoutIsAnsweredWhenItPassesNotAtTheNextSweep() throws {
+        let stack = try ServiceStack.background("3dstape-test-deadline-timer")
+        var config = ProxyConfiguration(mode: .reverse(UpstreamURL("http://127.0.0.1:9")!), upstreamTLS: try TLSContext(clientRoots: []),
+                                        interceptTLS: nil)
+        config.headerTimeout = 0.05
+        let proxy = ProxyServer(loop: stack.loop, config: config, writer: nil)
+        let address = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { proxy.shutdown() }
+        stack.start()
+        defer { stack.stop() }
+        for _ in 0..<4 {
+            let client = try PipelineClient(port: address.port)
+            let sent = Date()
+            try client.send("GET / HTTP/1.1\r\nHost: p\r\n")
+            let answer = try client.responses(1)
+            let waited = Date().timeIntervalSince(sent)
+            #expect(answer.first?.head.status == 408, "\(answer)")
+            #expect(waited >= 0.045 && waited < 0.2, "answered \(waited) s after the request began (timeout 0.05 s)")
+        }
+    }
+}
