@@ -15,13 +15,17 @@ public struct ConnectionPolicy: Sendable {
     public var readAhead: ReadAheadLimit
     /// When the connection stops reading (and answering) for a client that does not read its answers.
     public var output: OutputBackpressure
+    /// The memory budget counts the body of the request being answered as well as the bytes read and not taken (the
+    /// recorder, which holds the body until the exchange is recorded); otherwise only the bytes not taken.
+    public var budgetCountsRequestInFlight: Bool
 
     public init(headerTimeout: Double = 30, idleTimeout: Double = 120, readAhead: ReadAheadLimit = .pipelined,
-                output: OutputBackpressure = OutputBackpressure(highWater: 1 << 20)) {
+                output: OutputBackpressure = OutputBackpressure(highWater: 1 << 20), budgetCountsRequestInFlight: Bool = false) {
         self.headerTimeout = headerTimeout
         self.idleTimeout = idleTimeout
         self.readAhead = readAhead
         self.output = output
+        self.budgetCountsRequestInFlight = budgetCountsRequestInFlight
     }
 
     /// The seconds a deadline of this kind runs for.
@@ -72,6 +76,67 @@ public struct OutputBackpressure: Sendable, Equatable {
     public func shouldResume(unsent: Int) -> Bool { unsent <= lowWater }
 }
 
+/// An error a connection answers itself, before (or instead of) a handler: what happened, not yet its bytes.
+public enum ConnectionRefusal: Sendable {
+    /// The shared budget of request bytes held in memory is spent (503).
+    case overBudget
+    /// A request begun and not complete within `ConnectionPolicy.headerTimeout` (408).
+    case requestTimedOut(seconds: Double)
+    /// The intake refused the request: malformed, too large, credentials missing, a CONNECT not taken (its status,
+    /// message and extra header fields, e.g. a credentials challenge).
+    case refused(status: Int, message: String, headers: [(String, String)])
+    /// The client finished sending (a FIN) in the middle of a request.
+    case cutShort
+}
+
+/// How a connection words the errors it answers itself: the status, message and whole answer (sent with
+/// `Connection: close`) for each `ConnectionRefusal`, or nil to close without an answer. `HTTPServer` answers in the
+/// one error shape (`standard`); the recording proxy in its own (`X-3dstape-Error`, its members), so each keeps its
+/// wire bytes.
+public struct ConnectionErrorShape: Sendable {
+    /// One error answer: what the connection logs, and the bytes it writes.
+    public struct Answer: Sendable {
+        public var status: Int
+        public var message: String
+        public var bytes: [UInt8]
+        public init(status: Int, message: String, bytes: [UInt8]) {
+            self.status = status
+            self.message = message
+            self.bytes = bytes
+        }
+    }
+
+    public let answer: @Sendable (ConnectionRefusal) -> Answer?
+    public init(answer: @escaping @Sendable (ConnectionRefusal) -> Answer?) { self.answer = answer }
+
+    /// The message every 3dstape server gives for a refusal (the recorder's budget message names the limit apart).
+    public static func message(for refusal: ConnectionRefusal) -> (status: Int, message: String)? {
+        switch refusal {
+        case .overBudget: return (503, "request bytes held in memory exceed --max-buffered; try again")
+        case let .requestTimedOut(seconds): return (408, "request not received within \(Checked.clampedInt(seconds)) s")
+        case let .refused(status, message, _): return (status, message)
+        case .cutShort: return nil
+        }
+    }
+
+    /// `HTTPErrorAnswer`'s JSON body; a request cut short by a FIN is dropped without an answer.
+    public static let standard = ConnectionErrorShape { refusal in
+        guard let (status, message) = ConnectionErrorShape.message(for: refusal) else { return nil }
+        var headers: [(String, String)] = []
+        if case let .refused(_, _, extra) = refusal { headers = extra }
+        return Answer(status: status, message: message,
+                      bytes: HTTPErrorAnswer.reply(status: status, message, headers: headers).bytes(keepAlive: false))
+    }
+}
+
+/// Why a connection's next request waits before it is taken (the recorder's session writer falling behind).
+public enum IntakeWait: Sendable, Equatable {
+    /// A pause of this many seconds, at most once per request (pacing while the writer falls behind).
+    case pace(seconds: Double)
+    /// Until the driver feeds `intakeOpened` (the writer caught up).
+    case untilOpened
+}
+
 /// What a `ServerConnectionMachine` asks of the world around it besides its events: the clock, the connection's unsent
 /// byte count and the server's shared memory budget. The I/O driver (`HTTPServer`) implements it; tests give fixed values.
 public protocol ServerConnectionEnvironment {
@@ -83,6 +148,20 @@ public protocol ServerConnectionEnvironment {
     func holdBudget(_ bytes: Int) -> Bool
     /// Whether a CONNECT to this target is tunnelled byte for byte instead of intercepted.
     func passesThrough(_ target: HostPort) -> Bool
+    /// The gate before each request is taken: nil to take it now, or how long it waits (then reading pauses until
+    /// `intakeOpened` or the pace has passed). `paced`: this request already had its pacing pause. Asked only when the
+    /// client has sent something of its next request.
+    func intakeWait(paced: Bool) -> IntakeWait?
+    /// Wall-clock seconds, stamped on each request as the moment its first byte arrived (`deliveredStartedAt`): the
+    /// recorder records it as the exchange's start.
+    func wallClock() -> Double
+}
+
+extension ServerConnectionEnvironment {
+    /// No gate: every request is taken as soon as it is complete.
+    public func intakeWait(paced: Bool) -> IntakeWait? { nil }
+    /// No clock: requests carry no start time (the handlers keep their own clocks).
+    public func wallClock() -> Double { 0 }
 }
 
 /// The server side of one HTTP/1.1 connection as a state machine, free of I/O (sans-IO, as `ProxySessionMachine`):
@@ -104,11 +183,18 @@ public struct ServerConnectionMachine {
         case outputDrained
         /// The handler's answer to request `number` (a second answer, or one to an earlier request, is ignored).
         case answered(number: Int, HTTPReply)
+        /// The answer to request `number` as wire bytes already made (the recorder forwards the upstream's head as it
+        /// came, which `answered` would rebuild); `keepAlive` false closes the connection once they are sent.
+        case answeredRaw(number: Int, head: [UInt8], body: [UInt8], keepAlive: Bool)
         /// The handler takes the connection over instead of replying to request `number`.
         case takenOver(number: Int)
         /// The deadline of this kind, armed by the machine, passed.
         case deadlinePassed(ConnectionDeadline)
+        /// The wait the gate asked for (`waitBeforeNextRequest`) is over: take the next request.
+        case intakeOpened
         /// The actions that asked for it (`reportWhenWritten`) are performed: the unsent count includes their writes.
+        /// Asked for only when the answers just written may hold reading back; otherwise the next request is taken in
+        /// the same round as the answer.
         case written
         /// The connection closed (either side, or it failed).
         case closed
@@ -130,11 +216,13 @@ public struct ServerConnectionMachine {
 
     /// Something the driver must do.
     public enum Action {
-        /// Hand request `number` to the handler (its answer comes back as `answered` or `takenOver`). Boxed: an action
-        /// is copied on its way to the driver, and the request is the one large payload (a box is one retain to copy).
-        indirect case deliver(HTTPRequest, number: Int)
-        /// Feed `written` once the actions before this one are performed: the next request is taken only when the
-        /// unsent count includes the answer just written (output backpressure counts what is really queued).
+        /// Hand request `number` to the handler (its answer comes back as `answered` or `takenOver`); the request is
+        /// the machine's until the driver takes it with `takeDelivered()` (an action stays small to copy, and no box is
+        /// made per request).
+        case deliver(number: Int)
+        /// Feed `written` once the actions before this one are performed: the answers just written may put the unsent
+        /// count over `policy.output.highWater` (counted as if the client had taken none of them), so the next request
+        /// is taken only when the count includes them (output backpressure counts what is really queued).
         case reportWhenWritten
         /// Bytes for the client; a message's head and body are given apart and sent together without being joined.
         case write([UInt8], then: [UInt8] = [])
@@ -157,18 +245,27 @@ public struct ServerConnectionMachine {
         case clientFinishedSending(number: Int)
         /// The shared budget refused this connection (the driver logs it, throttled); its 503 follows.
         case budgetExhausted
+        /// The connection answers an error itself (its `write` and `close` follow): for the driver's log.
+        case refusing(status: Int, message: String)
+        /// The gate asked the next request to wait (reading is paused): feed `intakeOpened` once the wait is over (after
+        /// `seconds` for a pace, or when the driver decides for `untilOpened`).
+        case waitBeforeNextRequest(IntakeWait)
         /// The connection is over: release its budget. `unanswered`: the request the handler had, if any (a client that
         /// gave up).
         case ended(unanswered: Int?)
     }
 
     public let policy: ConnectionPolicy
+    /// How the errors the connection answers itself are worded.
+    public let errorShape: ConnectionErrorShape
     /// Requests as every 3dstape server takes them (parsing, limits, credentials, CONNECT, `100 Continue`).
     public private(set) var intake: HTTPRequestIntake
     /// A request is with the handler, unanswered.
     public private(set) var busy = false
     /// The number of the last request delivered (a `respond` for an earlier one, called again, is ignored).
     public private(set) var delivered = 0
+    /// When the last request delivered began: the environment's wall clock as its first byte arrived.
+    public private(set) var deliveredStartedAt: Double = 0
     /// The connection closes once what is queued is sent (an answer with `Connection: close`, a refusal, a hand-over).
     public private(set) var closing = false
     /// The connection closed; nothing more happens.
@@ -183,14 +280,26 @@ public struct ServerConnectionMachine {
     public private(set) var armed: ConnectionDeadline?
     /// The connection is a CONNECT tunnelled untouched: every byte is the tunnel's, none the machine's.
     public private(set) var tunnelled = false
+    /// The next request waits for the gate (`waitBeforeNextRequest`).
+    public private(set) var waitingAtGate = false
+    /// The next request has had its pacing pause (it is not paced twice).
+    private var pacedOnce = false
+    /// The body of the request being answered, when the budget counts it (`budgetCountsRequestInFlight`).
+    private var bodyInFlight = 0
     /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
     private var lastDrainNanos: UInt64 = 0
     /// Whether the request with the handler asked to keep the connection.
     private var keepAlive = true
+    /// The request of the last `deliver`, until the driver takes it.
+    private var toDeliver: HTTPRequest?
+    /// Bytes of the `write` actions of the event being handled: the driver has not performed them yet, so the unsent
+    /// count the environment gives does not include them.
+    private var writing = 0
     private var actions: [Action] = []
 
-    public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules) {
+    public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules, errorShape: ConnectionErrorShape = .standard) {
         self.policy = policy
+        self.errorShape = errorShape
         intake = HTTPRequestIntake(rules: rules)
     }
 
@@ -199,6 +308,12 @@ public struct ServerConnectionMachine {
         arm(.idle)
         defer { actions = [] }
         return actions
+    }
+
+    /// The request of the `deliver` just returned (nil once taken): the driver takes it when it performs the action.
+    public mutating func takeDelivered() -> HTTPRequest? {
+        defer { toDeliver = nil }
+        return toDeliver
     }
 
     /// Feeds one event; returns what the driver must do, in order. A `deliver` is always the last action: what follows
@@ -213,6 +328,7 @@ public struct ServerConnectionMachine {
     /// made per event).
     public mutating func handle(_ event: Event, _ env: some ServerConnectionEnvironment, into out: inout [Action]) {
         guard !ended, !tunnelled || event.isClosed else { return }
+        writing = 0
         swap(&actions, &out)
         defer { swap(&actions, &out) }
         switch event {
@@ -220,8 +336,10 @@ public struct ServerConnectionMachine {
         case .inputEnded: endInput(env)
         case .outputDrained: drained(env)
         case let .answered(number, reply): answered(number, reply, env)
+        case let .answeredRaw(number, head, body, keepAlive): answeredRaw(number, head, body, keepAlive: keepAlive, env)
         case let .takenOver(number): takenOver(number)
         case let .deadlinePassed(kind): deadlinePassed(kind, env)
+        case .intakeOpened: intakeOpened(env)
         case .written: takeNextRequest(env)
         case .closed: closed()
         }
@@ -231,14 +349,13 @@ public struct ServerConnectionMachine {
 
     private mutating func received(_ bytes: [UInt8], _ env: some ServerConnectionEnvironment) {
         guard !closing else { return }
-        // Requests here carry no recorded start time (the handlers keep their own clocks).
-        intake.received(bytes, wallClock: 0)
-        guard env.holdBudget(intake.bufferedCount) else {
+        intake.received(bytes, wallClock: env.wallClock())
+        guard env.holdBudget(intake.bufferedCount &+ bodyInFlight) else {
             actions.append(.budgetExhausted)
-            refuse(HTTPErrorAnswer.reply(status: 503, "request bytes held in memory exceed --max-buffered; try again"))
+            refuse(.overBudget)
             return
         }
-        if busy || pausedForOutput {
+        if busy || pausedForOutput || waitingAtGate {
             // Not taking requests now: hold a little of what follows, then let the rest wait in the kernel.
             if policy.readAhead.exceeded(by: intake.bufferedCount), !readingPaused { pauseReading() }
             return
@@ -253,9 +370,17 @@ public struct ServerConnectionMachine {
         if busy {
             actions.append(.clientFinishedSending(number: delivered))
             arm(.halfClosed)
-        } else if !pausedForOutput, !closing {
+        } else if !pausedForOutput, !closing, !waitingAtGate {
             takeNextRequest(env)
         }
+    }
+
+    private mutating func intakeOpened(_ env: some ServerConnectionEnvironment) {
+        guard waitingAtGate else { return }
+        waitingAtGate = false
+        guard !closing else { return }
+        if !inputEnded { resumeReading() }
+        takeNextRequest(env)
     }
 
     private mutating func drained(_ env: some ServerConnectionEnvironment) {
@@ -268,14 +393,29 @@ public struct ServerConnectionMachine {
 
     private mutating func answered(_ number: Int, _ reply: HTTPReply, _ env: some ServerConnectionEnvironment) {
         guard let keepAlive = accept(number) else { return }
-        actions.append(.write(reply.head(keepAlive: keepAlive), then: reply.body))
+        sendAnswer(reply.head(keepAlive: keepAlive), reply.body, keepAlive: keepAlive, env)
+    }
+
+    private mutating func answeredRaw(_ number: Int, _ head: [UInt8], _ body: [UInt8], keepAlive answerKeepsAlive: Bool,
+                                      _ env: some ServerConnectionEnvironment) {
+        guard let keepAlive = accept(number) else { return }
+        sendAnswer(head, body, keepAlive: keepAlive && answerKeepsAlive, env)
+    }
+
+    /// Writes the answer to the request with the handler, then closes or takes the next request.
+    private mutating func sendAnswer(_ head: [UInt8], _ body: [UInt8], keepAlive: Bool, _ env: some ServerConnectionEnvironment) {
+        if bodyInFlight > 0 {
+            bodyInFlight = 0
+            _ = env.holdBudget(intake.bufferedCount)
+        }
+        write(head, then: body)
         if !keepAlive {
             closing = true
             cancelDeadline()
             actions.append(.close(afterFlush: true, reason: .answeredWithClose))
             return
         }
-        actions.append(.reportWhenWritten)
+        takeNextRequest(env)
     }
 
     private mutating func takenOver(_ number: Int) {
@@ -301,7 +441,7 @@ public struct ServerConnectionMachine {
             if !busy { close(.deadline(.idle)) }
         case .request:
             guard !busy else { return }
-            refuse(HTTPErrorAnswer.reply(status: 408, "request not received within \(Checked.clampedInt(policy.headerTimeout)) s"))
+            refuse(.requestTimedOut(seconds: policy.headerTimeout))
         case .halfClosed:
             close(.deadline(.halfClosed)) // an answer that never came (a hang) does not hold the connection for ever
         case .stalledReader:
@@ -319,17 +459,25 @@ public struct ServerConnectionMachine {
         ended = true
         armed = nil
         intake = HTTPRequestIntake(rules: intake.rules) // what the client sent and was not taken is freed now
+        toDeliver = nil
         actions.append(.ended(unanswered: busy ? delivered : nil))
         busy = false
     }
 
     // MARK: requests
 
-    /// Takes the client's next request: stops at a request delivered (its answer goes on from there, with `written`
-    /// once it is queued), at an incomplete request, or while too many answer bytes wait for the client.
+    /// Takes the client's next request: stops at a request delivered (its answer goes on from there), at an incomplete
+    /// request, or while too many answer bytes wait for the client.
     private mutating func takeNextRequest(_ env: some ServerConnectionEnvironment) {
-        guard !busy, !closing, !pausedForOutput else { return }
-        if policy.output.shouldPause(unsent: env.unsentByteCount()) {
+        guard !busy, !closing, !pausedForOutput, !waitingAtGate else { return }
+        // What waits for the client once this event's writes are performed is at most what waits now plus them (the
+        // client may take some at once). Under the high-water mark that bound decides; over it, the real count does,
+        // once the writes are performed (`written`).
+        if policy.output.shouldPause(unsent: env.unsentByteCount() &+ writing) {
+            if writing > 0 {
+                actions.append(.reportWhenWritten)
+                return
+            }
             // The client is not reading its answers: stop reading and answering until it has taken enough of them.
             pausedForOutput = true
             pauseReading()
@@ -337,17 +485,30 @@ public struct ServerConnectionMachine {
             arm(.stalledReader)
             return
         }
-        var step = intake.next(wallClock: 0)
+        if !intake.isIdle, let wait = env.intakeWait(paced: pacedOnce) {
+            // The gate holds the next request back (the recorder's writer falls behind): stop reading until it opens.
+            if case .pace = wait { pacedOnce = true }
+            waitingAtGate = true
+            pauseReading()
+            actions.append(.waitBeforeNextRequest(wait))
+            return
+        }
+        pacedOnce = false
+        var step = intake.next(wallClock: env.wallClock())
         if case .sendContinue = step {
-            actions.append(.write(HTTPRequestIntake.continueBytes))
-            step = intake.next(wallClock: 0)
+            write(HTTPRequestIntake.continueBytes)
+            step = intake.next(wallClock: env.wallClock())
         }
         switch step {
         case .needMore, .sendContinue:
             if inputEnded {
                 // Nothing more will come: what was answered goes out, then the connection closes (an incomplete
-                // request is dropped with it).
-                close(.inputEnded, afterFlush: true)
+                // request is dropped with it, or answered as cut short where the error shape says so).
+                if !intake.isIdle, errorShape.answer(.cutShort) != nil {
+                    refuse(.cutShort)
+                } else {
+                    close(.inputEnded, afterFlush: true)
+                }
                 return
             }
             // Everything complete is answered: read again (after a pause for read-ahead or for unsent answers).
@@ -359,7 +520,7 @@ public struct ServerConnectionMachine {
             }
             return
         case let .refuse(status, message, headers):
-            refuse(HTTPErrorAnswer.reply(status: status, message, headers: headers))
+            refuse(.refused(status: status, message: message, headers: headers))
             return
         case let .intercept(target):
             cancelDeadline()
@@ -369,12 +530,13 @@ public struct ServerConnectionMachine {
                 actions.append(.passThrough(target, early: intake.takeTunnelBytes()))
                 return
             }
-            actions.append(.write(HTTPRequestIntake.connectEstablished))
+            write(HTTPRequestIntake.connectEstablished)
             actions.append(.startTLS(serverName: target.host))
-            // The requests inside the tunnel come next, once the answer is queued.
+            // The requests inside the tunnel come next, once the answer is queued (and TLS started).
             actions.append(.reportWhenWritten)
             return
-        case let .request(request, _):
+        case let .request(request, startedAt):
+            deliveredStartedAt = startedAt
             deliver(request, env)
             return
         }
@@ -383,7 +545,8 @@ public struct ServerConnectionMachine {
     /// Hands one request to the handler.
     private mutating func deliver(_ r: HTTPRequest, _ env: some ServerConnectionEnvironment) {
         var request = r
-        _ = env.holdBudget(intake.bufferedCount)
+        if policy.budgetCountsRequestInFlight { bodyInFlight = request.body.count }
+        _ = env.holdBudget(intake.bufferedCount &+ bodyInFlight)
         if inputEnded { arm(.halfClosed) } else { cancelDeadline() }
         if let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
             request.head.target = "https://\(tunnel)\(request.head.target)"
@@ -391,15 +554,28 @@ public struct ServerConnectionMachine {
         busy = true
         delivered &+= 1
         keepAlive = request.head.keepAlive
-        actions.append(.deliver(request, number: delivered))
+        toDeliver = request
+        actions.append(.deliver(number: delivered))
     }
 
-    /// Answers an error and closes (nothing after it is read or answered).
-    private mutating func refuse(_ reply: HTTPReply) {
+    /// Answers an error in the connection's shape and closes (nothing after it is read or answered); closes without an
+    /// answer where the shape gives none.
+    private mutating func refuse(_ refusal: ConnectionRefusal) {
+        guard let answer = errorShape.answer(refusal) else {
+            close(.inputEnded, afterFlush: true)
+            return
+        }
         cancelDeadline()
         closing = true
-        actions.append(.write(reply.bytes(keepAlive: false)))
-        actions.append(.close(afterFlush: true, reason: .refused(status: reply.status)))
+        actions.append(.refusing(status: answer.status, message: answer.message))
+        write(answer.bytes)
+        actions.append(.close(afterFlush: true, reason: .refused(status: answer.status)))
+    }
+
+    /// Asks the driver to write, and counts the bytes until it has (`writing`).
+    private mutating func write(_ head: [UInt8], then body: [UInt8] = []) {
+        writing &+= head.count &+ body.count
+        actions.append(.write(head, then: body))
     }
 
     private mutating func close(_ reason: CloseReason, afterFlush: Bool = false) {

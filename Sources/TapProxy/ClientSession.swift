@@ -24,12 +24,37 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         machine = ProxySessionMachine(config: server.config, connectionID: id, peer: peer)
     }
 
-    /// The moment the server's sweep must send `deadlinePassed` (monotonic ns; 0: none).
-    var deadline: UInt64 { machine.deadline }
+    /// The one timer for the machine's deadline, and the moment it fires (monotonic ns). The deadline moves with every
+    /// exchange (the upstream's answer, then idle), mostly later: the timer is moved only when the deadline comes
+    /// earlier, and one that fires before the deadline as it is then is set again for it, so that an exchange sets no
+    /// timer (as the 250 ms sweep it replaces set none, and the deadlines now pass on time).
+    private var timer: TimerHandle?
+    private var timerDue: UInt64 = 0
 
-    func start() { machine.start(self) }
+    func start() {
+        machine.start(self)
+        armTimer()
+    }
 
-    func deadlinePassed() { feed(.deadlinePassed) }
+    /// Sets the timer for the machine's deadline, unless one is set for that moment or earlier (0: none; a deadline
+    /// past the clock's range never comes).
+    private func armTimer() {
+        let due = machine.deadline
+        guard due != 0, due != .max else { return }
+        if let timer {
+            if timerDue <= due { return }
+            server.loop.cancel(timer)
+        }
+        timerDue = due
+        let now = EventLoop.nowNanos()
+        timer = server.loop.schedule(after: Double(due - min(due, now)) / 1e9) { [weak self] in self?.timerFired() }
+    }
+
+    private func timerFired() {
+        timer = nil
+        let due = machine.deadline
+        if due != 0, due <= EventLoop.nowNanos() { feed(.deadlinePassed) } else { armTimer() }
+    }
 
     func resumeAfterBackpressure() { feed(.resume) }
 
@@ -38,6 +63,9 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     /// Feeds an event and performs what the machine asks, in order.
     func feed(_ event: ProxySessionMachine.Event) {
         for action in machine.handle(event, self) { perform(action) }
+        // The machine stopped for answers counted as if none were taken: the kernel may have taken them at once.
+        if machine.pausedForOutput, machine.policy.output.shouldResume(unsent: client.unsentByteCount) { feed(.clientDrained) }
+        if !machine.closed { armTimer() }
     }
 
     private func perform(_ action: ProxySessionMachine.Action) {
@@ -76,6 +104,8 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
             server.loop.schedule(after: seconds) { [weak self] in self?.feed(.resume) }
         case .waitForWriter: server.deferUntilWriterCatchesUp(self)
         case .ended:
+            if let timer { server.loop.cancel(timer) }
+            timer = nil
             server.budget.release(ObjectIdentifier(self))
             server.sessionEnded(self)
         }
@@ -132,6 +162,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     /// The client took queued tunnel bytes: read the upstream again once little is left.
     func connectionWroteQueued(_ connection: Connection) {
+        if machine.pausedForOutput { return feed(.clientDrained) }
         guard machine.passThrough != nil, Self.tunnelOutput.shouldResume(unsent: connection.unsentByteCount) else { return }
         upstream?.connection?.resumeReading()
     }
@@ -167,6 +198,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     var writerIsBehind: Bool { server.writerIsBehind }
     func holdBudget(_ bytes: Int) -> Bool { server.budget.hold(ObjectIdentifier(self), bytes) }
     var budgetLimit: Int { server.budget.limit }
+    func unsentByteCount() -> Int { client.unsentByteCount }
 }
 
 /// Carries one upstream connection's events to its session.

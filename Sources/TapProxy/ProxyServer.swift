@@ -76,18 +76,7 @@ public final class ProxyServer: @unchecked Sendable {
         l.onBackoff = { [weak self] line in self?.log(line) }
         try l.start()
         owned.value.listeners.append(l)
-        if owned.value.listeners.count == 1 { scheduleSweep() }
         return l.address
-    }
-
-    /// Every 250 ms, expires the sessions whose deadline (idle, request head, upstream answer) has passed.
-    private func scheduleSweep() {
-        loop.schedule(after: 0.25) { [weak self] in
-            guard let self, !self.owned.value.listeners.isEmpty else { return }
-            let now = EventLoop.nowNanos()
-            for s in self.owned.value.sessions.values where s.deadline != 0 && s.deadline <= now { s.deadlinePassed() }
-            self.scheduleSweep()
-        }
     }
 
     /// Stops accepting and closes every connection (exchanges in flight are recorded as aborted).

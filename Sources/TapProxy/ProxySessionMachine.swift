@@ -50,6 +50,8 @@ protocol ProxySessionEnvironment {
     func holdBudget(_ bytes: Int) -> Bool
     /// The budget's limit, for the 503 answer.
     var budgetLimit: Int { get }
+    /// Answer bytes queued for the client and not yet taken (output backpressure).
+    func unsentByteCount() -> Int
 }
 
 /// One proxied client connection as a state machine, free of I/O (sans-IO, as in mitmproxy's layers and SwiftNIO's
@@ -79,6 +81,9 @@ struct ProxySessionMachine {
         case deadlinePassed
         /// A pacing delay ended, or the writer caught up: go on with the next request.
         case resume
+        /// The client took queued answer bytes (`unsentByteCount` went down): sent while the machine waits for that
+        /// (`pausedForOutput`).
+        case clientDrained
     }
 
     /// Why the upstream connection ended, when it was not a clean close.
@@ -186,8 +191,16 @@ struct ProxySessionMachine {
     private(set) var readingPaused = false
     /// Reading was paused because too much arrived while a request was in flight.
     private var pausedWhileInFlight = false
-    /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The server's sweep sends
-    /// `deadlinePassed`, so that no per-request timer is created.
+    /// Reading and forwarding stopped because more than `policy.output.highWater` answer bytes wait for a client that
+    /// does not read them (as every server connection's output backpressure); the driver sends `clientDrained`.
+    private(set) var pausedForOutput = false
+    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
+    private var lastDrainNanos: UInt64 = 0
+    /// Bytes of the answers written in the event being handled: the driver has not queued them yet, so the unsent
+    /// count the environment gives does not include them.
+    private var writing = 0
+    /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The driver's one timer
+    /// sends `deadlinePassed` when it passes, moved only when the deadline comes earlier (no timer per request).
     private(set) var waitingFor: Wait = .idle
     private(set) var deadline: UInt64 = 0
 
@@ -221,6 +234,7 @@ struct ProxySessionMachine {
     /// Feeds one event; returns what the driver must do, in order.
     mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
         defer { actions = [] } // empty between events
+        writing = 0
         if passThrough != nil {
             tunnelEvent(event, env)
             return actions
@@ -235,6 +249,7 @@ struct ProxySessionMachine {
         case .upstreamFinishedSending: upstreamClosed(nil, env) // not kept open outside a tunnel; the driver closes it
         case .deadlinePassed: deadlinePassed(env)
         case .resume: resume(env)
+        case .clientDrained: clientDrained(env)
         }
         return actions
     }
@@ -270,6 +285,7 @@ struct ProxySessionMachine {
     private mutating func clientClosed(error: String?, tlsFailure: Bool, peerAlert: TLSAlert?, _ env: some ProxySessionEnvironment) {
         guard !closed else { return }
         closed = true
+        pausedForOutput = false
         if var f = inFlight.take() {
             f.record.clientAbortAt = env.wallClock()
             f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
@@ -298,14 +314,36 @@ struct ProxySessionMachine {
             if inFlight == nil, intake.isIdle { actions.append(.closeClient(afterFlush: false)) }
         case .client(.request):
             if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Checked.clampedInt(policy.headerTimeout)) s") }
-        case .client(.halfClosed), .client(.stalledReader):
-            break // not waited for here: a half-closed client waits for the upstream's deadline, and answers are not held back
+        case .client(.halfClosed):
+            break // not waited for here: a half-closed client waits for the upstream's deadline
+        case .client(.stalledReader):
+            guard pausedForOutput else { return }
+            // Closed once the client has taken nothing for the idle timeout; it took some lately: wait the rest of it.
+            let now = env.monotonicClock()
+            let due = Checked.deadline(lastDrainNanos, plus: Checked.nanoseconds(policy.idleTimeout))
+            if now >= due {
+                actions.append(.log("client \(peer): took none of its answers for \(Checked.clampedInt(policy.idleTimeout)) s; closed"))
+                pausedForOutput = false
+                actions.append(.closeClient(afterFlush: false))
+            } else {
+                deadline = due
+            }
         case .upstream:
             if let f = inFlight {
                 upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Checked.clampedInt(config.upstreamTimeout)) s",
                                closeUpstream: true, env)
             }
         }
+    }
+
+    private mutating func clientDrained(_ env: some ProxySessionEnvironment) {
+        guard !closed, pausedForOutput else { return }
+        lastDrainNanos = env.monotonicClock()
+        guard policy.output.shouldResume(unsent: env.unsentByteCount()) else { return }
+        pausedForOutput = false
+        resumeReading()
+        wait(for: .idle, env)
+        processNext(env)
     }
 
     private mutating func resume(_ env: some ProxySessionEnvironment) {
@@ -343,7 +381,18 @@ struct ProxySessionMachine {
     // MARK: requests
 
     private mutating func processNext(_ env: some ProxySessionEnvironment) {
-        guard !closed, inFlight == nil, !isDeferred else { return }
+        guard !closed, inFlight == nil, !isDeferred, !pausedForOutput else { return }
+        // What waits for the client once this event's answers are queued is at most what waits now plus them: over the
+        // high-water mark, stop reading and forwarding until the client has taken enough (the driver checks the real
+        // count as soon as it has queued them), and close if it takes nothing for the idle timeout.
+        if policy.output.shouldPause(unsent: env.unsentByteCount() &+ writing) {
+            pausedForOutput = true
+            pausedWhileInFlight = false
+            if !readingPaused { pauseReading() }
+            lastDrainNanos = env.monotonicClock()
+            wait(for: .client(.stalledReader), env)
+            return
+        }
         if pausedWhileInFlight {
             pausedWhileInFlight = false
             resumeReading()
@@ -434,7 +483,9 @@ struct ProxySessionMachine {
             case let .answer(status, body, note):
                 actions.append(.note(kind: "substitution", detail: note))
                 let headers = HTTPHeaders([("Content-Type", "application/json; charset=utf-8"), ("Content-Length", String(body.count))])
-                actions.append(.writeClient(HTTPResponseHead(status: status, headers: headers).bytes + body))
+                let answer = HTTPResponseHead(status: status, headers: headers).bytes + body
+                writing &+= answer.count
+                actions.append(.writeClient(answer))
                 record.status = status
                 record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: body.count)
                 record.done = env.wallClock()
@@ -618,6 +669,7 @@ struct ProxySessionMachine {
             }
         }
         // The client gets (and the session stores) the response as the client sees it.
+        writing &+= wireHead.count &+ wireBody.count
         actions.append(.writeClient(wireHead, then: wireBody))
         f.record.status = response.head.status
         f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: wireHead.count + wireBody.count)
@@ -646,7 +698,9 @@ struct ProxySessionMachine {
             if upstream?.closed == false { actions.append(.closeUpstream) }
             upstream = nil
         }
-        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.addressText, close: !f.keepAlive)))
+        let answer = ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.addressText, close: !f.keepAlive)
+        writing &+= answer.count
+        actions.append(.writeClient(answer))
         f.record.status = status
         f.record.error = message
         f.record.done = env.wallClock()
@@ -795,7 +849,7 @@ extension ProxySessionMachine {
             } else {
                 refuseTunnel(504, "upstream \(passThrough?.target.description ?? "?") not reached within \(Checked.clampedInt(config.upstreamTimeout)) s", env)
             }
-        case .resume:
+        case .resume, .clientDrained:
             break
         }
     }

@@ -11,7 +11,17 @@ final class FakeConnectionWorld: ServerConnectionEnvironment {
     var budgetLimit = Int.max
     var held = 0
     var tunnelled: Set<String> = []
+    /// The gate: what `intakeWait(paced:)` answers (nil: open), and the `paced` flags it was asked with.
+    var gate: ((Bool) -> IntakeWait?)?
+    var gateAsked: [Bool] = []
+    /// The wall clock the machine stamps requests with (nil: the protocol's default, no clock).
+    var wall: Double?
     func monotonicNanos() -> UInt64 { now }
+    func wallClock() -> Double { wall ?? 0 }
+    func intakeWait(paced: Bool) -> IntakeWait? {
+        gateAsked.append(paced)
+        return gate?(paced)
+    }
     func unsentByteCount() -> Int { unsent }
     func holdBudget(_ bytes: Int) -> Bool {
         held = bytes
@@ -26,15 +36,17 @@ struct ConnectionHarness {
     var machine: ServerConnectionMachine
     let world = FakeConnectionWorld()
 
-    init(policy: ConnectionPolicy = ConnectionPolicy(), acceptsConnect: Bool = false) {
-        machine = ServerConnectionMachine(policy: policy, rules: .init(limits: HTTPLimits(), authorization: nil, acceptsConnect: acceptsConnect))
+    init(policy: ConnectionPolicy = ConnectionPolicy(), acceptsConnect: Bool = false, errorShape: ConnectionErrorShape = .standard) {
+        machine = ServerConnectionMachine(policy: policy, rules: .init(limits: HTTPLimits(), authorization: nil, acceptsConnect: acceptsConnect),
+                                          errorShape: errorShape)
         let first = machine.start()
         #expect(first.armedDeadlines == [.idle])
     }
 
-    /// Feeds an event, then (as the driver) every `written` the actions ask for; returns all the actions, in order.
-    mutating func feed(_ event: ServerConnectionMachine.Event) -> [ServerConnectionMachine.Action] {
-        var all: [ServerConnectionMachine.Action] = []
+    /// Feeds an event, then (as the driver) every `written` the actions ask for; returns all the actions, in order, with
+    /// the requests delivered (taken from the machine as the driver takes them).
+    mutating func feed(_ event: ServerConnectionMachine.Event) -> ConnectionSteps {
+        var all = ConnectionSteps()
         var next: ServerConnectionMachine.Event? = event
         while let e = next {
             next = nil
@@ -42,22 +54,34 @@ struct ConnectionHarness {
             for a in actions {
                 if case let .write(h, b) = a { world.unsent += h.count + b.count }
                 if case .reportWhenWritten = a { next = .written }
+                if case let .deliver(n) = a, let r = machine.takeDelivered() { all.requests.append((n, r)) }
             }
-            all += actions
+            all.actions += actions
         }
         return all
     }
 
-    mutating func send(_ text: String) -> [ServerConnectionMachine.Action] { feed(.received(Array(text.utf8))) }
-    mutating func answer(_ number: Int, _ body: String = "ok", close: Bool = false) -> [ServerConnectionMachine.Action] {
+    mutating func send(_ text: String) -> ConnectionSteps { feed(.received(Array(text.utf8))) }
+    mutating func answer(_ number: Int, _ body: String = "ok", close: Bool = false) -> ConnectionSteps {
         feed(.answered(number: number, HTTPReply(status: 200, headers: close ? [("Connection", "close")] : [], body: Array(body.utf8))))
     }
 }
 
+/// What one feed of the harness gave: the machine's actions and the requests the driver took for its `deliver`s.
+struct ConnectionSteps {
+    var actions: [ServerConnectionMachine.Action] = []
+    var requests: [(number: Int, request: HTTPRequest)] = []
+    var isEmpty: Bool { actions.isEmpty }
+    func contains(where match: (ServerConnectionMachine.Action) -> Bool) -> Bool { actions.contains(where: match) }
+    var delivered: [(number: Int, target: String)] { requests.map { ($0.number, $0.request.head.target) } }
+    var written: String { actions.written }
+    var armedDeadlines: [ConnectionDeadline] { actions.armedDeadlines }
+    var closeReason: ServerConnectionMachine.CloseReason? { actions.closeReason }
+    var pauses: Bool { actions.pauses }
+    var resumes: Bool { actions.resumes }
+}
+
 extension Array where Element == ServerConnectionMachine.Action {
-    var delivered: [(number: Int, target: String)] {
-        compactMap { if case let .deliver(r, n) = $0 { return (n, r.head.target) }; return nil }
-    }
     var written: String {
         compactMap { if case let .write(h, b) = $0 { return String(decoding: h + b, as: UTF8.self) }; return nil }.joined()
     }
@@ -167,6 +191,33 @@ extension Array where Element == ServerConnectionMachine.Action {
         #expect(going.delivered.map(\.target) == ["/2"] && going.contains { if case .cancelDeadline = $0 { return true }; return false })
     }
 
+    /// The replayer's loop: an answer and the next pipelined request in one round, without a `written` round between
+    /// them, while the answer cannot put the unsent count over the high-water mark even if the client takes none of it.
+    @Test func theNextRequestIsTakenInTheAnswersRoundWhenItCannotReachTheHighWaterMark() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(output: OutputBackpressure(highWater: 1000)))
+        #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
+        let actions = h.machine.handle(.answered(number: 1, HTTPReply(status: 200, body: Array("one".utf8))), h.world)
+        #expect(!actions.contains { if case .reportWhenWritten = $0 { return true }; return false }, "\(actions)")
+        #expect(actions.contains { if case .deliver(number: 2) = $0 { return true }; return false }, "\(actions)")
+        #expect(h.machine.takeDelivered()?.head.target == "/2" && h.machine.takeDelivered() == nil, "the request is taken once")
+    }
+
+    /// An answer that could put the unsent count over the mark is counted for real before the next request is taken:
+    /// the machine asks for `written`, and goes on then if the client took enough of it at once.
+    @Test func anAnswerThatMayReachTheHighWaterMarkIsCountedOnceWritten() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(output: OutputBackpressure(highWater: 1000)))
+        h.world.unsent = 300
+        #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
+        let big = HTTPReply(status: 200, body: [UInt8](repeating: 0x61, count: 800)) // 300 + 800 + head > 1000
+        let actions = h.machine.handle(.answered(number: 1, big), h.world)
+        #expect(actions.contains { if case .reportWhenWritten = $0 { return true }; return false } && !actions.contains {
+            if case .deliver = $0 { return true }; return false
+        }, "\(actions)")
+        h.world.unsent = 0 // the kernel took all of it when it was written
+        let next = h.machine.handle(.written, h.world)
+        #expect(next.contains { if case .deliver(number: 2) = $0 { return true }; return false } && !next.pauses, "\(next)")
+    }
+
     @Test func aHalfClosedClientGetsItsAnswersThenTheConnectionCloses() {
         var h = ConnectionHarness()
         #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
@@ -224,10 +275,131 @@ extension Array where Element == ServerConnectionMachine.Action {
         #expect(p.send("more").isEmpty, "every later byte is the tunnel's")
     }
 
+    /// The gate (the recorder's pacing and writer waits): asked before a request is taken, it holds the request back with
+    /// reading paused until `intakeOpened`; a pace is given once per request, then the writer wait is asked for.
+    @Test func theGateHoldsTheNextRequestUntilItOpens() {
+        var h = ConnectionHarness()
+        h.world.gate = { paced in paced ? .untilOpened : .pace(seconds: 0.002) }
+        let first = h.send(Self.get("/1"))
+        #expect(first.delivered.isEmpty && first.pauses && first.contains {
+            if case .waitBeforeNextRequest(.pace(seconds: 0.002)) = $0 { return true }; return false
+        }, "\(first.actions)")
+        #expect(h.send(Self.get("/2")).delivered.isEmpty, "nothing is taken while the gate is shut")
+        let afterPace = h.feed(.intakeOpened)
+        #expect(afterPace.delivered.isEmpty && afterPace.contains { if case .waitBeforeNextRequest(.untilOpened) = $0 { return true }; return false },
+                "paced once, then held for the writer: \(afterPace.actions)")
+        h.world.gate = nil
+        let opened = h.feed(.intakeOpened)
+        #expect(opened.delivered.map(\.target) == ["/1"] && opened.resumes)
+        #expect(h.world.gateAsked == [false, true, true], "the pace is not given twice to one request")
+        #expect(h.answer(1).delivered.map(\.target) == ["/2"])
+        #expect(h.world.gateAsked.last == false, "the next request starts afresh (it may be paced)")
+        #expect(h.feed(.intakeOpened).isEmpty, "an opening not waited for is ignored")
+    }
+
+    /// A gate is asked only when the client has sent something of its next request (an idle connection is not paced).
+    @Test func theGateIsNotAskedForAnIdleConnection() {
+        var h = ConnectionHarness()
+        h.world.gate = { _ in .untilOpened }
+        #expect(h.send("").isEmpty && h.world.gateAsked.isEmpty)
+        #expect(h.feed(.inputEnded).closeReason == .inputEnded && h.world.gateAsked.isEmpty)
+    }
+
+    /// Each refusal in the shape the connection is given, and the same bytes as before in the standard one; a request cut
+    /// short by a FIN is answered only where the shape says so.
+    @Test func errorsAreAnsweredInTheConnectionsShape() {
+        let shape = ConnectionErrorShape { refusal in
+            let (status, message) = ConnectionErrorShape.message(for: refusal) ?? (400, "cut short")
+            return .init(status: status, message: message, bytes: Array("HTTP/1.1 \(status) X\r\nX-Shape: test\r\n\r\n\(message)".utf8))
+        }
+        var malformed = ConnectionHarness(errorShape: shape)
+        let a = malformed.send("GET / HTTP/1.1\r\nBad Header\r\n\r\n")
+        #expect(a.written.hasPrefix("HTTP/1.1 400 X\r\nX-Shape: test") && a.closeReason == .refused(status: 400))
+        #expect(a.contains { if case .refusing(400, _) = $0 { return true }; return false })
+
+        var slow = ConnectionHarness(policy: ConnectionPolicy(headerTimeout: 3), errorShape: shape)
+        _ = slow.send("GET / HTTP/1.1\r\nHo")
+        #expect(slow.feed(.deadlinePassed(.request)).written.hasSuffix("request not received within 3 s"))
+
+        var cut = ConnectionHarness(errorShape: shape)
+        _ = cut.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+        let ended = cut.feed(.inputEnded)
+        #expect(ended.written.hasSuffix("cut short") && ended.closeReason == .refused(status: 400))
+
+        var standard = ConnectionHarness()
+        _ = standard.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+        let dropped = standard.feed(.inputEnded)
+        #expect(dropped.written.isEmpty && dropped.closeReason == .inputEnded, "the standard shape drops it, as before")
+        var standardMalformed = ConnectionHarness()
+        let std = standardMalformed.send("GET / HTTP/1.1\r\nBad Header\r\n\r\n").written
+        #expect(std.hasPrefix("HTTP/1.1 400") && std.contains("Content-Type: application/json") && std.contains("Connection: close")
+                && std.hasSuffix("}") && std.contains("{\"error\":"), "\(std)")
+    }
+
+    /// With `budgetCountsRequestInFlight` (the recorder), the body being answered stays on the budget until its answer.
+    @Test func theBudgetCanCountTheRequestInFlight() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(budgetCountsRequestInFlight: true))
+        #expect(h.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n" + String(repeating: "b", count: 100)).delivered.count == 1)
+        #expect(h.world.held == 100, "the body in flight is held: \(h.world.held)")
+        _ = h.send("GET /next HTTP")
+        #expect(h.world.held == 100 + 14)
+        _ = h.answer(1)
+        #expect(h.world.held == 14, "answered: only what was read and not taken")
+
+        var plain = ConnectionHarness()
+        _ = plain.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n" + String(repeating: "b", count: 100))
+        #expect(plain.world.held == 0, "HTTPServer's connections count only the bytes not taken")
+    }
+
     @Test func continueIsSentBeforeTheBody() {
         var h = ConnectionHarness()
         let a = h.send("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
         #expect(a.written == "HTTP/1.1 100 Continue\r\n\r\n" && a.delivered.isEmpty && a.armedDeadlines == [.request])
         #expect(h.send("hi").delivered.count == 1)
+    }
+
+    /// The recorder forwards the upstream's head as it came: a raw answer goes out byte for byte (not rebuilt from an
+    /// HTTPReply, which would reorder or reword its fields), and one that does not keep the connection closes it after.
+    @Test func aRawAnswerIsWrittenAsGiven() {
+        var h = ConnectionHarness()
+        #expect(h.send(Self.get("/1") + Self.get("/2")).delivered.count == 1)
+        let head = Array("HTTP/1.1 200 Fine\r\nx-odd:  spaced \r\nContent-Length: 3\r\n\r\n".utf8)
+        let a = h.feed(.answeredRaw(number: 1, head: head, body: Array("one".utf8), keepAlive: true))
+        #expect(a.written == String(decoding: head, as: UTF8.self) + "one", "\(a.written)")
+        #expect(a.delivered.map(\.target) == ["/2"] && a.closeReason == nil)
+        #expect(h.feed(.answeredRaw(number: 1, head: head, body: [], keepAlive: true)).isEmpty, "a second answer is ignored")
+        let b = h.feed(.answeredRaw(number: 2, head: head, body: Array("two".utf8), keepAlive: false))
+        #expect(b.written.hasSuffix("two") && b.closeReason == .answeredWithClose && b.delivered.isEmpty)
+        #expect(b.contains { if case .close(afterFlush: true, _) = $0 { return true }; return false })
+
+        var byRequest = ConnectionHarness()
+        _ = byRequest.send("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(byRequest.feed(.answeredRaw(number: 1, head: head, body: [], keepAlive: true)).closeReason == .answeredWithClose,
+                "a request that asked to close closes whatever the answer says")
+    }
+
+    /// Each request carries the wall-clock moment its first byte arrived (the recorder's requestStart), not when it was
+    /// complete or taken; without a clock (HTTPServer), 0.
+    @Test func eachRequestCarriesWhenItsFirstByteArrived() {
+        var h = ConnectionHarness()
+        h.world.wall = 100
+        _ = h.send("GET /1 HTTP/1.1\r\n")
+        h.world.wall = 101
+        #expect(h.send("Host: a\r\n\r\nGET /2 HTTP/1.1\r\n").delivered.count == 1)
+        #expect(h.machine.deliveredStartedAt == 100, "\(h.machine.deliveredStartedAt)")
+        h.world.wall = 102
+        _ = h.send("Host: a\r\n\r\n")
+        h.world.wall = 103
+        #expect(h.answer(1).delivered.map(\.target) == ["/2"])
+        #expect(h.machine.deliveredStartedAt == 101, "the pipelined request began with the bytes after the first: \(h.machine.deliveredStartedAt)")
+        h.world.wall = 104
+        _ = h.answer(2)
+        h.world.wall = 105
+        _ = h.send(Self.get("/3"))
+        #expect(h.machine.deliveredStartedAt == 105)
+
+        var plain = ConnectionHarness()
+        _ = plain.send(Self.get("/x"))
+        #expect(plain.machine.deliveredStartedAt == 0, "no clock, no start time")
     }
 }

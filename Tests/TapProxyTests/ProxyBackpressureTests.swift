@@ -67,3 +67,64 @@ import TapTestSupport
                 "\(stats.backpressureSummary ?? "")")
     }
 }
+
+/// A client that pipelines requests for large answers and reads none, through the recorder on loopback: the recorder
+/// stops forwarding once the answers waiting for it pass the high-water mark (before: it forwarded every request and
+/// held every answer), and goes on when the client reads.
+@Suite struct ProxyOutputBackpressureEndToEndTests {
+    @Test func aClientThatDoesNotReadLargeAnswersIsNotAnsweredAhead() throws {
+        let stack = try ServiceStack.background("3dstape-test-output-backpressure")
+        let answer = [UInt8](repeating: 0x61, count: 32 << 10)
+        let forwarded = Locked(0)
+        let upstream = HTTPServer(loop: stack.loop) { _, _, respond in
+            forwarded.withLock { $0 += 1 }
+            respond(HTTPReply(status: 200, body: answer))
+        }
+        let up = try upstream.start(on: HostPort(host: "127.0.0.1", port: 0))
+        let config = ProxyConfiguration(mode: .reverse(UpstreamURL("http://\(up)")!), upstreamTLS: try TLSContext(clientRoots: []), interceptTLS: nil)
+        let proxy = ProxyServer(loop: stack.loop, config: config, writer: nil)
+        let address = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { proxy.shutdown(); upstream.stop() }
+        stack.start()
+        defer { stack.stop() }
+
+        let count = 1000 // 32 MiB of answers
+        let client = try PipelineClient(port: address.port, receiveBuffer: 16 << 10)
+        try client.send(String(repeating: "GET /big HTTP/1.1\r\nHost: p\r\n\r\n", count: count))
+        var last = -1
+        for _ in 0..<50 where forwarded.withLock({ $0 }) != last {
+            last = forwarded.withLock { $0 }
+            usleep(100_000)
+        }
+        #expect(last < count / 2, "the recorder stopped forwarding for a client that does not read: \(last) of \(count)")
+
+        let answers = try client.responses(count)
+        #expect(answers.count == count && answers.allSatisfy { $0.head.status == 200 && $0.body.count == answer.count })
+        #expect(forwarded.withLock { $0 } == count)
+    }
+}
+
+/// The recorder's client deadlines come from each connection's own timer, on time: a request begun and not complete is
+/// answered 408 when the header timeout passes (before: a 250 ms sweep of every connection sent it up to 250 ms late).
+@Suite struct ProxyDeadlineTimerTests {
+    @Test func aRequestTimeoutIsAnsweredWhenItPassesNotAtTheNextSweep() throws {
+        let stack = try ServiceStack.background("3dstape-test-deadline-timer")
+        var config = ProxyConfiguration(mode: .reverse(UpstreamURL("http://127.0.0.1:9")!), upstreamTLS: try TLSContext(clientRoots: []),
+                                        interceptTLS: nil)
+        config.headerTimeout = 0.05
+        let proxy = ProxyServer(loop: stack.loop, config: config, writer: nil)
+        let address = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { proxy.shutdown() }
+        stack.start()
+        defer { stack.stop() }
+        for _ in 0..<4 {
+            let client = try PipelineClient(port: address.port)
+            let sent = Date()
+            try client.send("GET / HTTP/1.1\r\nHost: p\r\n")
+            let answer = try client.responses(1)
+            let waited = Date().timeIntervalSince(sent)
+            #expect(answer.first?.head.status == 408, "\(answer)")
+            #expect(waited >= 0.045 && waited < 0.2, "answered \(waited) s after the request began (timeout 0.05 s)")
+        }
+    }
+}

@@ -12,6 +12,9 @@ final class FakeEnvironment: ProxySessionEnvironment {
     var mono: UInt64 = 1_000_000_000
     var pacing = 0.0
     var behind = false
+    /// Answer bytes queued for the client and not taken.
+    var unsent = 0
+    func unsentByteCount() -> Int { unsent }
     var limit = 1 << 20
     var held = 0
     func wallClock() -> Double { wall }
@@ -474,5 +477,60 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
             let a = h.feed(.clientClosed(error: tls ? "TLS: failed" : nil, tlsFailure: tls, peerAlert: alert))
             #expect(refusedHosts(a).isEmpty, "\(String(describing: alert))")
         }
+    }
+}
+
+/// The recorder's client side has every server connection's output backpressure: while more than the high-water mark
+/// of answers waits for a client that does not read them, no further request is taken or forwarded, and a client that
+/// takes nothing for the idle timeout is closed (before: every pipelined request was forwarded and all its answers held).
+@Suite struct ProxyOutputBackpressureTests {
+    static let two = "GET /1 HTTP/1.1\r\nHost: p\r\n\r\nGET /2 HTTP/1.1\r\nHost: p\r\n\r\n"
+
+    @Test func aClientThatDoesNotReadStopsTheNextRequestUntilItTakesEnough() throws {
+        var h = try Harness.reverse { $0.idleTimeout = 10 }
+        #expect(h.client(Self.two).names == ["connect"])
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        h.env.unsent = 2 << 20 // earlier answers the client has not taken
+        var a = h.upstream(ares)
+        #expect(a.names == ["writeClient", "record", "pause"], "the second request waits: \(a.names)")
+        #expect(h.machine.pausedForOutput && h.machine.waitingFor == .client(.stalledReader))
+        #expect(h.machine.deadline == h.env.mono + 10_000_000_000)
+
+        h.env.unsent = 1 << 20
+        #expect(h.feed(.clientDrained).isEmpty, "above the low-water mark: still waiting")
+        h.env.advance(6)
+        h.env.unsent = 600 << 10
+        #expect(h.feed(.clientDrained).isEmpty)
+        h.env.advance(6)
+        #expect(h.feed(.deadlinePassed).isEmpty, "it took some 6 s ago: not stalled")
+        #expect(h.machine.deadline == h.env.mono + 4_000_000_000, "the rest of the idle timeout from its last progress")
+        h.env.unsent = 0
+        a = h.feed(.clientDrained)
+        #expect(a.names == ["resume", "writeUpstream"] && !h.machine.pausedForOutput, "\(a.names)")
+        #expect(a.upstreamWrites.first?.hasPrefix("GET /base/2 ") == true)
+    }
+
+    @Test func aClientThatTakesNothingForTheIdleTimeoutIsClosed() throws {
+        var h = try Harness.reverse { $0.idleTimeout = 10 }
+        _ = h.client(Self.two)
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        h.env.unsent = 2 << 20
+        _ = h.upstream(ares)
+        h.env.advance(10)
+        let a = h.feed(.deadlinePassed)
+        #expect(a.names == ["log", "closeClient"], "\(a.names)")
+        #expect(a.contains { if case .closeClient(afterFlush: false) = $0 { return true }; return false })
+    }
+
+    /// An answer larger than the mark is counted as if the client took none of it (the driver has not queued it yet):
+    /// the next request waits until the driver reports what the client really left unsent.
+    @Test func anAnswerOverTheMarkIsCountedBeforeItIsQueued() throws {
+        var h = try Harness.reverse()
+        _ = h.client(Self.two)
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        let body = String(repeating: "x", count: 2 << 20)
+        let a = h.upstream("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+        #expect(a.names == ["writeClient", "record", "pause"], "\(a.names)")
+        #expect(h.feed(.clientDrained).names == ["resume", "writeUpstream"], "the kernel took it at once")
     }
 }
