@@ -237,30 +237,24 @@ public final class HTTPServer: @unchecked Sendable {
 /// handler's requests, tunnels). It holds no protocol logic of its own. Events that arise while actions are being
 /// performed (a handler answering from inside its call) are queued and fed in turn, never by recursion, so a thousand
 /// pipelined requests answered at once use one stack frame, not a thousand.
-///
-/// Its fields are `@exclusivity(unchecked)`: Swift checks accesses to a class's stored properties at run time (a class
-/// instance may be reached from anywhere), some 190 instructions each; unchecked, the replayer's loop makes four to five
-/// fewer checks an exchange (callgrind: about 800 instructions). This is safe because no two accesses can overlap: the driver is used on its loop's thread only, and events that arise
-/// while the machine is fed or its actions performed are queued (`feed`), so the machine and its action buffer are
-/// never reached again from inside their own use (a handler answering from inside its call only appends to `pending`).
 private final class ServerConnection: ConnectionDelegate, ServerConnectionEnvironment {
     weak var server: HTTPServer?
     let peer: ServerPeer
-    @exclusivity(unchecked) var connection: Connection?
-    @exclusivity(unchecked) private var machine: ServerConnectionMachine
+    var connection: Connection?
+    private var machine: ServerConnectionMachine
     /// The one timer of the connection (the machine's armed deadline).
-    @exclusivity(unchecked) private var timer: TimerHandle?
+    private var timer: TimerHandle?
     /// The CONNECT tunnelled untouched, once the connection is one (every byte is then the tunnel's).
-    @exclusivity(unchecked) private var tunnel: TunnelRelay?
+    private var tunnel: TunnelRelay?
     /// Events waiting to be fed, and whether actions are being performed now.
-    @exclusivity(unchecked) private var pending: [ServerConnectionMachine.Event] = []
-    @exclusivity(unchecked) private var feeding = false
+    private var pending: [ServerConnectionMachine.Event] = []
+    private var feeding = false
     /// `written` waits to be fed (asked for by `reportWhenWritten`, after the actions being performed).
-    @exclusivity(unchecked) private var writtenPending = false
+    private var writtenPending = false
     /// The machine's actions for the event being fed (kept, so that no array is made per event).
-    @exclusivity(unchecked) private var actions: [ServerConnectionMachine.Action] = []
+    private var actions: [ServerConnectionMachine.Action] = []
     /// The last request actually given to the handler (a client that closes while it is unanswered gave up).
-    @exclusivity(unchecked) private var handedToHandler = 0
+    private var handedToHandler = 0
     /// What a handler that took the connection over does with it, by request number.
     private var takeOver: (number: Int, use: (Connection) -> Void)?
 
