@@ -52,13 +52,52 @@ public struct HostPort: Sendable, Equatable, Hashable, CustomStringConvertible {
         }
         if hostPart.isEmpty { hostPart = "127.0.0.1" }
         if let portPart {
-            guard let p = UInt16(portPart) else { return nil }
+            guard let p = Self.port(portPart) else { return nil }
             port = p
         } else {
             guard let defaultPort else { return nil }
             port = defaultPort
         }
+        guard text.hasPrefix("[") ? Self.isIPv6Literal(hostPart) : Self.isHostName(hostPart) else { return nil }
         host = String(hostPart)
+    }
+
+    /// A port as decimal digits only (1 to 5 of them, at most 65535): `UInt16("+443")` would take the sign.
+    static func port(_ text: Substring) -> UInt16? {
+        guard (1...5).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return UInt16(text)
+    }
+
+    /// A host name as DNS spells one (letters, digits, `-`, `_`, dots; labels not empty, a trailing dot allowed), or an IPv4
+    /// address in dotted-quad form. A name whose last label begins with a digit must be such an address: the resolver
+    /// would read `127.1`, `0x7f.1` or `2130706433` as 127.0.0.1, past any host pattern a user wrote (`--pass-through`,
+    /// `--intercept`). `user@host`, `h/ost`, `%00`, `*` and the like are refused rather than handed to the resolver.
+    static func isHostName(_ host: Substring) -> Bool {
+        let name = host.hasSuffix(".") && host.count > 1 ? host.dropLast() : host
+        guard !name.isEmpty, name.utf8.count <= 253 else { return false }
+        let labels = name.split(separator: ".", omittingEmptySubsequences: false)
+        for label in labels {
+            guard !label.isEmpty, label.utf8.count <= 63,
+                  label.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A)
+                                          || $0 == 0x2D || $0 == 0x5F }) else { return false }
+        }
+        guard let first = labels.last?.utf8.first, first >= 0x30 && first <= 0x39 else { return true }
+        return labels.count == 4 && labels.allSatisfy { label in
+            label.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } && label.utf8.count <= 3
+                && (label == "0" || label.first != "0") && (Int(label) ?? 256) <= 255
+        }
+    }
+
+    /// The inside of `[...]`: hex digits, colons and dots (an IPv4 tail), with an optional `%zone` of letters, digits,
+    /// `-`, `_` and dots.
+    static func isIPv6Literal(_ host: Substring) -> Bool {
+        let parts = host.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let address = parts.first, address.contains(":"),
+              address.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x3A) || ($0 >= 0x41 && $0 <= 0x46) || ($0 >= 0x61 && $0 <= 0x66) || $0 == 0x2E })
+        else { return false }
+        guard parts.count == 2 else { return true }
+        let zone = parts[1]
+        return !zone.isEmpty && zone.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
