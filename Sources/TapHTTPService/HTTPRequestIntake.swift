@@ -99,7 +99,7 @@ public struct HTTPRequestIntake {
         }
         guard head.method == "CONNECT" else { return .request(request, startedAt: startedAt) }
         guard rules.acceptsConnect, tunnel == nil else { return .refuse(status: 405, message: rules.connectRefusal, headers: []) }
-        guard !head.target.hasPrefix(":"), let target = HostPort(head.target), !target.host.isEmpty else {
+        guard !head.target.hasPrefix(":"), let target = HostPort(head.target), !target.host.isEmpty, !target.isShorthandIPv4 else {
             return .refuse(status: 400, message: "CONNECT target '\(head.target.prefix(80))' is not host:port", headers: [])
         }
         tunnel = target

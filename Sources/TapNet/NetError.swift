@@ -68,24 +68,29 @@ public struct HostPort: Sendable, Equatable, Hashable, CustomStringConvertible {
         return UInt16(text)
     }
 
-    /// A host name as DNS spells one (letters, digits, `-`, `_`, dots; labels not empty, a trailing dot allowed), or an IPv4
-    /// address in dotted-quad form. A name whose last label begins with a digit must be such an address: the resolver
-    /// would read `127.1`, `0x7f.1` or `2130706433` as 127.0.0.1, past any host pattern a user wrote (`--pass-through`,
-    /// `--intercept`). `user@host`, `h/ost`, `%00`, `*` and the like are refused rather than handed to the resolver.
+    /// A host name as DNS spells one (letters, digits, `-`, `_`, dots; labels not empty, a trailing dot allowed), which
+    /// includes IPv4 addresses. `user@host`, `h/ost`, `%00`, `*` and the like are refused rather than handed to the resolver.
     static func isHostName(_ host: Substring) -> Bool {
         let name = host.hasSuffix(".") && host.count > 1 ? host.dropLast() : host
         guard !name.isEmpty, name.utf8.count <= 253 else { return false }
-        let labels = name.split(separator: ".", omittingEmptySubsequences: false)
-        for label in labels {
-            guard !label.isEmpty, label.utf8.count <= 63,
-                  label.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A)
-                                          || $0 == 0x2D || $0 == 0x5F }) else { return false }
+        return name.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            !label.isEmpty && label.utf8.count <= 63
+                && label.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }
         }
-        guard let first = labels.last?.utf8.first, first >= 0x30 && first <= 0x39 else { return true }
-        return labels.count == 4 && labels.allSatisfy { label in
-            label.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } && label.utf8.count <= 3
+    }
+
+    /// True for a host the resolver reads as an IPv4 address although it is not written as one in dotted-quad form
+    /// (`127.1`, `0x7f.1`, `2130706433`, `0`: a name whose last label begins with a digit). From the wire such a host
+    /// would reach an address past the host patterns a user wrote (`--pass-through`, `--intercept`); an option may
+    /// use it (`--listen 0:8080` is judged by the address it binds).
+    public var isShorthandIPv4: Bool {
+        guard !host.contains(":") else { return false }
+        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard let first = labels.last?.utf8.first, first >= 0x30 && first <= 0x39 else { return false }
+        return !(labels.count == 4 && labels.allSatisfy { label in
+            !label.isEmpty && label.utf8.count <= 3 && label.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
                 && (label == "0" || label.first != "0") && (Int(label) ?? 256) <= 255
-        }
+        })
     }
 
     /// The inside of `[...]`: hex digits, colons and dots (an IPv4 tail), with an optional `%zone` of letters, digits,

@@ -16,7 +16,7 @@ import TapHTTPService
 
     @Test func hostsThatAreNotNamesOrAddressesAreRefused() {
         for bad in ["user@127.0.0.1:42163", "h/ost:42163", "%00:42163", "*:42163", "a..b:443", ".a:443", "a b:443",
-                    "127.1:42163", "0x7f.1:42163", "2130706433:80", "127.0.0.01:80", "256.1.1.1:80", "[::1%]:80",
+                    "[::1%]:80",
                     "[::g]:80", "[a.test]:80", "\u{1B}[31m:80"] {
             #expect(HostPort(bad) == nil, "\(bad.debugDescription)")
         }
@@ -33,6 +33,15 @@ import TapHTTPService
         #expect(HostPort(":8080") == HostPort(host: "127.0.0.1", port: 8080))
         #expect(HostPort("localhost", defaultPort: 80) == HostPort(host: "localhost", port: 80))
         #expect(HostPort("3com.example:80") == HostPort(host: "3com.example", port: 80))
+    }
+
+    @Test func shorthandIPv4HostsAreKnown() {
+        for shorthand in ["127.1:1", "0x7f.1:1", "2130706433:1", "127.0.0.01:1", "256.1.1.1:1", "0:1", "1.2.3.4.5:1"] {
+            #expect(HostPort(shorthand)?.isShorthandIPv4 == true, "\(shorthand)")
+        }
+        for plain in ["127.0.0.1:1", "0.0.0.0:1", "a.test:1", "3com.example:1", "[::1]:1", "10.0.0.255:1"] {
+            #expect(HostPort(plain)?.isShorthandIPv4 == false, "\(plain)")
+        }
     }
 
     @Test func aConnectToASignedShorthandOrUserTargetIsA400() {
