@@ -75,6 +75,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
             // A tunnel's upstream is read no faster than the client takes its bytes.
             if machine.passThrough != nil, Self.tunnelOutput.shouldPause(unsent: client.unsentByteCount) { upstream?.connection?.pauseReading() }
         case let .closeClient(afterFlush): client.close(afterFlush: afterFlush)
+        case .resetClient: client.reset()
         case let .startClientTLS(serverName):
             do {
                 guard let ctx = server.config.interceptTLS else { client.close(); return }
@@ -162,7 +163,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     /// The client took queued tunnel bytes: read the upstream again once little is left.
     func connectionWroteQueued(_ connection: Connection) {
-        if machine.pausedForOutput { return feed(.clientDrained) }
+        if machine.pausedForOutput || machine.closingAfterFlush { return feed(.clientDrained) }
         guard machine.passThrough != nil, Self.tunnelOutput.shouldResume(unsent: connection.unsentByteCount) else { return }
         upstream?.connection?.resumeReading()
     }

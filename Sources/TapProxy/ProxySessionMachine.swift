@@ -98,6 +98,8 @@ struct ProxySessionMachine {
         /// Bytes for the client; a message's head and body are given apart and sent together without being joined.
         case writeClient([UInt8], then: [UInt8] = [])
         case closeClient(afterFlush: Bool)
+        /// Close with a TCP reset, dropping what is queued: a client that took none of its answers for the idle timeout.
+        case resetClient
         /// Answer a CONNECT: terminate the client's TLS with a leaf minted for this host.
         case startClientTLS(serverName: String)
         case pauseClientReading
@@ -194,6 +196,9 @@ struct ProxySessionMachine {
     /// Reading and forwarding stopped because more than `policy.output.highWater` answer bytes wait for a client that
     /// does not read them (as every server connection's output backpressure); the driver sends `clientDrained`.
     private(set) var pausedForOutput = false
+    /// The connection closes once its answers are sent; until then the stalled-reader deadline holds (a client that does
+    /// not read its last answer is not kept with it); the driver sends `clientDrained` as the client takes bytes.
+    private(set) var closingAfterFlush = false
     /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
     private var lastDrainNanos: UInt64 = 0
     /// Bytes of the answers written in the event being handled: the driver has not queued them yet, so the unsent
@@ -261,7 +266,7 @@ struct ProxySessionMachine {
         intake.received(bytes, wallClock: env.wallClock())
         guard holdBudget(env) else {
             actions.append(.budgetRefused)
-            reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(env.budgetLimit) bytes); try again")
+            reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(env.budgetLimit) bytes); try again", env)
             return
         }
         if inFlight == nil {
@@ -313,18 +318,19 @@ struct ProxySessionMachine {
         case .client(.idle):
             if inFlight == nil, intake.isIdle { actions.append(.closeClient(afterFlush: false)) }
         case .client(.request):
-            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Checked.clampedInt(policy.headerTimeout)) s") }
+            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Checked.clampedInt(policy.headerTimeout)) s", env) }
         case .client(.halfClosed):
             break // not waited for here: a half-closed client waits for the upstream's deadline
         case .client(.stalledReader):
-            guard pausedForOutput else { return }
+            guard pausedForOutput || closingAfterFlush else { return }
             // Closed once the client has taken nothing for the idle timeout; it took some lately: wait the rest of it.
             let now = env.monotonicClock()
             let due = Checked.deadline(lastDrainNanos, plus: Checked.nanoseconds(policy.idleTimeout))
             if now >= due {
                 actions.append(.log("client \(peer): took none of its answers for \(Checked.clampedInt(policy.idleTimeout)) s; closed"))
                 pausedForOutput = false
-                actions.append(.closeClient(afterFlush: false))
+                closingAfterFlush = false
+                actions.append(.resetClient)
             } else {
                 deadline = due
             }
@@ -337,8 +343,9 @@ struct ProxySessionMachine {
     }
 
     private mutating func clientDrained(_ env: some ProxySessionEnvironment) {
-        guard !closed, pausedForOutput else { return }
+        guard !closed, pausedForOutput || closingAfterFlush else { return }
         lastDrainNanos = env.monotonicClock()
+        guard !closingAfterFlush else { return }
         guard policy.output.shouldResume(unsent: env.unsentByteCount()) else { return }
         pausedForOutput = false
         resumeReading()
@@ -381,7 +388,7 @@ struct ProxySessionMachine {
     // MARK: requests
 
     private mutating func processNext(_ env: some ProxySessionEnvironment) {
-        guard !closed, inFlight == nil, !isDeferred, !pausedForOutput else { return }
+        guard !closed, inFlight == nil, !isDeferred, !pausedForOutput, !closingAfterFlush else { return }
         // What waits for the client once this event's answers are queued is at most what waits now plus them: over the
         // high-water mark, stop reading and forwarding until the client has taken enough (the driver checks the real
         // count as soon as it has queued them), and close if it takes nothing for the idle timeout.
@@ -425,16 +432,15 @@ struct ProxySessionMachine {
             if clientDone {
                 // Every request the client sent has been answered: close, or say that the last one was cut short.
                 if intake.isIdle {
-                    deadline = 0
-                    actions.append(.closeClient(afterFlush: true))
+                    closeAfterAnswers(env)
                 } else {
-                    reject(status: 400, "the client finished sending before its request was complete")
+                    reject(status: 400, "the client finished sending before its request was complete", env)
                 }
                 return
             }
             if !intake.isIdle, waitingFor != .requestHead { wait(for: .requestHead, env) }
         case let .refuse(status, message, headers):
-            reject(status: status, message, headers: headers)
+            reject(status: status, message, headers: headers, env)
         case let .intercept(target):
             let (tunnelled, reason) = config.routing.passesThrough(target)
             if tunnelled {
@@ -455,7 +461,7 @@ struct ProxySessionMachine {
         switch resolveTarget(head) {
         case let .success(t): target = t
         case let .failure(e):
-            reject(status: HTTPErrorAnswer.status(for: e.problem), e.message)
+            reject(status: HTTPErrorAnswer.status(for: e.problem), e.message, env)
             return
         }
         seq += 1
@@ -490,7 +496,7 @@ struct ProxySessionMachine {
                 record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: body.count)
                 record.done = env.wallClock()
                 actions.append(.record(record))
-                if head.keepAlive { processNext(env) } else { actions.append(.closeClient(afterFlush: true)) }
+                if head.keepAlive { processNext(env) } else { closeAfterAnswers(env) }
                 return
             }
         }
@@ -559,11 +565,11 @@ struct ProxySessionMachine {
     }
 
     /// Answers the client with an error of our own and closes after it (malformed or refused request).
-    private mutating func reject(status: Int, _ message: String, headers: [(String, String)] = []) {
+    private mutating func reject(status: Int, _ message: String, headers: [(String, String)] = [], _ env: some ProxySessionEnvironment) {
         actions.append(.log("\(peer): \(status) \(message)"))
         actions.append(.note(kind: "rejected", detail: "\(peer): \(status) \(message)"))
         actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: nil, close: true, extraHeaders: headers)))
-        actions.append(.closeClient(afterFlush: true))
+        closeAfterAnswers(env)
     }
 
     // MARK: upstream side
@@ -681,8 +687,7 @@ struct ProxySessionMachine {
         let closeDelimited = response.head.headers["Content-Length"] == nil && response.head.headers["Transfer-Encoding"] == nil
             && !(response.head.status == 204 || response.head.status == 304 || f.record.method == "HEAD")
         if !f.keepAlive || closeDelimited {
-            deadline = 0
-            actions.append(.closeClient(afterFlush: true))
+            closeAfterAnswers(env)
             return
         }
         wait(for: .idle, env)
@@ -706,7 +711,17 @@ struct ProxySessionMachine {
         f.record.done = env.wallClock()
         noteClientFinished(&f.record)
         actions.append(.record(f.record))
-        if !f.keepAlive { actions.append(.closeClient(afterFlush: true)) } else { processNext(env) }
+        if !f.keepAlive { closeAfterAnswers(env) } else { processNext(env) }
+    }
+
+    /// Closes once the queued answers are sent. Until then the stalled-reader deadline holds, as on a kept-alive
+    /// connection: a client that takes none of them for the idle timeout is reset, not kept with its answer in memory
+    /// (hostile tester: `Connection: close` or HTTP/1.0 clients that never read held 20 MB answers indefinitely).
+    private mutating func closeAfterAnswers(_ env: some ProxySessionEnvironment) {
+        closingAfterFlush = true
+        lastDrainNanos = env.monotonicClock()
+        wait(for: .client(.stalledReader), env)
+        actions.append(.closeClient(afterFlush: true))
     }
 
     /// An exchange answered after the client finished sending: the client may have half-closed (and got the answer) or

@@ -104,6 +104,34 @@ import TapTestSupport
     }
 }
 
+/// A client that asks for a large answer on a connection that closes after it (`Connection: close`, HTTP/1.0) and reads
+/// none of it: reset once it has taken nothing for the idle timeout (hostile tester: held with its answer in memory for
+/// as long as it stayed connected; keep-alive clients were already closed).
+@Suite struct ProxyClosingStalledReaderEndToEndTests {
+    @Test func aClientThatDoesNotReadItsLastAnswerIsResetAfterTheIdleTimeout() throws {
+        let stack = try ServiceStack.background("3dstape-test-closing-stalled")
+        let answer = [UInt8](repeating: 0x61, count: 8 << 20)
+        let upstream = HTTPServer(loop: stack.loop) { _, _, respond in respond(HTTPReply(status: 200, body: answer)) }
+        let up = try upstream.start(on: HostPort(host: "127.0.0.1", port: 0))
+        var config = ProxyConfiguration(mode: .reverse(UpstreamURL("http://\(up)")!), upstreamTLS: try TLSContext(clientRoots: []), interceptTLS: nil)
+        config.idleTimeout = 0.3
+        let proxy = ProxyServer(loop: stack.loop, config: config, writer: nil)
+        let address = try proxy.listen(on: HostPort(host: "127.0.0.1", port: 0))
+        stack.onStop { proxy.shutdown(); upstream.stop() }
+        stack.start()
+        defer { stack.stop() }
+
+        for request in ["GET /big HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n", "GET /big HTTP/1.0\r\nHost: p\r\n\r\n"] {
+            let client = try PipelineClient(port: address.port, receiveBuffer: 16 << 10, timeout: 5)
+            try client.send(request)
+            usleep(1_500_000) // five idle timeouts with nothing read
+            let answers = try client.responses(1)
+            #expect(answers.first?.body.count != answer.count,
+                    "\(request.prefix(30).debugDescription): the stalled client was reset, not kept with its \(answer.count)-byte answer")
+        }
+    }
+}
+
 /// The recorder's client deadlines come from each connection's own timer, on time: a request begun and not complete is
 /// answered 408 when the header timeout passes (before: a 250 ms sweep of every connection sent it up to 250 ms late).
 @Suite struct ProxyDeadlineTimerTests {

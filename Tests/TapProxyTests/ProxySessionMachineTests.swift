@@ -70,6 +70,7 @@ extension Array where Element == ProxySessionMachine.Action {
             switch $0 {
             case .writeClient: "writeClient"
             case .closeClient: "closeClient"
+            case .resetClient: "resetClient"
             case .startClientTLS: "startClientTLS"
             case .pauseClientReading: "pause"
             case .resumeClientReading: "resume"
@@ -518,8 +519,23 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         _ = h.upstream(ares)
         h.env.advance(10)
         let a = h.feed(.deadlinePassed)
-        #expect(a.names == ["log", "closeClient"], "\(a.names)")
-        #expect(a.contains { if case .closeClient(afterFlush: false) = $0 { return true }; return false })
+        #expect(a.names == ["log", "resetClient"], "\(a.names)")
+    }
+
+    /// The last answer of a connection that closes after it: the stalled-reader deadline holds until it is sent.
+    @Test func aClosingConnectionWhoseClientTakesNothingIsReset() throws {
+        var h = try Harness.reverse { $0.idleTimeout = 10 }
+        _ = h.client("GET /1 HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        h.env.unsent = 2 << 20
+        #expect(h.upstream(ares).names == ["writeClient", "record", "closeClient"])
+        #expect(h.machine.closingAfterFlush && h.machine.waitingFor == .client(.stalledReader))
+        h.env.advance(6)
+        #expect(h.feed(.clientDrained).isEmpty, "it took some: the deadline counts from now")
+        h.env.advance(6)
+        #expect(h.feed(.deadlinePassed).isEmpty)
+        h.env.advance(4)
+        #expect(h.feed(.deadlinePassed).names == ["log", "resetClient"])
     }
 
     /// An answer larger than the mark is counted as if the client took none of it (the driver has not queued it yet):
