@@ -198,7 +198,6 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     func pacingDelay() -> Double { server.pacingDelay() }
     var writerIsBehind: Bool { server.writerIsBehind }
     func holdBudget(_ bytes: Int) -> Bool { server.budget.hold(ObjectIdentifier(self), bytes) }
-    var budgetLimit: Int { server.budget.limit }
     func unsentByteCount() -> Int { client.unsentByteCount }
 }
 

@@ -48,8 +48,6 @@ protocol ProxySessionEnvironment {
     var writerIsBehind: Bool { get }
     /// Tells the shared budget how many request bytes this connection holds; false when that is over the limit.
     func holdBudget(_ bytes: Int) -> Bool
-    /// The budget's limit, for the 503 answer.
-    var budgetLimit: Int { get }
     /// Answer bytes queued for the client and not yet taken (output backpressure).
     func unsentByteCount() -> Int
 }
@@ -171,6 +169,9 @@ struct ProxySessionMachine {
     /// The client side's deadlines and read-ahead, as every server connection's (`ServerConnectionMachine`).
     let policy: ConnectionPolicy
     let peer: String
+    /// How the client side words the errors it answers itself (`ProxyErrorResponse.shape`: `X-3dstape-Error`, the
+    /// proxy's members), as a `ServerConnectionMachine` is given it.
+    let errorShape: ConnectionErrorShape
     /// The client side's requests, as every 3dstape server takes them (parsing, limits, credentials, CONNECT).
     private(set) var intake: HTTPRequestIntake
     /// The CONNECT target once a tunnel is being intercepted.
@@ -222,6 +223,7 @@ struct ProxySessionMachine {
         policy = config.clientPolicy
         self.connectionID = connectionID
         self.peer = peer
+        errorShape = ProxyErrorResponse.shape(budgetLimit: config.maxBufferedBytes)
         intake = HTTPRequestIntake(rules: .init(limits: config.limits, authorization: config.authorization,
                                                 acceptsConnect: config.takesConnect))
         if case let .reverse(u) = config.mode {
@@ -266,7 +268,7 @@ struct ProxySessionMachine {
         intake.received(bytes, wallClock: env.wallClock())
         guard holdBudget(env) else {
             actions.append(.budgetRefused)
-            reject(status: 503, "request bytes held in memory across connections exceed --max-buffered (\(env.budgetLimit) bytes); try again", env)
+            reject(.overBudget, env)
             return
         }
         if inFlight == nil {
@@ -318,7 +320,7 @@ struct ProxySessionMachine {
         case .client(.idle):
             if inFlight == nil, intake.isIdle { actions.append(.closeClient(afterFlush: false)) }
         case .client(.request):
-            if inFlight == nil, !intake.isIdle { reject(status: 408, "request not received within \(Checked.clampedInt(policy.headerTimeout)) s", env) }
+            if inFlight == nil, !intake.isIdle { reject(.requestTimedOut(seconds: policy.headerTimeout), env) }
         case .client(.halfClosed):
             break // not waited for here: a half-closed client waits for the upstream's deadline
         case .client(.stalledReader):
@@ -434,13 +436,13 @@ struct ProxySessionMachine {
                 if intake.isIdle {
                     closeAfterAnswers(env)
                 } else {
-                    reject(status: 400, "the client finished sending before its request was complete", env)
+                    reject(.cutShort, env)
                 }
                 return
             }
             if !intake.isIdle, waitingFor != .requestHead { wait(for: .requestHead, env) }
         case let .refuse(status, message, headers):
-            reject(status: status, message, headers: headers, env)
+            reject(.refused(status: status, message: message, headers: headers), env)
         case let .intercept(target):
             let (tunnelled, reason) = config.routing.passesThrough(target)
             if tunnelled {
@@ -461,7 +463,7 @@ struct ProxySessionMachine {
         switch resolveTarget(head) {
         case let .success(t): target = t
         case let .failure(e):
-            reject(status: HTTPErrorAnswer.status(for: e.problem), e.message, env)
+            reject(.refused(status: HTTPErrorAnswer.status(for: e.problem), message: e.message, headers: []), env)
             return
         }
         seq += 1
@@ -564,11 +566,16 @@ struct ProxySessionMachine {
         }
     }
 
-    /// Answers the client with an error of our own and closes after it (malformed or refused request).
-    private mutating func reject(status: Int, _ message: String, headers: [(String, String)] = [], _ env: some ProxySessionEnvironment) {
-        actions.append(.log("\(peer): \(status) \(message)"))
-        actions.append(.note(kind: "rejected", detail: "\(peer): \(status) \(message)"))
-        actions.append(.writeClient(ProxyErrorResponse.bytes(status: status, error: message, upstream: nil, close: true, extraHeaders: headers)))
+    /// Answers the client with an error of our own, in the recorder's shape (`errorShape`), and closes after it
+    /// (malformed or refused request, over the budget, timed out, cut short).
+    private mutating func reject(_ refusal: ConnectionRefusal, _ env: some ProxySessionEnvironment) {
+        guard let answer = errorShape.answer(refusal) else {
+            closeAfterAnswers(env)
+            return
+        }
+        actions.append(.log("\(peer): \(answer.status) \(answer.message)"))
+        actions.append(.note(kind: "rejected", detail: "\(peer): \(answer.status) \(answer.message)"))
+        actions.append(.writeClient(answer.bytes))
         closeAfterAnswers(env)
     }
 
@@ -917,6 +924,25 @@ extension ProxySessionMachine {
 /// The JSON error answers the proxy itself gives (malformed requests, unreachable upstreams, timeouts): as every server's
 /// (`HTTPErrorAnswer`), plus an `X-3dstape-Error` field and the proxy's members.
 enum ProxyErrorResponse {
+    /// The recorder's refusals in this shape, for a connection's `ConnectionErrorShape`: each server's message, except
+    /// over the budget (which names the limit, `budgetLimit` bytes) and a request cut short by a FIN (answered 400,
+    /// where a server closes without an answer); always with `Connection: close`.
+    static func shape(budgetLimit: Int) -> ConnectionErrorShape {
+        ConnectionErrorShape { refusal in
+            let own: (status: Int, message: String)? = switch refusal {
+            case .overBudget: (503, "request bytes held in memory across connections exceed --max-buffered (\(budgetLimit) bytes); try again")
+            case .cutShort: (400, "the client finished sending before its request was complete")
+            case .requestTimedOut, .refused: nil
+            }
+            guard let said = own ?? ConnectionErrorShape.message(for: refusal) else { return nil }
+            var headers: [(String, String)] = []
+            if case let .refused(_, _, extra) = refusal { headers = extra }
+            return ConnectionErrorShape.Answer(status: said.status, message: said.message,
+                                               bytes: bytes(status: said.status, error: said.message, upstream: nil, close: true,
+                                                            extraHeaders: headers))
+        }
+    }
+
     static func bytes(status: Int, error: String, upstream: String?, close: Bool, extraHeaders: [(String, String)] = []) -> [UInt8] {
         // The one error shape (HTTPErrorAnswer), with the proxy's own members after `error`: what it answered and that
         // the answer is the proxy's, not the upstream's.

@@ -25,7 +25,6 @@ final class FakeEnvironment: ProxySessionEnvironment {
         held = bytes
         return bytes <= limit
     }
-    var budgetLimit: Int { limit }
     /// Moves both clocks.
     func advance(_ seconds: Double) {
         wall += seconds
