@@ -194,7 +194,7 @@ struct DemoCommand: Command {
             _ = try ShowCommand().run(try ArgumentParser.parse([out], options: ShowCommand().options, maxPositionals: 1), io)
             // The app channel, in clear: what key substitution recovered from the JWE bodies.
             let clear = try SessionReader(path: out).exchanges().flatMap { x in
-                x.messages.filter { $0.location == "jwe" && $0.isDecrypted }.map { (x.id, $0) }
+                x.messages.filter { $0.messageLocation == .jwe && $0.isDecrypted }.map { (x.id, $0) }
             }
             if !clear.isEmpty {
                 io.out("\napp-channel CReq/CRes in clear (decrypted by key substitution; entries masked):")
@@ -316,7 +316,7 @@ struct DemoCommand: Command {
         var parts: [String] = []
         let session = TerminalText.escaped(path)
         let xs = try SessionReader(path: path).exchanges()
-        if let x = xs.first(where: { $0.messages.contains { $0.kind == .cRes && $0.direction == "response" } }) {
+        if let x = xs.first(where: { $0.messages.contains { $0.kind == .cRes && $0.messageDirection == .response } }) {
             parts.append("'3dstape show \(session) --exchange \(x.id)' (an app-channel CReq/CRes in full)")
         } else if let x = xs.first(where: { $0.messages.contains { $0.kind == .cReq } }) {
             parts.append("'3dstape show \(session) --exchange \(x.id)' (a browser challenge's creq form in full)")

@@ -92,8 +92,8 @@ struct ShowCommand: Command {
         let t0 = all.first?.requestStart ?? 0
         var rows = [["#", "T+MS", "METHOD", "URL", "STATUS", "3DS", "MS"]]
         for x in all {
-            let req = x.messages.filter { $0.direction == "request" }.map(Self.describe)
-            let resp = x.messages.filter { $0.direction == "response" }.map(Self.describe)
+            let req = x.messages.filter { $0.messageDirection == .request }.map(Self.describe)
+            let resp = x.messages.filter { $0.messageDirection == .response }.map(Self.describe)
             var threeDS = (req + resp.map { "→ " + $0 }).joined(separator: " ")
             if let r = x.replay { threeDS += "  " + Self.describe(r) }
             if let t = x.tunnel { threeDS += ExchangeJSON.describe(t) }
@@ -206,12 +206,12 @@ struct ShowCommand: Command {
         io.out("timings: request start \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: t0)))"
                + ", upstream connected \(ms(x.upstreamConnect)), TLS \(ms(x.tlsDone)), request sent \(ms(x.requestSent))"
                + ", first byte \(ms(x.firstByte)), done \(ms(x.done))" + (x.clientAbortAt.map { ", client aborted \(ms($0))" } ?? ""))
-        for (title, headers, body, encoding, direction) in [("request", x.requestHeaders, x.requestBody, x.requestContentEncoding, "request"),
-                                                              ("response", x.responseHeaders, x.responseBody, x.responseContentEncoding, "response")] {
+        for (title, headers, body, encoding, direction) in [("request", x.requestHeaders, x.requestBody, x.requestContentEncoding, MessageDirection.request),
+                                                              ("response", x.responseHeaders, x.responseBody, x.responseContentEncoding, MessageDirection.response)] {
             io.out("")
             io.out(io.bold("── \(title) headers"))
             for (n, v) in headers { io.out("\(safe(n)): \(safe(v))") }
-            let msgs = x.messages.filter { $0.direction == direction }
+            let msgs = x.messages.filter { $0.messageDirection == direction }
             io.out(io.bold("── \(title) body") + " (\(body.count) bytes\(encoding.map { ", decoded from \(safe($0))" } ?? ""))")
             if msgs.isEmpty {
                 io.out(Self.bodyText(body))

@@ -245,7 +245,7 @@ struct TimeoutsCommand: Command {
         }
         run.retried = Dictionary(grouping: xs.compactMap { $0.replay?.recordedExchangeID }, by: { $0 }).values.contains { $0.count > 1 }
         for x in xs {
-            for m in x.messages where m.direction == "request" {
+            for m in x.messages where m.messageDirection == .request {
                 if m.kind == .erro, let code = m.json?["errorCode"]?.stringValue { run.erroSent.append(code) }
                 if let c = m.json?["challengeCancel"]?.stringValue, m.kind == .cReq { run.challengeCancel = c }
             }

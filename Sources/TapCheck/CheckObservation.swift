@@ -79,9 +79,9 @@ public struct CheckObservation: Sendable {
             latest = id
             if byID[id] == nil { byID[id] = Transaction(serverTransID: id); order.append(id) }
             var t = byID[id]!
-            let requestType = x.messages.first { $0.direction == "request" }?.type
+            let requestType = x.messages.first { $0.messageDirection == .request }?.type
             if let faults = x.replay?.faults, !faults.isEmpty {
-                t.faults.append("\(x.messages.first { $0.direction == "response" }?.type ?? requestType.map { "answer to \($0)" } ?? "answer"): \(faults)")
+                t.faults.append("\(x.messages.first { $0.messageDirection == .response }?.type ?? requestType.map { "answer to \($0)" } ?? "answer"): \(faults)")
                 if t.faultedAt == nil { t.faultedAt = x.requestStart }
                 if faults.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "hang" }) {
                     if let abort = x.clientAbortAt, abort < (commandEndedAt ?? .infinity) - 0.01 {
@@ -92,14 +92,14 @@ public struct CheckObservation: Sendable {
                 }
             }
             if let rec = x.replay?.recordedExchangeID, x.connectionID != Replayer.rreqConnection { matched[id, default: [:]][rec, default: 0] += 1 }
-            for m in x.messages where m.direction == "request" {
+            for m in x.messages where m.messageDirection == .request {
                 switch m.kind {
                 case .erro where x.connectionID != Replayer.rreqConnection:
                     t.erros.append((m.json?["errorCode"]?.stringValue ?? "?", x.requestStart))
                 case .cReq:
                     t.creqs.append((x.requestStart, m.json?["challengeCancel"]?.stringValue))
                 case .rReq where x.connectionID == Replayer.rreqConnection:
-                    if x.status == 200, x.messages.contains(where: { $0.direction == "response" && $0.kind == .rRes }) {
+                    if x.status == 200, x.messages.contains(where: { $0.messageDirection == .response && $0.kind == .rRes }) {
                         t.rreq = .answered
                     } else {
                         t.rreq = .notAnswered(x.error ?? x.status.map { "HTTP \($0) without an RRes" } ?? "no answer")
@@ -108,7 +108,7 @@ public struct CheckObservation: Sendable {
                 }
             }
             if x.clientAbortAt == nil, x.status == 200, browserCRes != nil
-                || x.messages.contains(where: { $0.direction == "response" && $0.kind == .cRes && $0.json?["challengeCompletionInd"]?.stringValue == "Y" }) {
+                || x.messages.contains(where: { $0.messageDirection == .response && $0.kind == .cRes && $0.json?.completesChallenge == true }) {
                 t.finalCResRead = true
             }
             byID[id] = t

@@ -98,11 +98,11 @@ public struct ClientReplayPlan: Sendable {
                 for m in x.messages {
                     guard let type = m.type else { continue }
                     recorded.append(ClientReplayMessage(type: type, json: m.json, encrypted: m.isEncrypted,
-                                                        httpStatus: m.direction == "response" ? x.status : nil))
+                                                        httpStatus: m.messageDirection == .response ? x.status : nil))
                 }
                 guard x.id != areqExchange.id else { continue }
-                let request = x.messages.first { $0.direction == "request" }
-                if request?.kind == .cReq, request?.location == "jwe" {
+                let request = x.messages.first { $0.messageDirection == .request }
+                if request?.kind == .cReq, request?.messageLocation == .jwe {
                     guard request?.isDecrypted == true, let json = request?.json else {
                         unplayable = unplayable ?? "CReq #\(script.creqEntries.count + 1) is still encrypted in the recording "
                             + "(record with --decrypt substitute or a key log)"
@@ -113,7 +113,7 @@ public struct ClientReplayPlan: Sendable {
                        let enc = jwe.header["enc"]?.stringValue.flatMap(ContentEncryption.init(rawValue:)) {
                         script.creqEncryption = enc
                     }
-                } else if request?.kind == .cReq, request?.location == "form:creq" {
+                } else if request?.kind == .cReq, request?.messageLocation == .form(field: "creq") {
                     script.browserCReq = request?.json
                     creqSeen = true
                 } else if creqSeen, request == nil, x.method == "POST",
@@ -139,11 +139,11 @@ public struct ClientReplayPlan: Sendable {
     /// passing answer when the recording ended Y, a failing one otherwise, so that the recorded outcome is reproduced.
     static func sandboxAnswer(_ card: TestCard, recordedOutcome: String) -> String? {
         guard case let .challenge(uiType) = card.behaviour else { return nil }
-        let pass = recordedOutcome == "Y"
+        let pass = TransStatus(wire: recordedOutcome) == .authenticated
         switch uiType {
-        case "01", "05": return pass ? TestCard.otp : "0000"
-        case "02": return pass ? TestCard.singleSelectAnswer : "1"
-        case "03": return pass ? TestCard.multiSelectAnswer : "2"
+        case .text, .html: return pass ? TestCard.otp : "0000"
+        case .singleSelect: return pass ? TestCard.singleSelectAnswer : "1"
+        case .multiSelect: return pass ? TestCard.multiSelectAnswer : "2"
         default: return nil
         }
     }

@@ -157,6 +157,45 @@ public struct TransStatus: EMVCode {
     public static let spcChallenge = TransStatus(wire: "S")
     public static let known: [TransStatus] = [.authenticated, .notAuthenticated, .couldNotPerform, .attempted, .challenge, .rejected,
                                               .decoupled, .informational, .spcChallenge]
+
+    /// Y or A: the statuses that carry an authentication value (the CAVV) and that a gateway authorises after.
+    public var isAuthentication: Bool { self == .authenticated || self == .attempted }
+    /// N or R: the ACS did not authenticate the cardholder, or rejected the transaction.
+    public var isRefusal: Bool { self == .notAuthenticated || self == .rejected }
+}
+
+/// A Y/N indicator of the specification: `challengeCompletionInd`, `resendChallenge`, `challengeNoEntry` …
+public struct YesNoIndicator: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    public static let yes = YesNoIndicator(wire: "Y")
+    public static let no = YesNoIndicator(wire: "N")
+    public static let known: [YesNoIndicator] = [.yes, .no]
+}
+
+/// `oobContinue` of a CReq from 2.3.1 (in 2.1.0 and 2.2.0 the member is the JSON value true).
+public struct OOBContinue: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    /// The cardholder selected the continue button.
+    public static let clicked = OOBContinue(wire: "01")
+    /// The app continued by itself (the OOB app returned).
+    public static let automatic = OOBContinue(wire: "02")
+    public static let known: [OOBContinue] = [.clicked, .automatic]
+
+    /// Whether a CReq's `oobContinue` member says the cardholder went on: true (2.1.0, 2.2.0) or a 2.3.1 code.
+    public static func continues(_ member: JSON?) -> Bool {
+        if case .bool(true)? = member { return true }
+        return OOBContinue(member).map { $0 == .clicked || $0 == .automatic } ?? false
+    }
+}
+
+/// `infoContinueIndicator` of a CReq (2.3.1, the information template): 01, the cardholder selected continue.
+public struct InfoContinueIndicator: EMVCode {
+    public let wire: String
+    public init(wire: String) { self.wire = wire }
+    public static let continued = InfoContinueIndicator(wire: "01")
+    public static let known: [InfoContinueIndicator] = [.continued]
 }
 
 /// The four transaction identifiers a 3DS message can carry, named as on the wire, in the order messages carry them.
@@ -192,6 +231,41 @@ public struct TransactionID: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// Where in an exchange a 3DS message was found, as session files store it: the JSON body (`body`), an app-channel
+/// JWE (`jwe`), or a browser form field (`form:creq`, `form:cres`, `form:threeDSMethodData` …).
+public enum MessageLocation: Hashable, Sendable, CustomStringConvertible {
+    case body
+    case jwe
+    /// A field of an HTML form (application/x-www-form-urlencoded), named as on the wire.
+    case form(field: String)
+    /// A stored value this version does not write, kept as it came.
+    case other(String)
+
+    /// The checked parser for a stored location: any string, known or not, is kept.
+    public init(stored: String) {
+        switch stored {
+        case "body": self = .body
+        case "jwe": self = .jwe
+        default:
+            if stored.hasPrefix("form:") { self = .form(field: String(stored.dropFirst(5))) } else { self = .other(stored) }
+        }
+    }
+
+    /// The location as session files store it.
+    public var stored: String {
+        switch self {
+        case .body: "body"
+        case .jwe: "jwe"
+        case let .form(field): "form:" + field
+        case let .other(s): s
+        }
+    }
+
+    public var description: String { stored }
+    /// Whether the message came in a browser form field.
+    public var isForm: Bool { if case .form = self { true } else { false } }
+}
+
 /// Which way a message went in an exchange: the request, or the response to it (as session files store it).
 public enum MessageDirection: String, Sendable, CaseIterable {
     case request, response
@@ -211,4 +285,8 @@ extension JSON {
     public var messageKind: MessageKind? { MessageKind(self["messageType"]) }
     /// This message's `messageVersion`; nil when absent or not a string.
     public var messageVersion: MessageVersion? { MessageVersion(self["messageVersion"]) }
+    /// This message's `transStatus`; nil when absent or not a string.
+    public var transStatus: TransStatus? { TransStatus(self["transStatus"]) }
+    /// Whether this message's `challengeCompletionInd` is Y: a CRes that ends the challenge.
+    public var completesChallenge: Bool { YesNoIndicator(self["challengeCompletionInd"]) == .yes }
 }

@@ -96,7 +96,7 @@ extension ThreeDSContent {
         do {
             let plain = try cipher.decrypt(String(decoding: body, as: UTF8.self).trimmingWhitespace)
             let shown = mask ? Masking.mask(plain) : plain
-            var f = Found(location: "jwe", json: shown, summary: MessageSummary(shown))
+            var f = Found(location: .jwe, json: shown, summary: MessageSummary(shown))
             f.decryption = "decrypted: \(keys.method)"
             return f
         } catch {

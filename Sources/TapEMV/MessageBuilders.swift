@@ -358,7 +358,7 @@ public enum ThreeDSMessage {
     public struct ChallengeCRes: Sendable {
         public var ids: MessageIDs
         public var version: MessageVersion
-        public var acsUiType: String
+        public var acsUiType: ACSUIType
         public var challengeInfoHeader: String?
         public var psImage: JSON?
         public var challengeInfoText: String?
@@ -371,7 +371,7 @@ public enum ThreeDSMessage {
         public var whyInfoLabel: String?
         public var whyInfoText: String?
 
-        public init(ids: MessageIDs, version: MessageVersion, acsUiType: String) {
+        public init(ids: MessageIDs, version: MessageVersion, acsUiType: ACSUIType) {
             self.ids = ids
             self.version = version
             self.acsUiType = acsUiType

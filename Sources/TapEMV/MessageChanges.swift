@@ -44,7 +44,7 @@ extension ThreeDSMessage {
     /// An RReq (or ARes) whose transStatus is not an authentication (anything but Y and A) carries no authentication
     /// value, and eci 07; a message without a string transStatus is returned as it is.
     public static func withoutAuthenticationValueUnlessAuthenticated(_ message: JSON) -> JSON {
-        guard let status = TransStatus(message["transStatus"]), status != .authenticated, status != .attempted else { return message }
+        guard let status = message.transStatus, !status.isAuthentication else { return message }
         return message.removing(authenticationValueMember).setting("eci", to: .string("07"))
     }
 }

@@ -3,9 +3,9 @@ import TapJOSE
 
 /// Finds EMV 3DS messages in HTTP bodies and masks card data before anything is stored.
 public enum ThreeDSContent {
-    /// A message found in a body: where (`body`, `form:creq`, `form:cres`, `form:threeDSMethodData`) and its JSON.
+    /// A message found in a body: where (`body`, `form:creq`, `form:cres`, `form:threeDSMethodData`, `jwe`) and its JSON.
     public struct Found: Sendable {
-        public let location: String
+        public let location: MessageLocation
         /// The message; for one that is the whole stored body and was found by the recorder's scan, parsed from
         /// that body when first asked for (the recorder itself never needs it).
         public var json: JSON { parsed ?? source.flatMap { try? JSON.parse($0) } ?? .null }
@@ -15,7 +15,7 @@ public enum ThreeDSContent {
         /// For app-channel JWE: how it was decrypted, or why it is still encrypted.
         public var decryption: String?
 
-        public init(location: String, json: JSON, summary: MessageSummary?, decryption: String? = nil) {
+        public init(location: MessageLocation, json: JSON, summary: MessageSummary?, decryption: String? = nil) {
             self.location = location
             self.parsed = json
             self.source = nil
@@ -25,7 +25,7 @@ public enum ThreeDSContent {
 
         /// A message that is the whole (stored) body, its JSON left unparsed.
         init(body: [UInt8], summary: MessageSummary) {
-            location = "body"
+            location = .body
             parsed = nil
             source = body
             self.summary = summary
@@ -49,11 +49,11 @@ public enum ThreeDSContent {
             return (stored, fast.summary.map { [Found(body: stored, summary: $0)] } ?? [])
         }
         if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {
-            guard mask else { return (body, MessageSummary(json).map { [Found(location: "body", json: json, summary: $0)] } ?? []) }
+            guard mask else { return (body, MessageSummary(json).map { [Found(location: .body, json: json, summary: $0)] } ?? []) }
             let (masked, changed) = Masking.masking(json)
             let stored = maskLuhnRuns(changed ? masked.bytes : body)
             let summary = MessageSummary(masked)
-            return (stored, summary.map { [Found(location: "body", json: masked, summary: $0)] } ?? [])
+            return (stored, summary.map { [Found(location: .body, json: masked, summary: $0)] } ?? [])
         }
         let stored = mask ? maskBody(body) : body
         return (stored, messages(in: stored))
@@ -68,7 +68,7 @@ public enum ThreeDSContent {
         guard body.count < 1 << 20, let header = try? JWE.protectedHeader(ofCompact: body),
               header["alg"]?.stringValue == "dir", let kid = header["kid"]?.stringValue else { return nil }
         let summaryJSON = JSON.object([("messageType", .string(isRequest ? "CReq" : "CRes")), ("acsTransID", .string(kid))])
-        return Found(location: "jwe", json: header, summary: MessageSummary(summaryJSON))
+        return Found(location: .jwe, json: header, summary: MessageSummary(summaryJSON))
     }
 
     /// The 3DS messages in a (decoded, already masked) body: a JSON object with `messageType`, or the
@@ -77,14 +77,14 @@ public enum ThreeDSContent {
         guard let first = body.firstNonWhitespace else { return [] }
         if first == UInt8(ascii: "{") {
             guard let json = try? JSON.parse(body), let s = MessageSummary(json) else { return [] }
-            return [Found(location: "body", json: json, summary: s)]
+            return [Found(location: .body, json: json, summary: s)]
         }
         guard body.count < 1 << 20, body.contains(UInt8(ascii: "=")), let text = String(validating: body, as: UTF8.self),
               let fields = FormBody.parse(text.trimmingWhitespace) else { return [] }
         var out: [Found] = []
         for (name, value) in fields where ["creq", "cres", "threeDSMethodData"].contains(name) {
             guard let bytes = Base64URL.decode(value.trimmingWhitespace), let json = try? JSON.parse(bytes), json.isObject else { continue }
-            out.append(Found(location: "form:\(name)", json: json, summary: MessageSummary(json)))
+            out.append(Found(location: .form(field: name), json: json, summary: MessageSummary(json)))
         }
         return out
     }

@@ -1,6 +1,8 @@
 import Foundation
 import TapCore
+import TapEMV
 import TapJOSE
+import TapRecording
 import TapStore
 
 /// `show --profile pxp`: each exchange labelled with the step of PXP Checkout's nine-step 3DS flow it belongs to and
@@ -16,12 +18,12 @@ public enum PXPProfile {
     public static func label(_ x: StoredExchange) -> Label? {
         let path = (URLComponents(string: x.url)?.path ?? x.url).lowercased()
         let types = Set(x.messages.compactMap(\.type))
-        let locations = Set(x.messages.map(\.location))
+        let locations = Set(x.messages.map(\.messageLocation))
         if path.contains("token") { return Label(step: "2 card tokenisation", callback: "- (the SDK tokenises the card)") }
         if path.contains("pre-initiate") || path.contains("preinitiate") {
             return Label(step: "4 pre-initiation", callback: "onPreInitiateAuthentication → onPostInitiateAuthentication")
         }
-        if locations.contains("form:threeDSMethodData") || path.hasSuffix("/method") {
+        if locations.contains(.form(field: "threeDSMethodData")) || path.hasSuffix("/method") {
             return Label(step: "5 fingerprinting (3DS Method)", callback: "- (device data collected by the SDK)")
         }
         if types.contains("AReq") || types.contains("ARes") {

@@ -74,7 +74,7 @@ public struct SequenceDiagram: Sendable {
         var lastFromBrowser = false
         let t0 = exchanges.first?.requestStart ?? 0
         for x in exchanges {
-            let req = x.messages.first { $0.direction == "request" && $0.type != nil }
+            let req = x.messages.first { $0.messageDirection == .request && $0.type != nil }
             let browserTx = txOf[x.id]?.1.channel == .browser
             var pair = req.flatMap { Self.roles(for: $0, exchangeURL: x.url, browser: browserTx, known: originRole) }
             let origin = Self.origin(x.url)
@@ -93,8 +93,8 @@ public struct SequenceDiagram: Sendable {
                 let channel = t.channel?.shortName ?? "?"
                 items.append(.note(from: from, to: to, text: "transaction \(n) · \(channel) \(t.version ?? "") · \(t.outcome)"))
             }
-            let reqLabel = x.messages.filter { $0.direction == "request" }.map(Self.label).joined(separator: ", ")
-            let respLabel = x.messages.filter { $0.direction == "response" }.map(Self.label).joined(separator: ", ")
+            let reqLabel = x.messages.filter { $0.messageDirection == .request }.map(Self.label).joined(separator: ", ")
+            let respLabel = x.messages.filter { $0.messageDirection == .response }.map(Self.label).joined(separator: ", ")
             let path = URLComponents(string: x.url)?.path ?? x.url
             items.append(.arrow(Arrow(from: from, to: to, label: reqLabel.isEmpty ? "\(x.method) \(path)" : reqLabel, kind: .request,
                                       exchangeID: x.id, timing: "T+\(String(format: "%.0f", (x.requestStart - t0) * 1000)) ms", replay: nil)))
@@ -123,7 +123,7 @@ public struct SequenceDiagram: Sendable {
         switch m.kind {
         case .aReq, .pReq: return ("Server", "DS")
         case .rReq: return ("DS", "Server")
-        case .cReq: return m.location == "jwe" ? ("SDK", "ACS") : ("Browser", "ACS")
+        case .cReq: return m.messageLocation == .jwe ? ("SDK", "ACS") : ("Browser", "ACS")
         case .cRes: return ("Browser", "Server") // a browser final CRes posted to the notificationURL
         case .erro:
             let to = known[origin(exchangeURL)] ?? "DS"
@@ -139,7 +139,7 @@ public struct SequenceDiagram: Sendable {
         if let v = m.json?["transStatus"]?.stringValue { s += " " + v }
         if let e = m.json?["errorCode"]?.stringValue { s += " " + e }
         if let c = m.json?["challengeCancel"]?.stringValue { s += " cancel " + c }
-        if m.location.hasPrefix("form:") { s += " (form)" }
+        if m.messageLocation.isForm { s += " (form)" }
         return s
     }
 

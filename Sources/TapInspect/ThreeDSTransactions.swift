@@ -20,6 +20,8 @@ public struct InspectedMessage: Sendable {
     public var kind: MessageKind? { MessageKind(rawValue: type) }
     /// `direction` typed; nil for a value that is neither.
     public var messageDirection: MessageDirection? { MessageDirection(rawValue: direction) }
+    /// `location` typed.
+    public var messageLocation: MessageLocation { MessageLocation(stored: location) }
 
     public init(exchangeID: Int64, direction: String, location: String, type: String, json: JSON?, kid: String? = nil) {
         self.exchangeID = exchangeID

@@ -101,7 +101,7 @@ public enum Validator {
                 add(rule.id + ".rfc4122", rule.element, .warning, warning)
             }
         }
-        if m.kind == .cRes, json["challengeCompletionInd"]?.stringValue == "Y", let members = json.objectMembers {
+        if m.kind == .cRes, json.completesChallenge, let members = json.objectMembers {
             for (name, _) in members where !ValidationRules.finalCResElements.contains(name) {
                 add("CRes.final-elements", name, .error, "a final CRes carries only IDs, counter, completion and transStatus (SDKs answer Erro 101)")
             }
@@ -114,8 +114,8 @@ public enum Validator {
 
     /// A CReq/CRes without an AReq in the session: the channel from where it was found.
     static func channel(inferredFrom m: InspectedMessage) -> DeviceChannel? {
-        if m.location == "jwe" { return .app }
-        if m.location.hasPrefix("form:") { return .browser }
+        if m.messageLocation == .jwe { return .app }
+        if m.messageLocation.isForm { return .browser }
         return DeviceChannel(m.json?["deviceChannel"]) ?? (m.json?["sdkTransID"] != nil ? .app : nil)
     }
 

@@ -235,7 +235,7 @@ public final class KeySubstitution: ChannelKeySource, @unchecked Sendable {
         do {
             let message = try c.acsLeg.open(text)
             let sealed = try c.sdkLeg.seal(message)
-            if message["challengeCompletionInd"]?.stringValue == "Y" { channels[acsTransID] = nil }
+            if message.completesChallenge { channels[acsTransID] = nil }
             return .replaced(Array(sealed.utf8), note: nil)
         } catch {
             return .unchanged(note: "substitution: the ACS's CRes does not open on the ACS leg (\(error)); passed unchanged")

@@ -16,15 +16,15 @@ public enum SessionDecryptor {
 
     public static func decrypt(path: String, keys: any ChannelKeySource) throws -> Outcome {
         var outcome = Outcome()
-        try SessionReader.rewriteMessages(path: path, location: "jwe") { row, meta in
+        try SessionReader.rewriteMessages(path: path, location: MessageLocation.jwe.stored) { row, meta in
             if DecryptionState(row.decryption)?.isDecrypted == true { outcome.alreadyDecrypted += 1; return nil }
             guard let header = row.json.flatMap({ try? JSON.parse($0) }) else { return nil }
-            let found = ThreeDSContent.Found(location: "jwe", json: header, summary: nil)
+            let found = ThreeDSContent.Found(location: .jwe, json: header, summary: nil)
             let result = ThreeDSContent.decryptAppChannel(found, body: row.body, isRequest: row.isRequest, keys: keys, mask: meta["masked"] != "no")
             let state = DecryptionState(result.decryption)
             guard state?.isDecrypted == true else {
                 if state?.outcome == .noKey { outcome.noKey += 1 } else { outcome.failed += 1 }
-                return MessageRecord(location: "jwe", json: header, messageType: row.isRequest ? "CReq" : "CRes", acsTransID: header["kid"]?.stringValue,
+                return MessageRecord(location: MessageLocation.jwe.stored, json: header, messageType: row.isRequest ? "CReq" : "CRes", acsTransID: header["kid"]?.stringValue,
                                      decryption: result.decryption)
             }
             outcome.decrypted += 1

@@ -29,7 +29,7 @@ public struct StoredMessage: Sendable {
         guard let jwe = ThreeDSContent.appChannelJWE(in: stored, isRequest: isRequest) else { return nil }
         if let plain = captured.plaintext, plain.isObject, keys == nil || captured.plaintextNote != nil {
             let shown = mask ? Masking.mask(plain) : plain
-            return ThreeDSContent.Found(location: "jwe", json: shown, summary: MessageSummary(shown),
+            return ThreeDSContent.Found(location: .jwe, json: shown, summary: MessageSummary(shown),
                                         decryption: captured.plaintextNote ?? "decrypted: imported in clear from the HAR's _3dstape field")
         }
         return ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)
@@ -92,7 +92,7 @@ extension MessageRecord {
     /// A found 3DS message as the `messages` table stores it; one that is the whole body keeps no JSON of its own
     /// (the reader takes it from the body, and it is never parsed here).
     init(_ found: ThreeDSContent.Found) {
-        self.init(location: found.location, json: found.location == "body" ? nil : found.json,
+        self.init(location: found.location.stored, json: found.location == .body ? nil : found.json,
                   fields: found.summary?.fields ?? MessageFields(), decryption: found.decryption)
     }
 }

@@ -139,7 +139,7 @@ public struct ReplayCatalog: Sendable {
             var owner: Int?
             for m in x.messages {
                 // An app-channel message still encrypted is stored as its JWE header, whose kid is the acsTransID.
-                let keys = m.location == "jwe" ? ReplayCatalog.idKeys + ["kid"] : ReplayCatalog.idKeys
+                let keys = m.messageLocation == .jwe ? ReplayCatalog.idKeys + ["kid"] : ReplayCatalog.idKeys
                 for key in keys { if let v = m.json?[key]?.stringValue, let f = flowByID[v] { owner = f; break } }
                 if owner != nil { break }
             }
@@ -234,11 +234,4 @@ public enum ReplayURL {
         }
         return nil
     }
-}
-
-extension RecordedMessage {
-    /// `type` as a message kind (the specification's names only); nil for any other value.
-    var kind: MessageKind? { type.flatMap(MessageKind.init(rawValue:)) }
-    /// `direction` typed; nil for a value that is neither.
-    var messageDirection: MessageDirection? { MessageDirection(rawValue: direction) }
 }

@@ -5,6 +5,7 @@ import TapEMV
 import TapHTTP
 import TapHTTPService
 import TapJOSE
+import TapRecording
 import TapStore
 
 extension ReplayEngine {

@@ -392,7 +392,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
         }
         var rng = SeededRandom(seed: options.schedule.seed, stream: UInt64(bitPattern: x.id), index: UInt64(served[i]))
         var body: [UInt8]
-        let cres = x.messages.first(where: { $0.messageDirection == .response && $0.location == "jwe" })
+        let cres = x.messages.first(where: { $0.messageDirection == .response && $0.messageLocation == .jwe })
         let type: String? = cres != nil ? "CRes" : x.messages.first { $0.messageDirection == .response }?.type
         var headers = ReplayEngine.replayableHeaders(x.responseHeaders)
         let faults = faultsFor(i, type: type ?? path, lf)
@@ -421,7 +421,7 @@ public final class ReplayEngine: ChannelKeySource, @unchecked Sendable {
                 lf.next = flow.followUps.count
                 rreqOverride = [.transStatus(.notAuthenticated), .transStatusReason("14"), .challengeCancel("04")]
             }
-            for case let .transStatus(st) in faults where plaintext["challengeCompletionInd"]?.stringValue == "Y" {
+            for case let .transStatus(st) in faults where plaintext.completesChallenge {
                 plaintext = plaintext.applying([.transStatus(TransStatus(wire: st))])
             }
             do {

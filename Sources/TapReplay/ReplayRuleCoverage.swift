@@ -1,6 +1,7 @@
 import Foundation
 import TapCore
 import TapEMV
+import TapRecording
 import TapStore
 
 /// One answer a replay of a catalog gives (or the RReq it sends), as fault and delay rules see it: its message type
@@ -55,7 +56,7 @@ extension ReplayCatalog {
             add(.ares(signed: flow.aresJSON?["acsSignedContent"]?.stringValue != nil), flow.areq, flow.aresJSON?["messageType"]?.stringValue ?? "ARes")
             for i in flow.followUps {
                 let x = exchanges[i]
-                let type = x.messages.contains { $0.messageDirection == .response && $0.location == "jwe" } ? "CRes"
+                let type = x.messages.contains { $0.messageDirection == .response && $0.messageLocation == .jwe } ? "CRes"
                     : x.messages.first { $0.messageDirection == .response }?.type
                 add(.followUp, i, type ?? path(i))
             }

@@ -323,7 +323,7 @@ public final class ClientReplayer: Sendable {
             }
             run.exchanges[i].response = cres
             try Self.expectIDs(in: cres, "CRes #\(round + 1)", sentIDs)
-            if cres["challengeCompletionInd"]?.stringValue == "Y" { return }
+            if cres.completesChallenge { return }
         }
         if !s.creqEntries.isEmpty { run.notes.append("the ACS asked for more than the \(s.creqEntries.count) CReqs the recording holds") }
     }

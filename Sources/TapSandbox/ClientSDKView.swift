@@ -1,4 +1,5 @@
 import TapCore
+import TapEMV
 
 /// Why a client run failed, in the terms the seed SDKs (Cake3DS2, PXP Checkout, Trust Payments) map to their own
 /// codes and callbacks: where the failure happened, not how it was worded.
@@ -57,12 +58,15 @@ public struct GatewayView: Sendable {
 }
 
 extension ClientResult {
+    /// `transStatus` typed (the final one: the RReq's after a challenge, else the ARes's).
+    var status: TransStatus? { transStatus.map(TransStatus.init(wire:)) }
+
     /// The `3dstape-result` object: `outcome` success or failure, and in `sdk` what the seed SDK for this gateway would
     /// surface to the app: Cake3DS2's receiver outcome without a gateway, PXP Checkout's error code or submit result with
     /// `pxp`, Trust Payments' response list (errorcode per request type, whether the JWT verified) with `trustpayments`.
     public func surfaced(gateway: Gateway?, cancelled: Bool) -> JSON {
         let sdk: JSON
-        var success = error == nil && (transStatus == "Y" || transStatus == "A")
+        var success = error == nil && status?.isAuthentication == true
         switch gateway {
         case nil: sdk = cakeView(cancelled: cancelled)
         case .pxp?:
@@ -99,7 +103,7 @@ extension ClientResult {
     /// PXP Checkout: `error` and a BaseSdkException errorCode, or `result` and the BaseSubmitResult of the authorisation.
     func pxpView() -> (String, String) {
         // An authentication the ACS rejected is the SDK's error, whatever the authorisation after it said.
-        if transStatus == "N" || transStatus == "R", failure == nil || failure.map({ if case .gateway("/pxp/transactions", _, _) = $0 { return true }; return false }) == true {
+        if status?.isRefusal == true, failure == nil || failure.map({ if case .gateway("/pxp/transactions", _, _) = $0 { return true }; return false }) == true {
             return ("error", "AUTHENTICATION_REJECTED")
         }
         switch failure {
@@ -117,7 +121,7 @@ extension ClientResult {
         case .dsErro?, .dsFailure?, .aresRejected?, .acsErro?, .sdkErro?, .challengeRuntime?, .noResult?, .gatewayRefused?, .jwtUnverified?:
             return ("error", "AUTHENTICATION_FAILED")
         case nil:
-            if transStatus != "Y" && transStatus != "A" { return ("error", "AUTHENTICATION_FAILED") }
+            if status?.isAuthentication != true { return ("error", "AUTHENTICATION_FAILED") }
             switch gatewayView.authorisationState {
             case "Authorised"?: return ("result", "AuthorisedSubmitResult")
             case "Captured"?: return ("result", "CapturedSubmitResult")

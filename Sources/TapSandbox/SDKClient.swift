@@ -292,13 +292,13 @@ public final class SDKClient {
         result.transStatusReason = ares["transStatusReason"]?.stringValue
         result.eci = ares["eci"]?.stringValue
         result.authenticationValue = ares["authenticationValue"]?.stringValue
-        switch result.transStatus {
-        case "C":
+        switch result.status {
+        case .challenge?:
             result.challenge = true
             let t1 = Date()
             if o.browser { try browserChallenge(ares, &result) } else { try appChallenge(ares, sdkKey: sdkKey, sdkRef: sdkRef, &result) }
             result.timings.append(("challenge_ms", Date().timeIntervalSince(t1) * 1000))
-        case "D":
+        case .decoupled?:
             guard let rreq = waitFor("rreq:" + serverTransID, seconds: o.rreqTimeout) else {
                 throw ClientFailure("decoupled authentication: no RReq from the ACS within \(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), "
                                     + "so the 3DS Server has no result", .noResult)
@@ -388,7 +388,7 @@ public final class SDKClient {
                                     .sdkErro(error.code.rawValue))
             }
             guard cres.messageKind == .cRes else { throw ClientFailure("expected a CRes", .challengeRuntime) }
-            if cres["challengeCompletionInd"]?.stringValue == "Y" {
+            if cres.completesChallenge {
                 result.transStatus = cres["transStatus"]?.stringValue
                 result.eci = nil
                 result.authenticationValue = nil
@@ -420,7 +420,7 @@ public final class SDKClient {
         case .singleSelect, .multiSelect:
             return o.select.isEmpty ? [.noEntry] : [.dataEntry(o.select.joined(separator: ","))]
         case .oob, .htmlOOB:
-            if o.oob { return [.oobContinue(o.version >= .v2_3 ? .string("01") : .bool(true))] }
+            if o.oob { return [.oobContinue(o.version >= .v2_3 ? OOBContinue.clicked.json : .bool(true))] }
             return [.noEntry]
         case .html:
             return o.answer.map { [.htmlDataEntry("otp=\($0)")] } ?? [.noEntry]

@@ -74,10 +74,10 @@ public final class Sandbox: @unchecked Sendable {
         var rounds = 0
         var resends = 0
         var finished = false
-        var uiType: String
+        var uiType: ACSUIType
         var sessionData: String?
 
-        init(areq: JSON, ares: JSON, card: TestCard, version: MessageVersion, app: Bool, uiType: String) {
+        init(areq: JSON, ares: JSON, card: TestCard, version: MessageVersion, app: Bool, uiType: ACSUIType) {
             self.areq = areq
             self.ares = ares
             self.card = card
@@ -222,8 +222,8 @@ public final class Sandbox: @unchecked Sendable {
                 return respond(erroReply(.decryptionFailure, "D", "Data decryption failure", "sdkEncData: \(error)", about: areq, type: .aReq))
             }
         }
-        let card = TestCard.find(pan) ?? TestCard(pan: pan, behaviour: .frictionless("U"), summary: "unknown card", passingAnswer: "-",
-                                                  minimumVersion: "2.1.0")
+        let card = TestCard.find(pan) ?? TestCard(pan: pan, behaviour: .frictionless(.couldNotPerform), summary: "unknown card", passingAnswer: "-",
+                                                  minimumVersion: .v2_1)
         if card.behaviour == .erro {
             return respond(erroReply(.transactionDataInvalid, "D", "Transaction data not valid", "test card \(Masking.maskPAN(pan)) always answers Erro 305",
                                      about: areq, type: .aReq))
@@ -248,11 +248,11 @@ public final class Sandbox: @unchecked Sendable {
     func buildARes(_ areq: JSON, card: TestCard, version: MessageVersion, app: Bool) throws -> HTTPReply {
         let acsTransID = EMV.uuid(), dsTransID = EMV.uuid()
         var behaviour = card.behaviour
-        if version < MessageVersion(wire: card.minimumVersion) { behaviour = .frictionless("U") }
+        if version < card.minimumVersion { behaviour = .frictionless(.couldNotPerform) }
         var status: TransStatus
-        var uiType = "01"
+        var uiType = ACSUIType.text
         switch behaviour {
-        case let .frictionless(s): status = TransStatus(wire: s)
+        case let .frictionless(s): status = s
         case let .challenge(ui): status = .challenge; uiType = ui
         case .acsNeverAnswers: status = .challenge
         case .decoupled: status = .decoupled
@@ -285,7 +285,7 @@ public final class Sandbox: @unchecked Sendable {
                     .sign(key: key, certificate: cert, algorithm: options.signing)
                 ares.acsSignedContent = options.badSignature ? SignatureFault.flippingSignatureBit(compact) : compact
                 // Table A.1: required for an app challenge in every version (2.1.0 included).
-                ares.acsRenderingType = ThreeDSMessage.ARes.renderingType(interface: ACSUIType(wire: uiType).acsInterface, template: uiType)
+                ares.acsRenderingType = ThreeDSMessage.ARes.renderingType(interface: uiType.acsInterface, template: uiType.wire)
                 tx.cipher = cipher
                 writeKeylog("CEK \(acsTransID) \(Hex.encode(cipher.cek))")
             } else {

@@ -92,7 +92,7 @@ extension Sandbox {
         tx.rounds += 1
         if let cancel = creq["challengeCancel"]?.stringValue { return .final(status: .notAuthenticated, reason: "01", cancel: cancel) }
         if tx.rounds == 1, !hasEntry(creq) { return .ui(uiCRes(tx, note: nil)) }
-        if creq["resendChallenge"]?.stringValue == "Y" {
+        if YesNoIndicator(creq["resendChallenge"]) == .yes {
             tx.resends += 1
             return .ui(uiCRes(tx, note: "A new code was sent (\(tx.resends))."))
         }
@@ -104,17 +104,16 @@ extension Sandbox {
         ["challengeDataEntry", "challengeHTMLDataEntry", "oobContinue", "infoContinueIndicator", "challengeNoEntry"].contains { c[$0] != nil }
     }
 
-    func passes(_ uiType: String, _ c: JSON) -> Bool {
+    func passes(_ uiType: ACSUIType, _ c: JSON) -> Bool {
         let entry = c["challengeDataEntry"]?.stringValue
-        switch ACSUIType(wire: uiType) {
+        switch uiType {
         case .text: return entry == TestCard.otp
         case .singleSelect: return entry == TestCard.singleSelectAnswer
         case .multiSelect: return Set((entry ?? "").split(separator: ",").map { String($0).trimmingWhitespace }) == ["1", "3"]
         case .oob, .htmlOOB:
-            if case .bool(true)? = c["oobContinue"] { return true }
-            return c["oobContinue"]?.stringValue == "01" || c["oobContinue"]?.stringValue == "02"
+            return OOBContinue.continues(c["oobContinue"])
         case .html: return (c["challengeHTMLDataEntry"]?.stringValue ?? "").contains(TestCard.otp)
-        case .information: return c["infoContinueIndicator"]?.stringValue == "01" || c["challengeNoEntry"]?.stringValue == "Y"
+        case .information: return InfoContinueIndicator(c["infoContinueIndicator"]) == .continued || YesNoIndicator(c["challengeNoEntry"]) == .yes
         default: return false
         }
     }
@@ -130,7 +129,7 @@ extension Sandbox {
         c.challengeInfoHeader = "3dstape Sandbox Bank"
         c.psImage = .object([("medium", .string(baseURL + "/img/ps.png"))])
         let info = note.map { " " + $0 } ?? ""
-        switch ACSUIType(wire: tx.uiType) {
+        switch tx.uiType {
         case .text:
             c.challengeInfoText = "Enter the code sent to your phone (the sandbox code is \(TestCard.otp)).\(info)"
             c.challengeInfoLabel = "Code"
@@ -185,7 +184,7 @@ extension Sandbox {
         if tx.card.behaviour == .acsNeverAnswers { return }
         tx.sessionData = sessionData
         let prompt: String
-        switch ACSUIType(wire: tx.uiType) {
+        switch tx.uiType {
         case .singleSelect: prompt = "Where should we send your code? 1: mobile, 2: email (choose 2)"
         case .multiSelect: prompt = "Which did you buy? 1: coffee, 2: train ticket, 3: books (choose 1 and 3)"
         case .oob, .htmlOOB: prompt = "Approve the payment in your banking app, then continue"
@@ -197,7 +196,7 @@ extension Sandbox {
         <h1>3dstape Sandbox Bank</h1><p>\(HTMLEscape.text(prompt))</p>
         <form method="post" action="\(HTMLEscape.url(baseURL + "/acs/challenge/submit"))">
         <input type="hidden" name="acsTransID" value="\(HTMLEscape.attribute(id))">
-        <input type="hidden" name="uiType" value="\(HTMLEscape.attribute(tx.uiType))">
+        <input type="hidden" name="uiType" value="\(HTMLEscape.attribute(tx.uiType.wire))">
         <input type="text" name="answer" value="">
         <button type="submit" name="action" value="submit">Submit</button>
         <button type="submit" name="action" value="cancel">Cancel</button>
@@ -214,7 +213,7 @@ extension Sandbox {
         let answer = field("answer") ?? ""
         var entries: [ThreeDSMessage.ChallengeEntry] = []
         if field("action") == "cancel" { entries.append(.cancel("01")) }
-        switch ACSUIType(wire: tx.uiType) {
+        switch tx.uiType {
         case .oob, .htmlOOB: if answer == "oob" { entries.append(.oobContinue(.bool(true))) }
         case .html: entries.append(.htmlDataEntry(answer))
         case .information: entries.append(.infoContinue)

@@ -49,9 +49,9 @@ public enum SandboxGateways {
     }
 
     static func pxpTransaction(_ r: JSON, _ log: @Sendable (String) -> Void) -> HTTPReply {
-        let status = r["threeDSecureData"]?["transStatus"]?.stringValue
-        let authorised = status == "Y" || status == "A"
-        log("PXP authorisation: 3DS \(status ?? "none") → \(authorised ? "Authorised" : "Refused")")
+        let status = r["threeDSecureData"]?.transStatus
+        let authorised = status?.isAuthentication == true
+        log("PXP authorisation: 3DS \(status?.wire ?? "none") → \(authorised ? "Authorised" : "Refused")")
         return .json(JSON.object([
             ("state", .string(authorised ? "Authorised" : "Refused")), ("transactionReference", .string(EMV.uuid())),
             ("providerResponse", .object([("code", .string(authorised ? "00" : "05")), ("message", .string(authorised ? "Approved" : "Do not honour"))])),
@@ -99,7 +99,7 @@ public enum SandboxGateways {
                   ("threedversion", request["threedversion"] ?? .string("2.2.0"))]
         case "AUTH":
             let status = request["threedresponse"]?["transStatus"]?.stringValue
-            let ok = status == "Y" || status == "A"
+            let ok = status.map { TransStatus(wire: $0).isAuthentication } == true
             m += [("errorcode", .string(ok ? "0" : "70000")), ("errormessage", .string(ok ? "Ok" : "Decline")), ("maskedpan", masked),
                   ("authcode", ok ? .string("TEST34") : .null), ("settlestatus", .string(ok ? "0" : "3")), ("status", .string(status ?? "-"))]
         case "SUBSCRIPTION":

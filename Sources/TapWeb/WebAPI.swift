@@ -1,8 +1,10 @@
 import Foundation
 import TapCore
+import TapEMV
 import TapHTTP
 import TapHTTPService
 import TapInspect
+import TapRecording
 import TapSQLite
 import TapStore
 
@@ -249,10 +251,10 @@ public final class WebAPI: @unchecked Sendable {
         }
         // The channel without reading the AReq's body: app-channel messages carry an sdkTransID (and CReq/CRes go as JWE),
         // browser challenges as forms; a frictionless browser or 3RI transaction has neither.
-        let app = Set(tags.filter { $0.tag.sdkTransID != nil || $0.tag.location == "jwe" }.map(\.exchangeID))
+        let app = Set(tags.filter { $0.tag.sdkTransID != nil || $0.tag.messageLocation == .jwe }.map(\.exchangeID))
         return ThreeDSTransaction.group(messages).map { tx in
             let channel = tx.messages.contains { app.contains($0.exchangeID) } ? "app"
-                : tx.messages.contains { $0.location.hasPrefix("form:") } ? "browser" : "browser/3RI"
+                : tx.messages.contains { $0.messageLocation.isForm } ? "browser" : "browser/3RI"
             return (tx, channel)
         }
     }

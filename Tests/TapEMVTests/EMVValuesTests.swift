@@ -50,6 +50,29 @@ import TapCore
         #expect(ACSUIType(wire: "08").acsInterface == "01" && !ACSUIType(wire: "08").isKnown)
     }
 
+    @Test func statusAndIndicatorValuesSayWhatTheWireMeans() throws {
+        #expect(TransStatus.known.filter(\.isAuthentication) == [.authenticated, .attempted])
+        #expect(TransStatus.known.filter(\.isRefusal) == [.notAuthenticated, .rejected])
+        #expect(!TransStatus(wire: "y").isAuthentication && !TransStatus(wire: "").isRefusal)
+        let final = try JSON.parse(#"{"messageType":"CRes","challengeCompletionInd":"Y","transStatus":"A"}"#)
+        let round = try JSON.parse(#"{"messageType":"CRes","challengeCompletionInd":"N"}"#)
+        let odd = try JSON.parse(#"{"messageType":"CRes","challengeCompletionInd":true,"transStatus":1}"#)
+        #expect(final.completesChallenge && !round.completesChallenge && !odd.completesChallenge)
+        #expect(final.transStatus == .attempted && round.transStatus == nil && odd.transStatus == nil)
+        #expect(OOBContinue.continues(.bool(true)) && OOBContinue.continues(.string("01")) && OOBContinue.continues(.string("02")))
+        #expect(!OOBContinue.continues(.bool(false)) && !OOBContinue.continues(.string("03")) && !OOBContinue.continues(nil))
+        #expect(InfoContinueIndicator(.string("01")) == .continued && YesNoIndicator(.string("Y")) == .yes && YesNoIndicator(.string("n")) != .no)
+    }
+
+    @Test func locationsReadAndWriteAsSessionFilesStoreThem() {
+        for stored in ["body", "jwe", "form:creq", "form:threeDSMethodData", "form:", "header", ""] {
+            #expect(MessageLocation(stored: stored).stored == stored)
+        }
+        #expect(MessageLocation(stored: "form:cres") == .form(field: "cres") && MessageLocation(stored: "form:cres").isForm)
+        #expect(MessageLocation(stored: "jwe") == .jwe && !MessageLocation(stored: "jwe").isForm)
+        #expect(MessageLocation(stored: "JWE") == .other("JWE") && MessageLocation(stored: "formcreq") == .other("formcreq"))
+    }
+
     @Test func transactionIDsKeepTheirTextAndCheckTheirForm() throws {
         #expect(TransactionID(wire: "8a880dc0-d2d2-4067-bcb1-b08d1690b26e").isWellFormed)
         #expect(TransactionID(wire: "8A880DC0-D2D2-4067-BCB1-B08D1690B26E").isWellFormed)
@@ -79,7 +102,7 @@ import TapCore
 @Suite struct DecryptionStateTests {
     @Test func everyNoteTheKeyLogWritesReadsAsWhatItSays() throws {
         let json = try JSON.parse(#"{"kid":"a-1"}"#)
-        let found = ThreeDSContent.Found(location: "jwe", json: json, summary: nil)
+        let found = ThreeDSContent.Found(location: .jwe, json: json, summary: nil)
         // The notes KeyLog writes: no key source at all, none for this acsTransID.
         let none = ThreeDSContent.decryptAppChannel(found, body: [], isRequest: true, keys: nil, mask: false)
         #expect(none.decryptionState?.outcome == .noKey && none.decryptionState?.isDecrypted == false)

@@ -31,7 +31,7 @@ import TapCore
 
     @Test func cResChallengeScreenAndFinal() {
         var ui = ThreeDSMessage.ChallengeCRes(ids: MessageIDs(threeDSServerTransID: .string("S"), acsTransID: .string("A"), sdkTransID: .string("K")),
-                                              version: .v2_2, acsUiType: "01")
+                                              version: .v2_2, acsUiType: .text)
         ui.challengeInfoHeader = "H"
         ui.psImage = .object([("medium", .string("http://x/img/ps.png"))])
         ui.challengeInfoText = "T"

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TapCore
 import TapCrypto
+import TapEMV
 import TapHTTPService
 import TapJOSE
 import TapSandbox
@@ -12,9 +13,9 @@ import TapStore
 @Suite(.serialized) struct SandboxFlowTests {
     /// The documented outcome of a card at a version with its passing answer.
     static func expected(_ card: TestCard, _ version: String, browser: Bool) -> String {
-        if version < card.minimumVersion { return "U" }
+        if MessageVersion(wire: version) < card.minimumVersion { return "U" }
         switch card.behaviour {
-        case let .frictionless(s): return s
+        case let .frictionless(s): return s.wire
         case .challenge, .decoupled, .delayedARes: return "Y"
         case .acsNeverAnswers: return "timeout"
         case .erro: return "Erro 305"
@@ -40,7 +41,7 @@ import TapStore
                 SandboxHarness.passing(card, &o)
                 let r = try h.run(o)
                 #expect(Self.outcome(r) == Self.expected(card, version, browser: false), "\(card.summary) \(version) \(o.enc.rawValue)")
-                if case .challenge = card.behaviour, version >= card.minimumVersion {
+                if case .challenge = card.behaviour, MessageVersion(wire: version) >= card.minimumVersion {
                     #expect(r.challenge && r.rreqReceived, "\(card.summary) \(version): challenge and RReq")
                     #expect(r.eci == "05")
                 }

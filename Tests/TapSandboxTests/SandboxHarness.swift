@@ -1,6 +1,7 @@
 import Foundation
 import TapCore
 import TapCrypto
+import TapEMV
 import TapHTTPService
 import TapIdentity
 import TapNet
@@ -93,10 +94,10 @@ final class SandboxHarness {
     /// Scripts the passing answer for a card.
     static func passing(_ card: TestCard, _ o: inout ClientOptions) {
         switch card.behaviour {
-        case .challenge(uiType: "01"), .challenge(uiType: "05"): o.answer = TestCard.otp
-        case .challenge(uiType: "02"): o.select = ["2"]
-        case .challenge(uiType: "03"): o.select = ["1", "3"]
-        case .challenge(uiType: "04"), .challenge(uiType: "06"): o.oob = true
+        case .challenge(uiType: .text), .challenge(uiType: .html): o.answer = TestCard.otp
+        case .challenge(uiType: .singleSelect): o.select = ["2"]
+        case .challenge(uiType: .multiSelect): o.select = ["1", "3"]
+        case .challenge(uiType: .oob), .challenge(uiType: .htmlOOB): o.oob = true
         default: break
         }
     }
