@@ -43,52 +43,64 @@ let package = Package(
         // Pure Swift values and helpers shared by every layer: JSON with key order kept (and its one-pass member reader and
         // templates), base64url, hex, form bodies, HTML escaping and forms, the eight members a 3DS message is listed and stored by
         // (MessageFields: TapEMV's summary reads them, TapStore's messages table stores them), outside numbers checked into integers and durations,
-        // text made safe for terminals and markup, files created without following links (and their locks), locks, system calls.
+        // text made safe for terminals and markup, files created without following links (and their locks), locks, a log
+        // throttle, standard output and error, system calls.
         .target(name: "TapCore", swiftSettings: strict),
-        // The only importer of OpenSSL: hashes, MACs, ciphers, keys, signatures, X.509.
+        // The only importer of OpenSSL: hashes, MACs, ciphers, keys, signatures, X.509 (and a CA), TLS contexts and sessions.
         .target(name: "TapCrypto", dependencies: ["COpenSSL", "TapCore"], swiftSettings: strict),
         // The only importer of zlib: gzip/deflate bodies.
         .target(name: "TapCompression", dependencies: ["CZlib"], swiftSettings: strict),
         // The only importer of SQLite: connections, statements, typed errors.
         .target(name: "TapSQLite", dependencies: ["CSQLite"], swiftSettings: strict),
-        // HTTP/1.1 messages and an incremental parser, free of I/O.
+        // HTTP/1.1 messages, an incremental parser, a typed router, the request-memory budget of a server's connections and
+        // --auth's HTTP Basic check, free of I/O.
         .target(name: "TapHTTP", dependencies: ["TapCore"], swiftSettings: strict),
-        // Network I/O: the event loop (epoll on Linux; poll(2) with -Xswiftc -DTHREEDSTAPE_POSIX_ONLY, what macOS compiles), timers, non-blocking TCP connections with optional TLS, listeners.
+        // Network I/O: the event loop (epoll on Linux; poll(2) with -Xswiftc -DTHREEDSTAPE_POSIX_ONLY, what macOS compiles), timers, non-blocking TCP connections with optional TLS, listeners;
+        // --listen addresses, CONNECT target patterns, names resolved off the loop, the loop-bound box (LoopConfined), a
+        // ClientHello's SNI and ALPN, and ServiceStack (servers on a loop, stopped in order).
         .target(name: "TapNet", dependencies: ["CLinux", "TapCrypto", "TapCore"], swiftSettings: strict),
         // How every 3dstape server takes requests (HTTPRequestIntake, also the proxy's client side), the server side of a
         // connection as one sans-IO state machine (ServerConnectionMachine) with the policy types the proxy shares (deadlines,
-        // read-ahead, output backpressure), a small HTTP server on the event loop that drives it, and a blocking HTTP client.
+        // read-ahead, output backpressure), a small HTTP server on the event loop that drives it, pass-through tunnels
+        // (TunnelRelay), the one error body of every server (HTTPErrorAnswer), an HTTP client on the loop (and RReqSender on
+        // it), and a blocking HTTP client.
         .target(name: "TapHTTPService", dependencies: ["TapNet", "TapHTTP", "TapCrypto", "TapCore"], swiftSettings: strict),
         // JOSE: JWK, JWS, JWE, JWT, including the EMV deviceData variant.
         .target(name: "TapJOSE", dependencies: ["TapCrypto", "TapCore"], swiftSettings: strict),
-        // EMV 3DS model: message kinds and summaries, 3DS messages found in HTTP bodies, masking and card-number redaction,
-        // app-channel crypto (CReq/CRes), acsSignedContent, key logs, `decode`.
+        // The typed EMV 3DS model: message kinds and summaries, versions, channels, categories, transStatus, transaction IDs,
+        // the decryption state; the message builders and the typed changes made to a message; 3DS messages found in HTTP
+        // bodies, masking and card-number redaction, app-channel crypto (CReq/CRes), acsSignedContent (and its bad-signature
+        // fault), key logs, `decode`.
         .target(name: "TapEMV", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
         // The per-user directory (~/.3dstape) and the identities kept in it: the interception CA (and the Apple configuration
         // profile that installs it), the test key sets (the sandbox's and key substitution's DS root, DS and ACS keys), and a
         // DS's certificates as a client reads them (DSIdentity).
         .target(name: "TapIdentity", dependencies: ["TapJOSE", "TapCrypto", "TapCore"], swiftSettings: strict),
-        // Command-line argument parsing (shaped like swift-argument-parser, which cannot be a dependency here).
+        // Typed command-line options, declared once (parsed, checked, and making --help), and the one exit-code rule (ExitStatus);
+        // shaped like swift-argument-parser, which cannot be a dependency here.
         .target(name: "TapArguments", dependencies: ["TapCore"], swiftSettings: strict),
         // The built-in DS + ACS simulator (with its gateways and test cards), the SDK-like client that plays a 3DS SDK and a
         // 3DS Server, and client-replay's live side (ClientReplayer: recorded transactions re-sent with fresh IDs and keys).
         .target(name: "TapSandbox", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
-        // Session files: the schema, the single writer, and the reader. Knows the tables, not 3DS: what is stored of an
+        // Session files: the schema, the single writer (and its backpressure rule), and the reader. Knows the tables, not 3DS: what is stored of an
         // exchange is what the writer's stages (ExchangeStage) leave.
         .target(name: "TapStore", dependencies: ["TapSQLite", "TapCompression", "TapCore"], exclude: ["SCHEMA.md"],
                 swiftSettings: strict),
         // The recorder's stages before the writer (content decoding, 3DS extraction and masking, app-channel decryption),
-        // the writer that runs them, and `decrypt` of a stored session.
+        // the session writer made with them (SessionWriter(path:meta:keys:)), `decrypt` of a stored session, and the one
+        // reading of a stored decryption note.
         .target(name: "TapRecording", dependencies: ["TapStore", "TapEMV", "TapCompression", "TapCore"], swiftSettings: strict),
-        // The recording proxy: forward (CONNECT + TLS interception with the CA it is given) and reverse modes, and the 3DS layer
-        // (masking and key logs through TapEMV, key substitution).
+        // The recording proxy: forward (CONNECT + TLS interception with the CA it is given, or a pass-through tunnel) and reverse
+        // modes, handing each exchange to a session writer; and key substitution (`record --decrypt substitute`).
         .target(name: "TapProxy", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
-        // The replayer: plays the servers of a recorded session (matching, ID rewriting, fresh app-channel keys, timing).
+        // The replayer: plays the servers of a recorded session (matching, ID rewriting, fresh app-channel keys, timing), with
+        // fault rules (message, gateway, transport) checked before it starts, and the named failure scenarios with their expectations.
         .target(name: "TapReplay", dependencies: ["TapHTTPService", "TapNet", "TapHTTP", "TapRecording", "TapStore", "TapEMV", "TapJOSE", "TapCrypto", "TapCore"],
                 swiftSettings: strict),
-        // Inspection and interchange: validation against the 3DS rules, session diffs, HAR, Mermaid and JSON lines.
+        // Inspection and interchange: a session's 3DS transactions, validation against the 3DS rules, session diffs, HAR,
+        // sequence diagrams (Mermaid, SVG), JSON renderings, `show --profile` (PXP, Trust Payments), the glossary.
         .target(name: "TapInspect", dependencies: ["TapRecording", "TapStore", "TapHTTP", "TapEMV", "TapJOSE", "TapCore"], swiftSettings: strict),
         // The web inspector (`3dstape web`): a read-only JSON API over session files and a single page, built in.
         .target(name: "TapWeb", dependencies: ["TapInspect", "TapRecording", "TapStore", "TapSQLite", "TapEMV", "TapHTTPService", "TapHTTP", "TapNet", "TapCore"],
@@ -103,11 +115,11 @@ let package = Package(
         // The `3dstape` command line.
         .executableTarget(name: "TapCLI",
                           dependencies: ["TapArguments", "TapCheck", "TapClientReplay", "TapInspect", "TapWeb", "TapProxy", "TapReplay", "TapSandbox", "TapHTTPService", "TapRecording", "TapStore", "TapNet", "TapHTTP",
-                                         "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore", "CLinux"],
+                                         "TapEMV", "TapIdentity", "TapJOSE", "TapCrypto", "TapCore"],
                           swiftSettings: strict),
         // libFuzzer's driver entry point (header only; linked when built with -sanitize=fuzzer).
         .systemLibrary(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
-        // Fuzz targets for the parsers (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
+        // Fuzz targets for the parsers, the HTTP server and the options (tools/fuzz/run.sh builds them with -sanitize=fuzzer and -DFUZZING).
         .executableTarget(name: "TapFuzz", dependencies: ["CFuzzDriver", "TapHTTP", "TapEMV", "TapJOSE", "TapStore", "TapCore",
                                                           "TapReplay", "TapNet", "TapCrypto", "TapInspect"]),
         // Component benchmarks for tools/bench (the session writer alone, beside Python's sqlite3; masking).

@@ -8,13 +8,11 @@ import TapStore
 
 /// `3dstape check`: runs failure scenarios against a client (an SDK's UI test, a 3DS Server, `3dstape client`) and says
 /// pass or fail for each, judged from the replay session against the scenario's expectation: for CI.
-struct CheckCommand: Command {
+struct CheckCommand: RunsAgainstReplay {
     let name = "check"
-    let usesUserKeys = true
-    let runsACommand = true
     let abstract = "Run failure scenarios against a client and judge what it did: pass/fail per scenario, JUnit for CI"
     let usage = "3dstape check SESSION [--scenario NAME]... [--all] [--expect FILE] [--runs N] [--listen HOST:PORT] [--command-timeout D] "
-        + "[--junit FILE] [--json] [--report DIR] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
+        + "[--junit FILE] [--json] [--report DIR] " + CheckCommand.commandUsage
     let maxPositionals = 256
     static let scenario = Option("scenario", "NAME", CustomValue { (n, o) throws(InvalidArguments) -> ReplayScenario in
         guard let s = ReplayScenario.named(n) else { throw InvalidArguments("--\(o) \(n): no such scenario; '3dstape scenarios' lists them") }
@@ -25,7 +23,6 @@ struct CheckCommand: Command {
     static let runs = Option("runs", "N", WholeNumberValue(1...100), default: 1, help: "runs per scenario (default 1); a scenario passes when every run passes")
     static let listen = Option("listen", "HOST:PORT", HostPortValue(),
                                help: "the replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)")
-    static let allowRemote = Flag("allow-remote", help: "let --listen be an address other machines can reach")
     static let commandTimeout = Option("command-timeout", "DURATION", DurationValue.timeout, default: 120,
                                        help: "end a run's command, with its process group, after this long (default 120s)")
     static let junit = Option("junit", "FILE", PathValue(), help: "write the verdicts as JUnit XML")
@@ -36,9 +33,7 @@ struct CheckCommand: Command {
                                  report.spec, json.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
-        let command = Array(args.positionals.dropFirst())
-        guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
+        let (path, command) = try sessionAndCommand(args)
         do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
         let named = try args.all(Self.scenario)
         if args.has(Self.all), !named.isEmpty { throw InvalidArguments("--all and --scenario: give one or the other") }
@@ -58,8 +53,7 @@ struct CheckCommand: Command {
         let runs = try args.value(Self.runs, default: 1)
         let commandTimeout = try args.value(Self.commandTimeout, default: 120)
         if let junit = try args.value(Self.junit) { try ReportDirectory.checkJUnitPath(junit) }
-        let listen = try args.singleListenAddress(Self.listen, default: "127.0.0.1:0",
-                                                  remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there").bound
+        let listen = try replayerAddress(args, Self.listen)
         let catalog: ReplayCatalog
         do { catalog = try ReplayCatalog.load(path: path) } catch let e as SessionFileError { throw CommandFailure(e.message) }
         let undecrypted = catalog.undecryptedProblems()

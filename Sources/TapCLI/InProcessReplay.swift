@@ -1,4 +1,5 @@
 import Foundation
+import TapArguments
 import TapCore
 import TapCrypto
 import TapIdentity
@@ -61,5 +62,33 @@ struct InProcessReplay {
         if !outcome.ending.stopped { usleep(200_000) } // an RReq or a last request in flight
         stack.stop()
         return outcome
+    }
+}
+
+/// A command that runs a client (the command after `--`) against an `InProcessReplay` (`check`, `timeouts`): what the two
+/// share is declared here once: the session and the command from the positionals, the replayer's `--listen` address
+/// (loopback unless `--allow-remote`), the end of the usage line, and that it uses the user's keys and runs a command.
+protocol RunsAgainstReplay: Command {}
+
+extension RunsAgainstReplay {
+    var usesUserKeys: Bool { true }
+    var runsACommand: Bool { true }
+
+    /// How the usage line ends: the command, and what its arguments' placeholders become.
+    static var commandUsage: String { "-- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)" }
+    static var allowRemote: Flag { Flag("allow-remote", help: "let --listen be an address other machines can reach") }
+
+    /// The session (the first positional) and the command to run (the rest, after `--`), both required.
+    func sessionAndCommand(_ args: ParsedArguments) throws -> (session: String, command: [String]) {
+        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
+        let command = Array(args.positionals.dropFirst())
+        guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
+        return (path, command)
+    }
+
+    /// The replayer's one `--listen` address (default a free loopback port each run); beyond loopback only with --allow-remote.
+    func replayerAddress(_ args: ParsedArguments, _ listen: Option<HostPortValue>) throws -> HostPort {
+        try args.singleListenAddress(listen, default: "127.0.0.1:0",
+                                     remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there").bound
     }
 }

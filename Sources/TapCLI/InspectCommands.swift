@@ -12,8 +12,7 @@ struct LsCommand: Command {
     let abstract = "List the *.3dstape session files in DIR (default sessions/): label, created, exchanges, 3DS transactions, outcome"
     let usage = "3dstape ls [DIR] [--json]"
     let maxPositionals = 1
-    static let json = Flag("json", help: "print a JSON array")
-    let options: [OptionSpec] = [json.spec]
+    let options: [OptionSpec] = [JSONList.flag.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let dir = args.positionals.first ?? "sessions"
@@ -28,7 +27,7 @@ struct LsCommand: Command {
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue else { continue }
             do { rows.append(try SessionReader(path: path).summary()) } catch { problems.append("\(n): \(error)") }
         }
-        if args.has(Self.json) {
+        if args.has(JSONList.flag) {
             io.json(JSON.array(rows.map(\.json)))
         } else {
             let table = [["FILE", "LABEL", "CREATED", "EXCHANGES", "3DS TX", "OUTCOME", "DURATION"]] + rows.map { r in

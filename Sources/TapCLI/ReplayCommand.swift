@@ -263,11 +263,10 @@ struct ScenariosCommand: Command {
     let abstract = "List the named 3DS failure scenarios for 'replay --scenario' (rules, expected behaviour, what SDKs show)"
     let usage = "3dstape scenarios [--json]"
     let maxPositionals = 0
-    static let json = Flag("json", help: "print a JSON array")
-    let options: [OptionSpec] = [json.spec]
+    let options: [OptionSpec] = [JSONList.flag.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        if args.has(Self.json) {
+        if args.has(JSONList.flag) {
             io.json(JSON.array(ReplayScenario.all.map { s in
                 .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
                          ("expected", .string(s.expected)), ("expectation", .array(s.expectation.map(\.json))),

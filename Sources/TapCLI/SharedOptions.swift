@@ -53,6 +53,11 @@ struct HostPatternsValue: OptionValueParser {
     }
 }
 
+/// `--json` of the commands that list things (`ls`, `scenarios`), declared once: the list as one JSON array.
+enum JSONList {
+    static let flag = Flag("json", help: "print a JSON array")
+}
+
 /// The options every listening command takes for listening beyond loopback, and its connection cap, declared once.
 enum RemoteListening {
     static let maxConnections = Option("max-connections", "N", WholeNumberValue(1...Int.max, refusal: { "--\($0) \($1): expected a positive number" }),

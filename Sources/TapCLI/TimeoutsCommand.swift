@@ -9,13 +9,11 @@ import TapReplay
 import TapStore
 
 /// `3dstape timeouts`: sweeps the delay of one message across replays and finds when the client gives up.
-struct TimeoutsCommand: Command {
+struct TimeoutsCommand: RunsAgainstReplay {
     let name = "timeouts"
-    let usesUserKeys = true
-    let runsACommand = true
     let abstract = "Sweep the delay of one message over replays of a session and find when a client gives up"
     let usage = "3dstape timeouts SESSION --message MATCH [--from DURATION] [--to DURATION] [--step DURATION | --bisect] [--runs N] "
-        + "[--report DIR] [--json] [--listen HOST:PORT] -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)"
+        + "[--report DIR] [--json] [--listen HOST:PORT] " + TimeoutsCommand.commandUsage
     let maxPositionals = 256
     static let message = Option("message", "MATCH", TextValue(),
                                 help: "the answer to delay, as for replay --delay: CRes, CRes#2, ARes, exchange:7, path:/acs/challenge")
@@ -32,7 +30,6 @@ struct TimeoutsCommand: Command {
     static let json = Flag("json", help: "print the result as JSON")
     static let listen = Option("listen", "HOST:PORT", HostPortValue(),
                                help: "the in-process replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)")
-    static let allowRemote = Flag("allow-remote", help: "let --listen be an address other machines can reach")
     let options: [OptionSpec] = [message.spec, from.spec, to.spec, step.spec, bisect.spec, runs.spec, report.spec, seed.spec, commandTimeout.spec,
                                  json.spec, listen.spec, allowRemote.spec]
 
@@ -80,9 +77,7 @@ struct TimeoutsCommand: Command {
     }
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
-        let command = Array(args.positionals.dropFirst())
-        guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
+        let (path, command) = try sessionAndCommand(args)
         guard let matchText = try args.value(Self.message), let match = DelayRule.Match.parse(matchText) else {
             throw InvalidArguments("--message MATCH is required: CRes, CRes#2, ARes, exchange:7 or path:/p")
         }
@@ -97,8 +92,7 @@ struct TimeoutsCommand: Command {
         let commandTimeout = try args.value(Self.commandTimeout)
         let runs = try args.value(Self.runs, default: 1)
         let seed = try args.value(Self.seed, default: 0)
-        let listen = try args.singleListenAddress(Self.listen, default: "127.0.0.1:0",
-                                                  remedy: "the replayer would answer other machines with the session's data; add --allow-remote to listen there")
+        let listen = try replayerAddress(args, Self.listen)
         // A command that cannot start is refused before any replay (exit 2), not swept as "no delay tried".
         do { try CommandGroup.checkStartable(command) } catch { throw InvalidArguments(error.description) }
         let catalog: ReplayCatalog
@@ -123,7 +117,7 @@ struct TimeoutsCommand: Command {
                 io.err(String(format: "timeouts: %@ delayed %@, run %d of %d …", TerminalText.escaped(matchText), ReplayFaults.describe(delay), n, runs))
                 let r = try runOnce(catalog: catalog, identity: identity, match: match, delay: delay, seed: seed, command: command,
                                     session: TimeoutsCommand.freshName(in: report, "delay-\(Checked.milliseconds(delay))ms-run\(n)"),
-                                    timeout: commandTimeout ?? delay + 60, stop: stop, listen: listen.bound)
+                                    timeout: commandTimeout ?? delay + 60, stop: stop, listen: listen)
                 results.append(r)
                 if let why = TimeoutsCommand.didNotStart(r, command: command) { throw InvalidArguments(why) }
                 outcomes.append(r.outcome)

@@ -243,16 +243,24 @@ enum MemoryBIO {
     }
 }
 
+/// A key held by OpenSSL as `PublicKey` and `PrivateKey` hold one: with the type it was checked to be (P-256 or RSA).
+protocol CheckedKeyType {
+    /// A key whose type is known (made here as P-256 or RSA), without asking OpenSSL again.
+    init(_ key: EVPKey, type: KeyType)
+}
+
+extension CheckedKeyType {
+    /// A key from OpenSSL (parsed, or made from components), refused unless it is P-256 or RSA.
+    init(_ key: EVPKey) throws(CryptoError) {
+        self.init(key, type: try key.supportedType())
+    }
+}
+
 /// A public key (EC P-256 or RSA): verifies signatures, encrypts with RSA-OAEP-256, is the peer in ECDH.
-public struct PublicKey: Sendable {
+public struct PublicKey: Sendable, CheckedKeyType {
     let key: EVPKey
     /// Whether this is a P-256 or an RSA key.
     public let type: KeyType
-
-    init(_ key: EVPKey) throws(CryptoError) {
-        type = try key.supportedType()
-        self.key = key
-    }
 
     /// A P-256 public key from its 32-byte affine coordinates; rejects points not on the curve.
     public init(p256X x: [UInt8], y: [UInt8]) throws(CryptoError) {
@@ -347,15 +355,10 @@ extension PublicKey: Equatable {
 }
 
 /// A private key (EC P-256 or RSA): signs, decrypts RSA-OAEP-256, derives ECDH secrets.
-public struct PrivateKey: Sendable {
+public struct PrivateKey: Sendable, CheckedKeyType {
     let key: EVPKey
     /// Whether this is a P-256 or an RSA key.
     public let type: KeyType
-
-    init(_ key: EVPKey) throws(CryptoError) {
-        type = try key.supportedType()
-        self.key = key
-    }
 
     /// Generates a fresh P-256 key pair.
     public static func generateP256() throws(CryptoError) -> PrivateKey {

@@ -36,7 +36,7 @@ public final class LeafCertificateCache: Sendable {
     public var count: Int { cache.withLock { $0.count } }
 }
 
-/// TLS protocol versions 3dstape reports.
+/// Which side of a TLS connection a context plays.
 public enum TLSRole: Sendable { case server, client }
 
 /// An `SSL_CTX`: a server that mints a leaf per SNI name, or a client that verifies its peer.
