@@ -181,6 +181,7 @@ public final class HTTPServer: @unchecked Sendable {
             self.accept(fd, peer)
         }
         l.onBackoff = { [weak self] line in self?.onLog?(line) }
+        if stampsArrivals { l.stampArrivals() }
         try l.start()
         accepted.value.listener = l
         return l.address

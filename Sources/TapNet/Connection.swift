@@ -501,6 +501,13 @@ public final class Listener: EventHandler {
         self.address = HostPort(host: address.host, port: port)
     }
 
+    /// Has the kernel stamp what the accepted connections receive from their first byte on (they inherit SO_TIMESTAMPNS;
+    /// each still takes the stamps with `Connection.stampArrivals`). Set on the listener, the kernel's receive timestamps
+    /// are on before any client connects (the kernel turns them on system-wide a moment after the first socket asks).
+    /// False where the platform has none.
+    @discardableResult
+    public func stampArrivals() -> Bool { Platform.enableReceiveTimestamps(fd) }
+
     /// Starts accepting. Call on the loop thread.
     public func start() throws(NetError) {
         registration = try loop.register(fd: fd, handler: self, readable: true, writable: false)

@@ -190,6 +190,12 @@ public final class EventLoop: @unchecked Sendable {
         return top.deadline > now ? Int64(min(top.deadline - now, UInt64(Int64.max))) : 0
     }
 
+    /// Whether the earliest timer's deadline has passed (a cancelled one counts: `runDueTimers` drops it).
+    @inline(__always) private func timerIsDue() -> Bool {
+        guard let top = timerHeap.first else { return false }
+        return top.deadline <= EventLoop.nowNanos()
+    }
+
     /// Work put off until the timers due now have run (`afterDueTimers`), in the order it was put off.
     private var deferred: [() -> Void] = []
 
@@ -254,8 +260,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// One turn of the loop on the calling thread, which becomes the loop's thread: the due timers, the sockets that
-    /// are ready (waiting at most `maxWaitNanos` for one, or until the next timer if that is sooner; 0 does not wait),
-    /// then the queued tasks. For code that steps a loop itself instead of giving it a thread (the fuzz targets).
+    /// are ready (waiting at most `maxWaitNanos` for one, or until the next timer if that is sooner; 0 does not wait; a
+    /// timer that falls due meanwhile runs between two of them), then the queued tasks. For code that steps a loop itself instead of giving it a thread (the fuzz targets).
     /// Returns how much it did: timers run, descriptors handled and tasks run (0: nothing was ready).
     @discardableResult
     public func runOnce(maxWaitNanos: Int64 = 0) -> Int {
@@ -281,6 +287,9 @@ public final class EventLoop: @unchecked Sendable {
             guard let h = handlers[id] else { continue } // stale event: already deregistered
             let r = backend.readiness(i)
             h.handler.handleEvent(readable: r.readable, writable: r.writable, hangup: r.hangup)
+            // A timer that fell due while this descriptor was handled runs now, not after the rest of the turn's (up to 256
+            // of them: a burst of requests, each parsed and matched, kept a due answer waiting for all of them).
+            if i + 1 < n, timerIsDue() { _ = runDueTimers() }
         }
         runDeferred() // what the handlers put off, before the tasks (which may have seen their answers)
         let pending = tasks.withLock { t -> [@Sendable () -> Void] in
