@@ -4,6 +4,10 @@
 #      a seeded delay between 10 ms and 1 s (--timing none --jitter uniform:10ms-1s), so that they are in flight
 #      together; error = first byte seen by the client (from the moment its request was written) minus the scheduled
 #      delay (read back from the replay session), p50 / p99 / max, and the peak number in flight. Target p99 <= 1 ms.
+#      Printed twice: first byte as the Python client's epoll loop saw it (perf_counter: includes the client's own
+#      wake-up and waits for a core), then as the kernel received it on the client's socket (SO_TIMESTAMPNS, less the
+#      send moment on the same clock: what the replayer did); then the replayer's own view (its actual - scheduled
+#      delay, from the request's arrival) and what lies outside it (the kernel figure less the replayer's own).
 #   2. throughput with --timing none: frictionless AReq -> ARes at 16 connections (wrk, a Lua script that varies
 #      threeDSServerTransID and sdkTransID per request), beside nginx serving the same ARes as a static answer.
 #      Target >= 0.3x nginx.
