@@ -61,8 +61,26 @@ kill $up 2>/dev/null || true
 "$tape" replay "$work/one.3dstape" --listen "127.0.0.1:$REP" --timing none --jitter uniform:10ms-1s --seed 1 \
   --ignore-field i --session "$work/timing.3dstape" --quiet 2>"$work/rep1.log" & rep=$!
 wait_port $REP
+# Each replayer thread's time on a core and time waiting for one (/proc/PID/task/*/schedstat) across the client's run:
+# what the machine's other load took from the replayer.
+sched_snapshot() { for t in /proc/$rep/task/*; do printf '%s %s\n' "$(tr ' ' _ <"$t/comm")" "$(cat "$t/schedstat")"; done 2>/dev/null || true; }
+sched_snapshot > "$work/sched0.txt"
 python3 "$here/replay_client.py" timing $REP "$count" > "$work/client-timing.txt"
+sched_snapshot > "$work/sched1.txt"
 kill -INT $rep; wait $rep || true
+sched_line=$(python3 - "$work/sched0.txt" "$work/sched1.txt" <<'PY'
+import sys
+def read(p):
+    d = {}
+    for l in open(p):
+        f = l.split()
+        if len(f) >= 4: d.setdefault(f[0], [0, 0]); d[f[0]][0] += int(f[1]); d[f[0]][1] += int(f[2])
+    return d
+a, b = read(sys.argv[1]), read(sys.argv[2])
+print("; ".join(f"{n}: {(b[n][0] - a.get(n, [0, 0])[0]) / 1e6:.1f} ms on a core, {(b[n][1] - a.get(n, [0, 0])[1]) / 1e6:.1f} ms waiting for one"
+                for n in sorted(b) if b[n][0] - a.get(n, [0, 0])[0] > 1e5))
+PY
+)
 inflight=$(sqlite3 "$work/timing.3dstape" "SELECT max(c) FROM (SELECT (SELECT count(*) FROM exchanges b WHERE b.t_request_start <= a.t_request_start AND b.t_first_byte > a.t_request_start) AS c FROM exchanges a WHERE a.path = '/bench')")
 sqlite3 "$work/timing.3dstape" "SELECT json_extract(CAST(e.request_body AS TEXT), '\$.i'), r.scheduled_delay_ms, r.actual_delay_ms FROM exchanges e JOIN replay_matches r ON r.exchange_id = e.id WHERE e.path = '/bench'" | tr '|' ' ' > "$work/scheduled.txt"
 # Per request: the client's figure (perf_counter), the kernel's (SO_TIMESTAMPNS: when the answer reached the client's
@@ -96,6 +114,7 @@ print_timing() {
   printf '   kernel receive timestamp: p50 %+.3f ms   p99 %+.3f ms   max %+.3f ms   (%s requests)\n' "$k50" "$k99" "$kmax" "$kn"
   printf '   (the replayer'"'"'s own view, arrival to first byte written: p50 %+.3f ms, p99 %+.3f ms, max %+.3f ms)\n' "$s50" "$s99" "$smax"
   printf '   (outside the replayer'"'"'s view, kernel figure less its own: p50 %+.3f ms, p99 %+.3f ms)\n' "$o50" "$o99"
+  echo "   replayer threads while the client ran: ${sched_line:-(no schedstat)}"
 }
 if [ "${BENCH_REPLAY_TIMING_ONLY:-0}" = 1 ]; then
   echo; echo "3dstape replay benchmark ($(nproc) cores, loopback), part 1 only (BENCH_REPLAY_TIMING_ONLY=1)"
