@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <time.h>
+#include <string.h>
+#include <sys/uio.h>
 
 int clinux_socket_error(int fd) {
     int err = 0;
@@ -70,5 +72,39 @@ int clinux_epoll_wait_ns(int epfd, uint32_t *events, uint64_t *data, int max, in
 
 int clinux_set_child_subreaper(int on) {
     return prctl(PR_SET_CHILD_SUBREAPER, on ? 1 : 0, 0, 0, 0);
+}
+
+int clinux_enable_rx_timestamps(int fd) {
+    int one = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+}
+
+long clinux_recv_stamped(int fd, void *buf, unsigned long len, int64_t *stamp_ns) {
+    struct iovec iov = { buf, len };
+    union { char bytes[CMSG_SPACE(sizeof(struct timespec))]; struct cmsghdr align; } control;
+    struct msghdr msg = { 0 };
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof(control.bytes);
+    *stamp_ns = 0;
+    ssize_t n = recvmsg(fd, &msg, 0);
+    if (n <= 0) return (long)n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+            *stamp_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        }
+    }
+    return (long)n;
+}
+
+int clinux_set_timer_slack(unsigned long ns) {
+    return prctl(PR_SET_TIMERSLACK, ns, 0, 0, 0);
+}
+
+long clinux_timer_slack(void) {
+    return (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
 }
 #endif

@@ -143,6 +143,10 @@ public final class HTTPServer: @unchecked Sendable {
     public var passesThrough: ((HostPort) -> Bool)?
     /// Called on the loop when a tunnel (`passesThrough`) ends, with what was seen of it.
     public var onTunnelEnded: ((TunnelReport) -> Void)?
+    /// Whether each connection's reads take the kernel's receive time of their bytes (`Connection.stampArrivals`), so that
+    /// a handler can count from when its request arrived (`EventLoop.inputArrivedNanos`, while it is being delivered):
+    /// the replayer's delays. Set before `start`.
+    public var stampsArrivals = false
     /// Operational log lines (accepting paused for lack of file descriptors …).
     public var onLog: ((String) -> Void)?
     /// Connections open now.
@@ -177,6 +181,7 @@ public final class HTTPServer: @unchecked Sendable {
             self.accept(fd, peer)
         }
         l.onBackoff = { [weak self] line in self?.onLog?(line) }
+        if stampsArrivals { l.stampArrivals() }
         try l.start()
         accepted.value.listener = l
         return l.address
@@ -209,6 +214,7 @@ public final class HTTPServer: @unchecked Sendable {
             return
         }
         sc.connection = c
+        if stampsArrivals { c.stampArrivals() }
         accepted.value.connections[ObjectIdentifier(sc)] = sc
         sc.start()
         if let tls {

@@ -180,6 +180,20 @@ public final class Connection: EventHandler {
     /// The TLS session, once started.
     public var tlsSession: TLSSession? { tls }
 
+    /// Whether reads take the kernel's receive time of their bytes (`stampArrivals`).
+    private var stampsArrivals = false
+
+    /// From now on each read takes the kernel's receive time of its bytes (SO_TIMESTAMPNS where the platform has it), and
+    /// the loop holds it as `inputArrivedNanos` while the bytes are handed to the delegate: so that what the delegate does
+    /// with them can count from when they arrived, not from when the loop came to them (the replayer's delays). False
+    /// where the platform gives no such time (reads then go on as before, without one).
+    @discardableResult
+    public func stampArrivals() -> Bool {
+        guard !isClosed, fd >= 0, Platform.enableReceiveTimestamps(fd) else { return false }
+        stampsArrivals = true
+        return true
+    }
+
     /// Queues plaintext for sending (encrypting it if TLS is on).
     public func write(_ bytes: [UInt8]) { write(bytes, []) }
 
@@ -347,10 +361,21 @@ public final class Connection: EventHandler {
         // Stops as soon as the delegate pauses reading (backpressure), not after the round's remaining reads.
         while !isClosed, !readingPaused, rounds < 16 {
             rounds += 1
-            let (n, capacity) = loop.readBuffer.withUnsafeMutableBytes { ($0.count == 0 ? 0 : recv(fd, $0.baseAddress, $0.count, 0), $0.count) }
+            var stamp: Int64 = 0
+            let (n, capacity) = loop.readBuffer.withUnsafeMutableBytes { buffer -> (Int, Int) in
+                guard buffer.count > 0 else { return (0, 0) }
+                return (stampsArrivals ? Platform.receive(fd, buffer.baseAddress, buffer.count, stampNanos: &stamp)
+                                       : recv(fd, buffer.baseAddress, buffer.count, 0), buffer.count)
+            }
             if n > 0 {
                 bytesIn += n
-                deliver(Array(loop.readBuffer[0..<n]))
+                if stamp > 0 {
+                    loop.inputArrivedNanos = EventLoop.monotonicNanos(ofRealtime: stamp)
+                    deliver(Array(loop.readBuffer[0..<n]))
+                    loop.inputArrivedNanos = nil
+                } else {
+                    deliver(Array(loop.readBuffer[0..<n]))
+                }
                 if n < capacity { return }
                 continue
             }
@@ -475,6 +500,13 @@ public final class Listener: EventHandler {
         }
         self.address = HostPort(host: address.host, port: port)
     }
+
+    /// Has the kernel stamp what the accepted connections receive from their first byte on (they inherit SO_TIMESTAMPNS;
+    /// each still takes the stamps with `Connection.stampArrivals`). Set on the listener, the kernel's receive timestamps
+    /// are on before any client connects (the kernel turns them on system-wide a moment after the first socket asks).
+    /// False where the platform has none.
+    @discardableResult
+    public func stampArrivals() -> Bool { Platform.enableReceiveTimestamps(fd) }
 
     /// Starts accepting. Call on the loop thread.
     public func start() throws(NetError) {

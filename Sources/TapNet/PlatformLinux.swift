@@ -41,6 +41,27 @@ public enum Platform {
     @discardableResult
     public static func adoptOrphans() -> Bool { clinux_set_child_subreaper(1) == 0 }
 
+    /// Asks the kernel to stamp what `fd` receives (SO_TIMESTAMPNS), for `receive`. True when it took effect.
+    static func enableReceiveTimestamps(_ fd: Int32) -> Bool { clinux_enable_rx_timestamps(fd) == 0 }
+
+    /// recv(2) through recvmsg: `stampNanos` gets the kernel's receive time of what was read (CLOCK_REALTIME nanoseconds,
+    /// on a socket given `enableReceiveTimestamps`), or 0 when there is none. Returns what recv returns.
+    static func receive(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int, stampNanos: inout Int64) -> Int {
+        Int(clinux_recv_stamped(fd, buffer, UInt(count), &stampNanos))
+    }
+
+    /// Sets the calling thread's timer slack to 1 ns (PR_SET_TIMERSLACK; 0 would mean the default). The kernel lets a
+    /// thread's timed wait end up to its slack after the deadline (50 us by default) so that wake-ups coalesce; an event
+    /// loop that replays delays wants them at the deadline. True when it took effect.
+    @discardableResult
+    static func tightenTimerSlack() -> Bool { clinux_set_timer_slack(1) == 0 }
+
+    /// The calling thread's timer slack in nanoseconds (PR_GET_TIMERSLACK), or nil when it cannot be read.
+    public static var timerSlackNanos: Int? {
+        let v = clinux_timer_slack()
+        return v < 0 ? nil : Int(v)
+    }
+
     /// The longest thread name the system keeps (Linux: 15 bytes; a longer one is refused whole).
     public static let threadNameLimit = 15
 }

@@ -97,6 +97,23 @@ public enum Platform {
     @discardableResult
     public static func adoptOrphans() -> Bool { false }
 
+    /// Asks the kernel to stamp what `fd` receives (Linux's SO_TIMESTAMPNS): none here, so false, and `receive` gives no stamp.
+    static func enableReceiveTimestamps(_ fd: Int32) -> Bool { false }
+
+    /// recv(2); `stampNanos` is set to 0 (no kernel receive time on this platform).
+    static func receive(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int, stampNanos: inout Int64) -> Int {
+        stampNanos = 0
+        return recv(fd, buffer, count, 0)
+    }
+
+    /// Makes the calling thread's timed waits end as close to their deadline as the system allows (Linux's timer slack):
+    /// nothing to set here. False: not set.
+    @discardableResult
+    static func tightenTimerSlack() -> Bool { false }
+
+    /// The calling thread's timer slack in nanoseconds, where the system has one (nil here).
+    public static var timerSlackNanos: Int? { nil }
+
     /// The longest thread name the system keeps (macOS: 63 bytes; Linux: 15).
     public static var threadNameLimit: Int {
         #if canImport(Darwin)

@@ -151,6 +151,7 @@ public final class Replayer: @unchecked Sendable {
         s.maxUnsentBytes = maxUnsentBytes
         s.headerTimeout = headerTimeout
         s.idleTimeout = idleTimeout
+        s.stampsArrivals = true // delays count from the request's arrival (`handle`)
         s.onClientAbort = { [weak self] peer in self?.clientGaveUp(peer) }
         if !passThrough.isEmpty {
             let patterns = passThrough
@@ -210,8 +211,12 @@ public final class Replayer: @unchecked Sendable {
     func handle(_ req: HTTPRequest, _ peer: ServerPeer, _ answerWith: @escaping (HTTPServerAnswer) -> Void) {
         let respond: (HTTPReply) -> Void = { answerWith(.reply($0)) }
         if refusedForwardingLoop(req, respond) { return }
-        let started = Date().timeIntervalSince1970
-        let startedNanos = EventLoop.nowNanos()
+        // The request began when its last byte reached the socket (the kernel's receive time), as the client sees it, not
+        // when the loop came to it: a loop busy with other answers, or waiting for a core, delays neither the delay's
+        // start nor the record's. A request taken later from a pipeline (not in the read that completed it) begins now.
+        let nowNanos = EventLoop.nowNanos()
+        let startedNanos = min(loop.inputArrivedNanos ?? nowNanos, nowNanos)
+        let started = Date().timeIntervalSince1970 - Double(nowNanos - startedNanos) / 1e9
         let conn = connectionID(peer, at: started)
         let seq = perConnection.value.seqs[conn, default: 0] + 1
         perConnection.value.seqs[conn] = seq
@@ -276,17 +281,6 @@ public final class Replayer: @unchecked Sendable {
                 case .fault(.dribble): return (answer.status, "answer dribbled (fault)")
                 }
             }()
-            var record = record
-            var outcome = sent.outcome
-            if let finishedSending {
-                let waited = Double(finishedSending &- startedNanos) / 1e6
-                record.clientAbortAt = record.requestStart + waited / 1000
-                record.error = String(format: "client closed its side of the connection (FIN) after %.1f ms, before its answer "
-                                      + "(scheduled at %.1f ms); answered anyway", waited, annotation.scheduledDelayMs ?? 0)
-                outcome += String(format: " after the client's FIN at %.1f ms", waited)
-            }
-            self.finishRecord(record, annotation, status: sent.status, headers: answer.headers, body: answer.body, actualMs: actual,
-                              outcome: outcome, plaintext: answer.responsePlaintext)
             if answer.miss != nil {
                 self.counts.missed += 1
             } else if answer.closing {
@@ -297,11 +291,26 @@ public final class Replayer: @unchecked Sendable {
             if let r = answer.rreq {
                 self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
             }
-            if let dropped = answer.rreqDropped {
-                // No exchange is made for an RReq never sent: the session says so, for whoever judges the run.
-                self.counts.rreqsDropped += 1
-                self.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rreq",
-                                          detail: "dropped by fault (drop-rreq): transaction \(dropped)"))
+            if answer.rreqDropped != nil { self.counts.rreqsDropped += 1 }
+            // The record waits until every answer due now is written: another timer due in this turn sends its answer
+            // first, not after this one's bookkeeping (the record, the live view's line, the writer's queue).
+            self.loop.afterDueTimers {
+                var record = record
+                var outcome = sent.outcome
+                if let finishedSending {
+                    let waited = Double(finishedSending &- startedNanos) / 1e6
+                    record.clientAbortAt = record.requestStart + waited / 1000
+                    record.error = String(format: "client closed its side of the connection (FIN) after %.1f ms, before its answer "
+                                          + "(scheduled at %.1f ms); answered anyway", waited, annotation.scheduledDelayMs ?? 0)
+                    outcome += String(format: " after the client's FIN at %.1f ms", waited)
+                }
+                self.finishRecord(record, annotation, status: sent.status, headers: answer.headers, body: answer.body, actualMs: actual,
+                                  outcome: outcome, plaintext: answer.responsePlaintext)
+                if let dropped = answer.rreqDropped {
+                    // No exchange is made for an RReq never sent: the session says so, for whoever judges the run.
+                    self.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rreq",
+                                              detail: "dropped by fault (drop-rreq): transaction \(dropped)"))
+                }
             }
         }
         perConnection.value.pending[peer] = Pending(timer: nil, record: record, annotation: annotation, startedNanos: startedNanos)

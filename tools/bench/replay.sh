@@ -4,6 +4,10 @@
 #      a seeded delay between 10 ms and 1 s (--timing none --jitter uniform:10ms-1s), so that they are in flight
 #      together; error = first byte seen by the client (from the moment its request was written) minus the scheduled
 #      delay (read back from the replay session), p50 / p99 / max, and the peak number in flight. Target p99 <= 1 ms.
+#      Printed twice: first byte as the Python client's epoll loop saw it (perf_counter: includes the client's own
+#      wake-up and waits for a core), then as the kernel received it on the client's socket (SO_TIMESTAMPNS, less the
+#      send moment on the same clock: what the replayer did); then the replayer's own view (its actual - scheduled
+#      delay, from the request's arrival) and what lies outside it (the kernel figure less the replayer's own).
 #   2. throughput with --timing none: frictionless AReq -> ARes at 16 connections (wrk, a Lua script that varies
 #      threeDSServerTransID and sdkTransID per request), beside nginx serving the same ARes as a static answer.
 #      Target >= 0.3x nginx.
@@ -17,6 +21,7 @@
 # Needs: wrk, nginx (Debian), sqlite3, python3 with cryptography + jwcrypto (tools/interop/.venv).
 # THREEDSTAPE_BENCH_BIN=PATH measures that 3dstape binary instead of building this tree's (to alternate two builds);
 # BENCH_PORT_BASE=N (or THREEDSTAPE_BENCH_PORT_BASE=N) moves its four loopback ports to N..N+3 (default 18281).
+# BENCH_REPLAY_TIMING_ONLY=1 runs part 1 alone.
 # Usage: tools/bench/replay.sh [SECONDS for wrk, default 10] [COUNT, default 1000] [FLOWS, default 1000: the CPU time is read in 10 ms ticks, so fewer flows round it coarsely]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -44,7 +49,10 @@ base="${BENCH_PORT_BASE:-${THREEDSTAPE_BENCH_PORT_BASE:-18281}}"; UP=$base; REC=
 mkfifo "$work/up.stdin"
 python3 "$root/tools/testing/upstream.py" <"$work/up.stdin" >"$work/up.txt" 2>&1 & up=$!; pids+=($up)
 exec {up_stdin}>"$work/up.stdin"
-sleep 0.5; upport=$(awk '/listening/ {print $2}' "$work/up.txt")
+# Its port once it says so (a fixed half-second sleep was too short while other builds loaded the machine).
+upport=""
+for _ in $(seq 200); do upport=$(awk '/listening/ {print $2}' "$work/up.txt"); [ -n "$upport" ] && break; sleep 0.05; done
+[ -n "$upport" ] || { echo "the upstream did not start: $(cat "$work/up.txt")"; exit 1; }
 "$tape" record --reverse "http://127.0.0.1:$upport" --listen "127.0.0.1:$REC" --session "$work/one.3dstape" --quiet 2>/dev/null & rec=$!
 wait_port $REC
 curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d '{"i":0}' "http://127.0.0.1:$REC/bench"
@@ -53,20 +61,66 @@ kill $up 2>/dev/null || true
 "$tape" replay "$work/one.3dstape" --listen "127.0.0.1:$REP" --timing none --jitter uniform:10ms-1s --seed 1 \
   --ignore-field i --session "$work/timing.3dstape" --quiet 2>"$work/rep1.log" & rep=$!
 wait_port $REP
+# Each replayer thread's time on a core and time waiting for one (/proc/PID/task/*/schedstat) across the client's run:
+# what the machine's other load took from the replayer.
+sched_snapshot() { for t in /proc/$rep/task/*; do printf '%s %s\n' "$(tr ' ' _ <"$t/comm")" "$(cat "$t/schedstat")"; done 2>/dev/null || true; }
+sched_snapshot > "$work/sched0.txt"
 python3 "$here/replay_client.py" timing $REP "$count" > "$work/client-timing.txt"
+sched_snapshot > "$work/sched1.txt"
 kill -INT $rep; wait $rep || true
-inflight=$(sqlite3 "$work/timing.3dstape" "SELECT max(c) FROM (SELECT (SELECT count(*) FROM exchanges b WHERE b.t_request_start <= a.t_request_start AND b.t_first_byte > a.t_request_start) AS c FROM exchanges a WHERE a.path = '/bench')")
-sqlite3 "$work/timing.3dstape" "SELECT json_extract(CAST(e.request_body AS TEXT), '\$.i'), r.scheduled_delay_ms, r.actual_delay_ms FROM exchanges e JOIN replay_matches r ON r.exchange_id = e.id WHERE e.path = '/bench'" | tr '|' ' ' > "$work/scheduled.txt"
-timing_line=$(python3 - "$work/client-timing.txt" "$work/scheduled.txt" <<'PY'
+sched_line=$(python3 - "$work/sched0.txt" "$work/sched1.txt" <<'PY'
 import sys
-got = dict(l.split() for l in open(sys.argv[1]))
-sch = {l.split()[0]: l.split()[1:] for l in open(sys.argv[2])}
-err = sorted(float(got[k]) - float(sch[k][0]) for k in got if k in sch)
-srv = sorted(float(v[1]) - float(v[0]) for v in sch.values())
-q = lambda e, p: e[min(len(e) - 1, int(p * len(e)))]
-print(f"{len(err)} {q(err, 0.5):.3f} {q(err, 0.99):.3f} {err[-1]:.3f} {err[0]:.3f} {q(srv, 0.5):.3f} {q(srv, 0.99):.3f} {srv[-1]:.3f}")
+def read(p):
+    d = {}
+    for l in open(p):
+        f = l.split()
+        if len(f) >= 4: d.setdefault(f[0], [0, 0]); d[f[0]][0] += int(f[1]); d[f[0]][1] += int(f[2])
+    return d
+a, b = read(sys.argv[1]), read(sys.argv[2])
+print("; ".join(f"{n}: {(b[n][0] - a.get(n, [0, 0])[0]) / 1e6:.1f} ms on a core, {(b[n][1] - a.get(n, [0, 0])[1]) / 1e6:.1f} ms waiting for one"
+                for n in sorted(b) if b[n][0] - a.get(n, [0, 0])[0] > 1e5))
 PY
 )
+inflight=$(sqlite3 "$work/timing.3dstape" "SELECT max(c) FROM (SELECT (SELECT count(*) FROM exchanges b WHERE b.t_request_start <= a.t_request_start AND b.t_first_byte > a.t_request_start) AS c FROM exchanges a WHERE a.path = '/bench')")
+sqlite3 "$work/timing.3dstape" "SELECT json_extract(CAST(e.request_body AS TEXT), '\$.i'), r.scheduled_delay_ms, r.actual_delay_ms FROM exchanges e JOIN replay_matches r ON r.exchange_id = e.id WHERE e.path = '/bench'" | tr '|' ' ' > "$work/scheduled.txt"
+# Per request: the client's figure (perf_counter), the kernel's (SO_TIMESTAMPNS: when the answer reached the client's
+# socket), the replayer's own (actual - scheduled delay, from the request's arrival as the replayer took it), and what
+# lies between the kernel's figure and the replayer's own (before the replayer took the request, or after it wrote).
+timing_line=$(python3 - "$work/client-timing.txt" "$work/scheduled.txt" <<'PY'
+import math, sys
+got = {l.split()[0]: l.split()[1:] for l in open(sys.argv[1])}
+sch = {l.split()[0]: l.split()[1:] for l in open(sys.argv[2])}
+keys = [k for k in got if k in sch]
+err = sorted(float(got[k][0]) - float(sch[k][0]) for k in keys)
+kern = sorted(float(got[k][1]) - float(sch[k][0]) for k in keys if len(got[k]) > 1 and not math.isnan(float(got[k][1])))
+srv = sorted(float(v[1]) - float(v[0]) for v in sch.values())
+out = sorted(float(got[k][1]) - float(sch[k][1]) for k in keys if len(got[k]) > 1 and not math.isnan(float(got[k][1])))
+q = lambda e, p: e[min(len(e) - 1, int(p * len(e)))] if e else float("nan")
+print(f"{len(err)} {q(err, 0.5):.3f} {q(err, 0.99):.3f} {err[-1]:.3f} {err[0]:.3f} {q(srv, 0.5):.3f} {q(srv, 0.99):.3f} {srv[-1]:.3f}"
+      f" {len(kern)} {q(kern, 0.5):.3f} {q(kern, 0.99):.3f} {kern[-1] if kern else float('nan'):.3f} {q(out, 0.5):.3f} {q(out, 0.99):.3f}")
+PY
+)
+# BENCH_REPLAY_KEEP=DIR keeps part 1's per-request figures there (client-timing.txt: n, client ms, kernel ms;
+# scheduled.txt: n, scheduled ms, the replayer's actual ms).
+if [ -n "${BENCH_REPLAY_KEEP:-}" ]; then mkdir -p "$BENCH_REPLAY_KEEP" && cp "$work/client-timing.txt" "$work/scheduled.txt" "$BENCH_REPLAY_KEEP/"; fi
+print_timing() {
+  local n p50 p99 max min s50 s99 smax kn k50 k99 kmax o50 o99
+  read -r n p50 p99 max min s50 s99 smax kn k50 k99 kmax o50 o99 <<<"$timing_line"
+  echo "-- 1. timing accuracy: $n requests sent within 0.2 s, delays 10 ms - 1 s (seeded), $inflight in flight at the peak; error = client first byte - scheduled"
+  printf '   p50 %+.3f ms   p99 %+.3f ms   max %+.3f ms   (min %+.3f ms)   target p99 <= 1 ms: %s\n' "$p50" "$p99" "$max" "$min" \
+    "$(python3 -c "print('met' if $p99 <= 1 else 'NOT met')")"
+  # The same error with the first byte's time taken by the kernel (SO_TIMESTAMPNS) instead of the Python client's loop:
+  # the figure above less the client's own wake-up and scheduling.
+  printf '   kernel receive timestamp: p50 %+.3f ms   p99 %+.3f ms   max %+.3f ms   (%s requests)\n' "$k50" "$k99" "$kmax" "$kn"
+  printf '   (the replayer'"'"'s own view, arrival to first byte written: p50 %+.3f ms, p99 %+.3f ms, max %+.3f ms)\n' "$s50" "$s99" "$smax"
+  printf '   (outside the replayer'"'"'s view, kernel figure less its own: p50 %+.3f ms, p99 %+.3f ms)\n' "$o50" "$o99"
+  echo "   replayer threads while the client ran: ${sched_line:-(no schedstat)}"
+}
+if [ "${BENCH_REPLAY_TIMING_ONLY:-0}" = 1 ]; then
+  echo; echo "3dstape replay benchmark ($(nproc) cores, loopback), part 1 only (BENCH_REPLAY_TIMING_ONLY=1)"
+  print_timing
+  exit 0
+fi
 
 # ---- 2. throughput, frictionless AReq -> ARes, vs nginx
 cp "$root/sessions/demo-app.3dstape" "$work/demo.3dstape"
@@ -158,11 +212,7 @@ kill -INT $rep; wait $rep 2>/dev/null || true
 
 echo
 echo "3dstape replay benchmark ($(nproc) cores, loopback)"
-read -r n p50 p99 max min s50 s99 smax <<<"$timing_line"
-echo "-- 1. timing accuracy: $n requests sent within 0.2 s, delays 10 ms - 1 s (seeded), $inflight in flight at the peak; error = client first byte - scheduled"
-printf '   p50 %+.3f ms   p99 %+.3f ms   max %+.3f ms   (min %+.3f ms)   target p99 <= 1 ms: %s\n' "$p50" "$p99" "$max" "$min" \
-  "$(python3 -c "print('met' if $p99 <= 1 else 'NOT met')")"
-printf '   (the replayer'"'"'s own view, arrival to first byte written: p50 %+.3f ms, p99 %+.3f ms, max %+.3f ms)\n' "$s50" "$s99" "$smax"
+print_timing
 read -r nrps np50 np99 _ nbad _ <<<"$ngx_line"; read -r rrps rp50 rp99 _ rbad _ <<<"$rep_line"
 echo "-- 2. frictionless AReq -> ARes, --timing none, wrk -t2 -c16 ${secs}s x 3 rounds each (transaction IDs vary per request), medians"
 printf '   %-22s %9s %8s %8s %7s\n' target req/s p50_ms p99_ms non2xx

@@ -3,7 +3,7 @@
 cryptography, talking to `3dstape replay` over plain sockets.
 
   replay_client.py timing PORT COUNT          COUNT connections, then one POST {"i": n} on each, all sent within 0.2 s;
-                                              prints "n first_byte_ms" per request
+                                              prints "n first_byte_ms kernel_first_byte_ms" per request (see `timing`)
   replay_client.py flows PORT AREQ.json N W   N app-channel challenge flows (AReq, CReq x2) with W workers;
                                               prints "flows N seconds S" and fails on any flow that does not end Y
 """
@@ -13,22 +13,37 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
 
 
+# SO_TIMESTAMPNS (Linux; Python's socket module does not name it): recvmsg then carries, as SCM_TIMESTAMPNS, the kernel's
+# receive time of the data read (CLOCK_REALTIME, a struct timespec of two 64-bit fields).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+
+
 def timing(port, count, spread=0.2):
     """COUNT connections are opened first; one request goes out on each at a steady pace over `spread` seconds, so that
     all are in flight together (delays reach 1 s). A bare epoll loop (not asyncio) notes each first byte, so that the
-    client adds as little of its own latency as it can."""
+    client adds as little of its own latency as it can.
+
+    Two figures per request, both from the moment its request was written (the clock read right after `send` returns):
+    - first_byte_ms: when this loop saw the answer's first byte (perf_counter after epoll returned): what an
+      application sees, including the time this Python process waits for a core and its interpreter's own latency;
+    - kernel_first_byte_ms: when the kernel queued the answer's first byte on the socket (SO_TIMESTAMPNS, read with
+      it), less the same send moment on the same clock (CLOCK_REALTIME): what the replayer did, without this client's
+      wake-up and scheduling."""
     import select
+    import struct
     socks = []
     for n in range(count):
         s = socket.create_connection(("127.0.0.1", port))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         s.setblocking(False)
         socks.append(s)
     ep = select.epoll()
     by_fd = {s.fileno(): n for n, s in enumerate(socks)}
     for s in socks:
         ep.register(s.fileno(), select.EPOLLIN)
-    sent, first, next_send = {}, {}, 0
+    sent, sent_real, first, kernel_first, next_send = {}, {}, {}, {}, 0
+    ancillary = socket.CMSG_SPACE(16)
     start = time.perf_counter() + 0.2
     step = spread / count
     while len(first) < count:
@@ -38,6 +53,7 @@ def timing(port, count, spread=0.2):
             socks[next_send].send(b"POST /bench HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                                   % (len(body), body))
             sent[next_send] = time.perf_counter()
+            sent_real[next_send] = time.time_ns()
             next_send += 1
             now = time.perf_counter()
         timeout = max(0.0, start + next_send * step - now) if next_send < count else 2.0
@@ -47,12 +63,17 @@ def timing(port, count, spread=0.2):
             if n not in first:
                 first[n] = t
             try:
-                socks[n].recv(65536)
+                _, cmsgs, _, _ = socks[n].recvmsg(65536, ancillary)
+                for level, kind, data in cmsgs:
+                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16 and n not in kernel_first:
+                        sec, nsec = struct.unpack("qq", data[:16])
+                        kernel_first[n] = sec * 1_000_000_000 + nsec
             except BlockingIOError:
                 pass
             ep.unregister(fd)
     for n in range(count):
-        print(n, f"{(first[n] - sent[n]) * 1000:.3f}")
+        kernel = f"{(kernel_first[n] - sent_real[n]) / 1e6:.3f}" if n in kernel_first else "nan"
+        print(n, f"{(first[n] - sent[n]) * 1000:.3f}", kernel)
         socks[n].close()
 
 

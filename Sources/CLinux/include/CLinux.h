@@ -24,5 +24,14 @@ int clinux_epoll_wait_ns(int epfd, uint32_t *events, uint64_t *data, int max, in
 // prctl(PR_SET_CHILD_SUBREAPER, on): orphaned descendants are re-parented to this process (which can then reap them)
 // instead of to init. 0 on success, -1 with errno set.
 int clinux_set_child_subreaper(int on);
+// setsockopt(SO_TIMESTAMPNS, 1): each recvmsg then carries the kernel's receive time of the data it reads. 0 on success.
+int clinux_enable_rx_timestamps(int fd);
+// recv(2) through recvmsg, returning also the kernel's receive time of what was read (CLOCK_REALTIME nanoseconds, from
+// SCM_TIMESTAMPNS) in *stamp_ns, or 0 there when the socket gave none. Returns what recv returns (errno set on -1).
+long clinux_recv_stamped(int fd, void *buf, unsigned long len, int64_t *stamp_ns);
+// prctl(PR_SET_TIMERSLACK, ns) for the calling thread (ns >= 1; 0 would restore the default). 0 on success.
+int clinux_set_timer_slack(unsigned long ns);
+// prctl(PR_GET_TIMERSLACK): the calling thread's timer slack in nanoseconds, or -1.
+long clinux_timer_slack(void);
 #endif
 #endif
