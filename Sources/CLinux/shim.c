@@ -23,6 +23,8 @@ int clinux_set_nodelay(int fd) {
 
 #ifdef __linux__
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 
 int clinux_accept4_nonblocking(int fd, struct sockaddr *addr, unsigned int *len) {
     return accept4(fd, addr, (socklen_t *)len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -106,5 +108,11 @@ int clinux_set_timer_slack(unsigned long ns) {
 
 long clinux_timer_slack(void) {
     return (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+}
+
+long clinux_unsent_bytes(int fd) {
+    int n = 0;
+    if (ioctl(fd, SIOCOUTQ, &n) != 0) return -1;
+    return (long)n;
 }
 #endif

@@ -62,7 +62,8 @@ public struct HTTPRequestIntake {
     /// Bytes received and not yet handed out as a request.
     public var bufferedCount: Int { parser.bufferedCount }
 
-    /// Takes what the client sent after its CONNECT (the tunnel's first bytes), for a tunnel that is not intercepted.
+    /// Takes what the client sent after its CONNECT (the tunnel's first bytes): for a tunnel passed through, bytes to
+    /// forward; for an intercepted one, the start of its TLS stream, which is never parsed as HTTP.
     public mutating func takeTunnelBytes() -> [UInt8] {
         guard tunnel != nil else { return [] }
         return parser.takeBuffered()

@@ -329,10 +329,10 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
                 if let timer { server.loop.cancel(timer) }
                 timer = nil
             case let .close(afterFlush, _): connection.close(afterFlush: afterFlush)
-            case let .startTLS(serverName):
+            case let .startTLS(serverName, early):
                 guard let ctx = server.intercepting else { connection.close(); continue }
                 do {
-                    connection.startTLS(try TLSSession(context: ctx, serverName: serverName))
+                    connection.startTLS(try TLSSession(context: ctx, serverName: serverName), early: early)
                 } catch {
                     connection.close()
                 }
@@ -419,6 +419,8 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
     func monotonicNanos() -> UInt64 { EventLoop.nowNanos() }
 
     func unsentByteCount() -> Int { connection?.unsentByteCount ?? 0 }
+
+    func kernelUnsentBytes() -> Int? { connection?.kernelUnsentBytes }
 
     func holdBudget(_ bytes: Int) -> Bool { server?.budget.hold(ObjectIdentifier(self), bytes) ?? true }
 

@@ -155,6 +155,10 @@ public protocol ServerConnectionEnvironment {
     /// Wall-clock seconds, stamped on each request as the moment its first byte arrived (`deliveredStartedAt`): the
     /// recorder records it as the exchange's start.
     func wallClock() -> Double
+    /// Answer bytes in the kernel's send queue that the client has not acknowledged, where the system says (Linux), or
+    /// nil. Asked when the stalled-reader deadline is armed and when it passes: a queue that shrank is a client that
+    /// reads, slowly, behind a send buffer too large for this end's own queue to move within the idle timeout.
+    func kernelUnsentBytes() -> Int?
 }
 
 extension ServerConnectionEnvironment {
@@ -162,6 +166,8 @@ extension ServerConnectionEnvironment {
     public func intakeWait(paced: Bool) -> IntakeWait? { nil }
     /// No clock: requests carry no start time (the handlers keep their own clocks).
     public func wallClock() -> Double { 0 }
+    /// Not known: only this end's own queue (`outputDrained`) shows that the client reads.
+    public func kernelUnsentBytes() -> Int? { nil }
 }
 
 /// The server side of one HTTP/1.1 connection as a state machine, free of I/O (sans-IO, as `ProxySessionMachine`):
@@ -233,8 +239,10 @@ public struct ServerConnectionMachine {
         case cancelDeadline
         /// Close the connection, after what is queued is sent or at once.
         case close(afterFlush: Bool, reason: CloseReason)
-        /// Terminate the client's TLS (a CONNECT answered 200) with a leaf for this host.
-        case startTLS(serverName: String)
+        /// Terminate the client's TLS (a CONNECT answered 200) with a leaf for this host. `early`: what the client sent
+        /// after its CONNECT in the same stream, the start of its TLS (a ClientHello sent without waiting for the 200),
+        /// which the driver gives the TLS session as received; never parsed as HTTP.
+        case startTLS(serverName: String, early: [UInt8])
         /// Tunnel the CONNECT to `target` byte for byte, starting with `early` (what the client sent after its CONNECT);
         /// every later byte is the tunnel's.
         case passThrough(HostPort, early: [UInt8])
@@ -288,6 +296,8 @@ public struct ServerConnectionMachine {
     private var bodyInFlight = 0
     /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
     private var lastDrainNanos: UInt64 = 0
+    /// The kernel's unacknowledged answer bytes when the stalled-reader wait began or last saw the client read.
+    private var kernelUnsentAtLastProgress: Int?
     /// Whether the request with the handler asked to keep the connection.
     private var keepAlive = true
     /// The request of the last `deliver`, until the driver takes it.
@@ -446,7 +456,13 @@ public struct ServerConnectionMachine {
             close(.deadline(.halfClosed)) // an answer that never came (a hang) does not hold the connection for ever
         case .stalledReader:
             let idle = Double(env.monotonicNanos() &- lastDrainNanos) / 1e9
-            if idle >= policy.idleTimeout {
+            if idle >= policy.idleTimeout, let now = env.kernelUnsentBytes(), let before = kernelUnsentAtLastProgress, now < before {
+                // The client took bytes from the kernel's queue: a slow reader, not a stalled one. Another full wait.
+                kernelUnsentAtLastProgress = now
+                lastDrainNanos = env.monotonicNanos()
+                armed = .stalledReader
+                actions.append(.arm(.stalledReader, seconds: policy.idleTimeout))
+            } else if idle >= policy.idleTimeout {
                 close(.deadline(.stalledReader))
             } else {
                 armed = .stalledReader
@@ -482,6 +498,7 @@ public struct ServerConnectionMachine {
             pausedForOutput = true
             pauseReading()
             lastDrainNanos = env.monotonicNanos()
+            kernelUnsentAtLastProgress = env.kernelUnsentBytes()
             arm(.stalledReader)
             return
         }
@@ -531,7 +548,7 @@ public struct ServerConnectionMachine {
                 return
             }
             write(HTTPRequestIntake.connectEstablished)
-            actions.append(.startTLS(serverName: target.host))
+            actions.append(.startTLS(serverName: target.host, early: intake.takeTunnelBytes()))
             // The requests inside the tunnel come next, once the answer is queued (and TLS started).
             actions.append(.reportWhenWritten)
             return

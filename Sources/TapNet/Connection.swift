@@ -102,6 +102,11 @@ public final class Connection: EventHandler {
     /// Bytes received and sent on the wire.
     public private(set) var bytesIn = 0, bytesOut = 0
 
+    /// Bytes handed to the kernel that the peer has not yet acknowledged (Linux's SIOCOUTQ), or nil where the system
+    /// does not say or the connection is closed. It shrinks while the peer reads, even when too little frees for this
+    /// end's own queue to move: a slow reader behind a large send buffer is still reading.
+    public var kernelUnsentBytes: Int? { isClosed ? nil : Platform.kernelUnsentBytes(fd) }
+
     init(loop: EventLoop, fd: Int32, peer: String, connecting: Bool) {
         self.loop = loop
         self.fd = fd
@@ -170,11 +175,14 @@ public final class Connection: EventHandler {
         }
     }
 
-    /// Wraps the connection in TLS. A client session sends its ClientHello as soon as TCP is up.
-    public func startTLS(_ session: TLSSession) {
+    /// Wraps the connection in TLS. A client session sends its ClientHello as soon as TCP is up. `early` is what the
+    /// peer already sent that belongs to the TLS stream (a client that sent its ClientHello in the same write as its
+    /// CONNECT): it goes into the session as if just received, never to the delegate as plaintext.
+    public func startTLS(_ session: TLSSession, early: [UInt8] = []) {
         tls = session
         isReady = false
-        if !connecting { advanceHandshake() }
+        guard !connecting else { return }
+        if early.isEmpty { advanceHandshake() } else { deliver(early) }
     }
 
     /// The TLS session, once started.

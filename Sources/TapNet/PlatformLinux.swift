@@ -56,6 +56,13 @@ public enum Platform {
     @discardableResult
     static func tightenTimerSlack() -> Bool { clinux_set_timer_slack(1) == 0 }
 
+    /// Bytes of `fd`'s send queue the peer has not acknowledged (SIOCOUTQ), or nil when the kernel does not say: a
+    /// queue that shrinks is a peer that reads, even while too little frees for the socket to be writable again.
+    static func kernelUnsentBytes(_ fd: Int32) -> Int? {
+        let n = clinux_unsent_bytes(fd)
+        return n >= 0 ? n : nil
+    }
+
     /// The calling thread's timer slack in nanoseconds (PR_GET_TIMERSLACK), or nil when it cannot be read.
     public static var timerSlackNanos: Int? {
         let v = clinux_timer_slack()

@@ -111,6 +111,9 @@ public enum Platform {
     @discardableResult
     static func tightenTimerSlack() -> Bool { false }
 
+    /// Bytes of `fd`'s send queue the peer has not acknowledged (Linux's SIOCOUTQ): not known here, so nil.
+    static func kernelUnsentBytes(_ fd: Int32) -> Int? { nil }
+
     /// The calling thread's timer slack in nanoseconds, where the system has one (nil here).
     public static var timerSlackNanos: Int? { nil }
 

@@ -28,6 +28,9 @@ final class FakeConnectionWorld: ServerConnectionEnvironment {
         return bytes <= budgetLimit
     }
     func passesThrough(_ target: HostPort) -> Bool { tunnelled.contains(target.host) }
+    /// The kernel's unacknowledged bytes (nil: the system does not say).
+    var kernelUnsent: Int?
+    func kernelUnsentBytes() -> Int? { kernelUnsent }
 }
 
 /// Drives a `ServerConnectionMachine` with byte arrays and keeps the actions, as the proxy's machine tests do; like the
@@ -264,7 +267,7 @@ extension Array where Element == ServerConnectionMachine.Action {
         var h = ConnectionHarness(acceptsConnect: true)
         let a = h.send("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n")
         #expect(a.written.hasPrefix("HTTP/1.1 200 Connection established"))
-        #expect(a.contains { if case .startTLS("acs.example") = $0 { return true }; return false })
+        #expect(a.contains { if case .startTLS("acs.example", _) = $0 { return true }; return false })
         let inner = h.send(Self.get("/areq"))
         #expect(inner.delivered.map(\.target) == ["https://acs.example:443/areq"], "requests inside the tunnel name it")
 
@@ -401,5 +404,40 @@ extension Array where Element == ServerConnectionMachine.Action {
         var plain = ConnectionHarness()
         _ = plain.send(Self.get("/x"))
         #expect(plain.machine.deliveredStartedAt == 0, "no clock, no start time")
+    }
+
+    /// A client that reads slowly behind a large kernel send buffer frees too little for this end's own queue to move
+    /// (no `outputDrained` for the whole idle timeout), but the kernel's queue shrinks: it is not closed as a stalled
+    /// reader; once the kernel's queue stops shrinking, it is.
+    @Test func aClientThatTakesBytesFromTheKernelsQueueIsNotAStalledReader() {
+        var h = ConnectionHarness(policy: ConnectionPolicy(idleTimeout: 5, output: OutputBackpressure(highWater: 100)))
+        h.world.unsent = 101
+        h.world.kernelUnsent = 2_500_000
+        #expect(h.send(Self.get("/x")).armedDeadlines == [.stalledReader])
+        h.world.now += 5_000_000_000
+        h.world.kernelUnsent = 2_300_000 // the client read 200 KB from the kernel's queue
+        let reading = h.feed(.deadlinePassed(.stalledReader))
+        #expect(reading.closeReason == nil && reading.contains { if case let .arm(.stalledReader, s) = $0 { return s == 5 }; return false }, "\(reading)")
+        h.world.now += 5_000_000_000 // and then nothing
+        #expect(h.feed(.deadlinePassed(.stalledReader)).closeReason == .deadline(.stalledReader))
+
+        // Where the system does not say (nil), the machine's own view decides, as before.
+        var unknown = ConnectionHarness(policy: ConnectionPolicy(idleTimeout: 5, output: OutputBackpressure(highWater: 100)))
+        unknown.world.unsent = 101
+        _ = unknown.send(Self.get("/x"))
+        unknown.world.now += 5_000_000_000
+        #expect(unknown.feed(.deadlinePassed(.stalledReader)).closeReason == .deadline(.stalledReader))
+    }
+
+    /// What a client sends after its CONNECT in the same write (a ClientHello that did not wait for the 200) is the start
+    /// of the tunnel's TLS, handed to the TLS session; it is never parsed or delivered as a request.
+    @Test func bytesSentWithAnInterceptedConnectStartItsTLS() {
+        var h = ConnectionHarness(acceptsConnect: true)
+        let smuggled = "POST /smuggled HTTP/1.1\r\nHost: acs.example\r\nContent-Length: 4\r\n\r\nsecr"
+        let a = h.send("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n" + smuggled)
+        #expect(a.written.hasPrefix("HTTP/1.1 200 Connection established") && a.delivered.isEmpty)
+        #expect(a.contains { if case let .startTLS("acs.example", early) = $0 { return early == Array(smuggled.utf8) }; return false }, "\(a)")
+        // What comes out of the TLS session afterwards is parsed from its first byte.
+        #expect(h.send(Self.get("/areq")).delivered.count == 1)
     }
 }

@@ -24,10 +24,22 @@ public final class PipelineClient {
         return l
     }()
 
-    /// Connects to 127.0.0.1:`port`; with `tls`, completes a handshake naming `serverName`. `receiveBuffer` sets
-    /// SO_RCVBUF before connecting (a client that reads nothing then holds little in its kernel).
+    /// How a TLS client reaches its server through a proxy: `CONNECT target`, then the handshake; `helloWithConnect`
+    /// sends the ClientHello in the same write as the CONNECT, before the proxy's 200 (as some clients do).
+    public struct Tunnel {
+        public var target: String
+        public var helloWithConnect: Bool
+        public init(target: String, helloWithConnect: Bool) {
+            self.target = target
+            self.helloWithConnect = helloWithConnect
+        }
+    }
+
+    /// Connects to 127.0.0.1:`port`; with `tls`, completes a handshake naming `serverName` (through `tunnel`'s CONNECT
+    /// when given). `receiveBuffer` sets SO_RCVBUF before connecting (a client that reads nothing then holds little in
+    /// its kernel).
     public init(port: UInt16, tls: Bool = false, serverName: String = "localhost", receiveBuffer: Int32? = nil,
-                timeout: Int = 10) throws {
+                timeout: Int = 10, tunnel: Tunnel? = nil) throws {
         let fd = socket(AF_INET, Platform.streamType, 0)
         guard fd >= 0 else { throw NetError("socket", code: errno) }
         self.fd = fd
@@ -60,6 +72,27 @@ public final class PipelineClient {
         }
         self.tls = session
         do {
+            if let tunnel {
+                let connect = Array("CONNECT \(tunnel.target) HTTP/1.1\r\nHost: \(tunnel.target)\r\n\r\n".utf8)
+                if tunnel.helloWithConnect {
+                    _ = try session.handshake()
+                    try sendRaw(connect + session.takeCiphertext())
+                } else {
+                    try sendRaw(connect)
+                }
+                // The proxy's answer, then (with an early hello) the start of the server's handshake flight.
+                var raw: [UInt8] = []
+                while Self.endOfHead(raw) == nil {
+                    let got = try receiveRaw()
+                    guard !got.isEmpty else { throw NetError("CONNECT: the proxy closed", code: 0) }
+                    raw += got
+                }
+                let end = Self.endOfHead(raw)!
+                guard raw.starts(with: Array("HTTP/1.1 200".utf8)) else {
+                    throw NetError("CONNECT refused: \(String(decoding: raw[..<end], as: UTF8.self))", code: 0)
+                }
+                if end < raw.count { session.feed(Array(raw[end...])) }
+            }
             while try !session.handshake() {
                 try sendRaw(session.takeCiphertext())
                 let got = try receiveRaw()
@@ -74,6 +107,15 @@ public final class PipelineClient {
     }
 
     deinit { close(fd) }
+
+    /// Where an HTTP head ends (after its blank line) in `bytes`, if it does.
+    private static func endOfHead(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+            return i + 4
+        }
+        return nil
+    }
 
     /// Sends `bytes` (encrypted first with TLS).
     public func send(_ bytes: [UInt8]) throws {

@@ -33,5 +33,7 @@ long clinux_recv_stamped(int fd, void *buf, unsigned long len, int64_t *stamp_ns
 int clinux_set_timer_slack(unsigned long ns);
 // prctl(PR_GET_TIMERSLACK): the calling thread's timer slack in nanoseconds, or -1.
 long clinux_timer_slack(void);
+// ioctl(SIOCOUTQ): bytes in the socket's send queue that the peer has not acknowledged, or -1 with errno set.
+long clinux_unsent_bytes(int fd);
 #endif
 #endif
