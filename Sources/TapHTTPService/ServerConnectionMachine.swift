@@ -258,6 +258,10 @@ public struct ServerConnectionMachine {
     public let policy: ConnectionPolicy
     /// How the errors the connection answers itself are worded.
     public let errorShape: ConnectionErrorShape
+    /// Requests inside an intercepted CONNECT tunnel are delivered with an absolute `https://host:port/path` target (as
+    /// `HTTPServer`'s handlers route them); false delivers them as the client sent them (the recorder, which resolves the
+    /// tunnel's target itself).
+    public let absoluteTargetsInTunnels: Bool
     /// Requests as every 3dstape server takes them (parsing, limits, credentials, CONNECT, `100 Continue`).
     public private(set) var intake: HTTPRequestIntake
     /// A request is with the handler, unanswered.
@@ -297,9 +301,11 @@ public struct ServerConnectionMachine {
     private var writing = 0
     private var actions: [Action] = []
 
-    public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules, errorShape: ConnectionErrorShape = .standard) {
+    public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules, errorShape: ConnectionErrorShape = .standard,
+                absoluteTargetsInTunnels: Bool = true) {
         self.policy = policy
         self.errorShape = errorShape
+        self.absoluteTargetsInTunnels = absoluteTargetsInTunnels
         intake = HTTPRequestIntake(rules: rules)
     }
 
@@ -548,7 +554,7 @@ public struct ServerConnectionMachine {
         if policy.budgetCountsRequestInFlight { bodyInFlight = request.body.count }
         _ = env.holdBudget(intake.bufferedCount &+ bodyInFlight)
         if inputEnded { arm(.halfClosed) } else { cancelDeadline() }
-        if let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
+        if absoluteTargetsInTunnels, let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
             request.head.target = "https://\(tunnel)\(request.head.target)"
         }
         busy = true

@@ -60,11 +60,16 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     func shutdown() { client.close() }
 
-    /// Feeds an event and performs what the machine asks, in order.
+    /// Feeds an event and performs what the machine asks, in order; when it asks (`reportWhenWritten`), feeds `written`
+    /// once the writes are queued, so that the client's unsent count includes them.
     func feed(_ event: ProxySessionMachine.Event) {
-        for action in machine.handle(event, self) { perform(action) }
-        // The machine stopped for answers counted as if none were taken: the kernel may have taken them at once.
-        if machine.pausedForOutput, machine.policy.output.shouldResume(unsent: client.unsentByteCount) { feed(.clientDrained) }
+        var next: ProxySessionMachine.Event? = event
+        while let e = next {
+            next = nil
+            for action in machine.handle(e, self) {
+                if case .reportWhenWritten = action { next = .written } else { perform(action) }
+            }
+        }
         if !machine.closed { armTimer() }
     }
 
@@ -104,6 +109,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
             server.paced(seconds)
             server.loop.schedule(after: seconds) { [weak self] in self?.feed(.resume) }
         case .waitForWriter: server.deferUntilWriterCatchesUp(self)
+        case .reportWhenWritten: break // fed as `written` by `feed`, once the actions before it are performed
         case .ended:
             if let timer { server.loop.cancel(timer) }
             timer = nil
