@@ -4,7 +4,7 @@ import TapNet
 
 /// How a server connection is paced and bounded: the deadlines, how far it reads ahead of its answers, and how many
 /// answer bytes may wait for a client that does not read them. One set of policy types for every 3dstape server
-/// connection: `HTTPServer`'s (`ServerConnectionMachine`) and the recording proxy's client side (`ProxySessionMachine`).
+/// connection (`ServerConnectionMachine`), under `HTTPServer` and the recording proxy's client side (`ProxySessionMachine`).
 public struct ConnectionPolicy: Sendable {
     /// A request begun and not complete within this many seconds is answered 408 and the connection closed.
     public var headerTimeout: Double
@@ -171,7 +171,7 @@ extension ServerConnectionEnvironment {
 /// `HTTPRequestIntake` one at a time, pipelined ones in turn; while one is with the handler, at most
 /// `policy.readAhead` bytes are read ahead; while more than `policy.output.highWater` answer bytes wait for the client,
 /// nothing is read or answered; a half-closed client gets its answers, then the connection closes. `HTTPServer` is its
-/// I/O driver.
+/// I/O driver; the recorder's `ProxySessionMachine` embeds one for its client side (its handler is the upstream).
 public struct ServerConnectionMachine {
     /// Something that happened to the connection.
     public enum Event {
