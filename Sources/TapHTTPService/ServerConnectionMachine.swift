@@ -317,10 +317,7 @@ public struct ServerConnectionMachine {
     }
 
     /// The request of the `deliver` just returned (nil once taken): the driver takes it when it performs the action.
-    public mutating func takeDelivered() -> HTTPRequest? {
-        defer { toDeliver = nil }
-        return toDeliver
-    }
+    public mutating func takeDelivered() -> HTTPRequest? { toDeliver.take() }
 
     /// Feeds one event; returns what the driver must do, in order. A `deliver` is always the last action: what follows
     /// it comes with the answer; so is `reportWhenWritten`.

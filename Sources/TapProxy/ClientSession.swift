@@ -63,14 +63,19 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     /// Feeds an event and performs what the machine asks, in order; when it asks (`reportWhenWritten`), feeds `written`
     /// once the writes are queued, so that the client's unsent count includes them.
     func feed(_ event: ProxySessionMachine.Event) {
-        var next: ProxySessionMachine.Event? = event
-        while let e = next {
-            next = nil
-            for action in machine.handle(e, self) {
-                if case .reportWhenWritten = action { next = .written } else { perform(action) }
-            }
+        if performAll(event) {
+            while performAll(.written) {}
         }
         if !machine.closed { armTimer() }
+    }
+
+    /// Feeds one event and performs its actions but `reportWhenWritten`; returns whether that was asked for.
+    private func performAll(_ event: ProxySessionMachine.Event) -> Bool {
+        var written = false
+        for action in machine.handle(event, self) {
+            if case .reportWhenWritten = action { written = true } else { perform(action) }
+        }
+        return written
     }
 
     private func perform(_ action: ProxySessionMachine.Action) {

@@ -205,6 +205,8 @@ struct ProxySessionMachine {
     private(set) var client: ServerConnectionMachine
     /// The client side's actions of the event being handled (kept, so that no array is made per event).
     private var clientActions: [ServerConnectionMachine.Action] = []
+    /// The exchange the answer being given back to the client side ends: recorded right after the answer's write.
+    private var answerRecord: ExchangeRecord?
     /// The CONNECT target once a tunnel is being intercepted.
     var tunnel: HostPort? { client.intake.tunnel }
     private(set) var upstream: Upstream?
@@ -262,8 +264,7 @@ struct ProxySessionMachine {
     /// Arms the idle deadline (a new connection starts idle).
     mutating func start(_ env: some ProxySessionEnvironment) {
         var none: ServerConnectionMachine.Event?
-        var noRecord: ExchangeRecord?
-        for action in client.start() { perform(action, then: &none, record: &noRecord, env) }
+        for action in client.start() { perform(action, then: &none, env) }
         actions = []
     }
 
@@ -293,36 +294,37 @@ struct ProxySessionMachine {
     // MARK: client side
 
     /// Feeds the client side and performs what it asks, in order. A request it delivers is forwarded; an answer the
-    /// recorder gives at once (an error of its own, key substitution's) goes back to it in turn, and `record`, the
+    /// recorder gives at once (an error of its own, key substitution's) goes back to it in turn, and `answerRecord`, the
     /// exchange an answer ends, follows the answer's write.
-    private mutating func feedClient(_ event: ServerConnectionMachine.Event, record: ExchangeRecord? = nil,
-                                     _ env: some ProxySessionEnvironment) {
+    private mutating func feedClient(_ event: ServerConnectionMachine.Event, _ env: some ProxySessionEnvironment) {
         var next: ServerConnectionMachine.Event? = event
-        var toRecord = record
         var buffer: [ServerConnectionMachine.Action] = []
         swap(&buffer, &clientActions)
         while let e = next {
             next = nil
             buffer.removeAll(keepingCapacity: true)
             client.handle(e, ClientSideWorld(env: env, routing: config.routing), into: &buffer)
-            for action in buffer { perform(action, then: &next, record: &toRecord, env) }
+            // Taken out of the buffer in order (reversed, then popped), so that no action is copied.
+            buffer.reverse()
+            while let action = buffer.popLast() { perform(action, then: &next, env) }
         }
+        if answerRecord != nil { actions.append(.record(answerRecord.take()!)) } // an answer not taken is recorded all the same
         buffer.removeAll(keepingCapacity: true)
         swap(&buffer, &clientActions)
     }
 
     /// Performs one of the client side's actions; `next` is what goes back to it afterwards (an answer given at once).
     private mutating func perform(_ action: ServerConnectionMachine.Action, then next: inout ServerConnectionMachine.Event?,
-                                  record: inout ExchangeRecord?, _ env: some ProxySessionEnvironment) {
+                                  _ env: some ProxySessionEnvironment) {
         switch action {
         case let .deliver(number):
             guard let request = client.takeDelivered() else { return }
-            (next, record) = forward(request, number: number, startedAt: client.deliveredStartedAt, env)
+            next = forward(request, number: number, startedAt: client.deliveredStartedAt, env)
         case .reportWhenWritten:
             actions.append(.reportWhenWritten)
         case let .write(head, body):
             actions.append(.writeClient(head, then: body))
-            if let r = record.take() { actions.append(.record(r)) }
+            if answerRecord != nil { actions.append(.record(answerRecord.take()!)) }
         case .pauseReading:
             readingPaused = true
             actions.append(.pauseClientReading)
@@ -453,17 +455,17 @@ struct ProxySessionMachine {
 
     // MARK: requests
 
-    /// Forwards a request the client side delivered. Returns the answer to give back to the client side at once, with
-    /// the exchange it ends (a target the recorder cannot resolve, an answer of key substitution's), or nil while the
-    /// upstream answers.
+    /// Forwards a request the client side delivered. Returns the answer to give back to the client side at once (a target
+    /// the recorder cannot resolve, an answer of key substitution's, whose exchange is then `answerRecord`), or nil while
+    /// the upstream answers.
     private mutating func forward(_ request: HTTPRequest, number: Int, startedAt: Double,
-                                  _ env: some ProxySessionEnvironment) -> (ServerConnectionMachine.Event?, ExchangeRecord?) {
+                                  _ env: some ProxySessionEnvironment) -> ServerConnectionMachine.Event? {
         let head = request.head
         let target: Target
         switch resolveTarget(head) {
         case let .success(t): target = t
         case let .failure(e):
-            return (refusal(number, .refused(status: HTTPErrorAnswer.status(for: e.problem), message: e.message, headers: [])), nil)
+            return refusal(number, .refused(status: HTTPErrorAnswer.status(for: e.problem), message: e.message, headers: []))
         }
         seq += 1
         let captured = CapturedMessage(headers: head.headers.fields.map { ($0.name, $0.value) }, body: request.body,
@@ -494,7 +496,8 @@ struct ProxySessionMachine {
                 record.status = status
                 record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: body.count)
                 record.done = env.wallClock()
-                return (.answeredRaw(number: number, head: answer, body: [], keepAlive: true), record)
+                answerRecord = record
+                return .answeredRaw(number: number, head: answer, body: [], keepAlive: true)
             }
         }
         let outHead = out.bytes
@@ -518,7 +521,7 @@ struct ProxySessionMachine {
             upstream = link
             actions.append(.connectUpstream(target))
         }
-        return (nil, nil)
+        return nil
     }
 
     /// Answers request `number` with an error of the recorder's own in the client side's error shape, and closes after it
@@ -685,7 +688,9 @@ struct ProxySessionMachine {
         let closeDelimited = response.head.headers["Content-Length"] == nil && response.head.headers["Transfer-Encoding"] == nil
             && !(response.head.status == 204 || response.head.status == 304 || f.record.method == "HEAD")
         // The client side writes it as it came and closes after it or takes the next request; the record follows the write.
-        feedClient(.answeredRaw(number: f.number, head: wireHead, body: wireBody, keepAlive: !closeDelimited), record: f.record, env)
+        let number = f.number
+        answerRecord = f.record
+        feedClient(.answeredRaw(number: number, head: wireHead, body: wireBody, keepAlive: !closeDelimited), env)
     }
 
     private mutating func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool, _ env: some ProxySessionEnvironment) {
@@ -700,7 +705,9 @@ struct ProxySessionMachine {
         f.record.error = message
         f.record.done = env.wallClock()
         noteClientFinished(&f.record)
-        feedClient(.answeredRaw(number: f.number, head: answer, body: [], keepAlive: f.keepAlive), record: f.record, env)
+        let (number, keepAlive) = (f.number, f.keepAlive)
+        answerRecord = f.record
+        feedClient(.answeredRaw(number: number, head: answer, body: [], keepAlive: keepAlive), env)
     }
 
     /// Closes once the queued answers are sent. Until then the stalled-reader deadline holds, as on a kept-alive
