@@ -292,8 +292,8 @@ public struct ServerConnectionMachine {
     private var bodyInFlight = 0
     /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
     private var lastDrainNanos: UInt64 = 0
-    /// Whether the request with the handler asked to keep the connection.
-    private var keepAlive = true
+    /// Whether the request with the handler asked to keep the connection (read once, as it is delivered).
+    public private(set) var keepAlive = true
     /// The request of the last `deliver`, until the driver takes it.
     private var toDeliver: HTTPRequest?
     /// Bytes of the `write` actions of the event being handled: the driver has not performed them yet, so the unsent

@@ -502,7 +502,7 @@ struct ProxySessionMachine {
         }
         let outHead = out.bytes
 
-        inFlight = InFlight(number: number, record: record, keepAlive: head.keepAlive, target: target, substitution: context,
+        inFlight = InFlight(number: number, record: record, keepAlive: client.keepAlive, target: target, substitution: context,
                             upgrade: head.headers["Upgrade"])
         wait(for: .upstream, env)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
