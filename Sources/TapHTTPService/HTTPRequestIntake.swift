@@ -5,9 +5,9 @@ import TapNet
 /// The server side of one client connection, free of I/O: the bytes a client sends go in, and out comes what to do
 /// next: a complete request, a CONNECT to intercept, a `100 Continue` to send, or a refusal to answer before closing
 /// (malformed or oversized requests, missing credentials, a CONNECT this server does not take). One copy of these
-/// rules for every server 3dstape runs: the recording proxy's client side (`ProxySessionMachine`) and `HTTPServer`
-/// (the sandbox, the replayer, the web inspector, the client's RReq listener). Deadlines, the memory budget and
-/// what a request leads to stay with each of them.
+/// rules for every server 3dstape runs, taken through `ServerConnectionMachine` by `HTTPServer` (the sandbox, the
+/// replayer, the web inspector, the client's RReq listener) and by the recording proxy's client side
+/// (`ProxySessionMachine`). Deadlines, the memory budget and what a request leads to stay with the machine and its drivers.
 public struct HTTPRequestIntake {
     /// What the server accepts.
     public struct Rules: Sendable {

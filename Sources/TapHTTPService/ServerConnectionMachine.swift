@@ -4,7 +4,7 @@ import TapNet
 
 /// How a server connection is paced and bounded: the deadlines, how far it reads ahead of its answers, and how many
 /// answer bytes may wait for a client that does not read them. One set of policy types for every 3dstape server
-/// connection: `HTTPServer`'s (`ServerConnectionMachine`) and the recording proxy's client side (`ProxySessionMachine`).
+/// connection (`ServerConnectionMachine`), under `HTTPServer` and the recording proxy's client side (`ProxySessionMachine`).
 public struct ConnectionPolicy: Sendable {
     /// A request begun and not complete within this many seconds is answered 408 and the connection closed.
     public var headerTimeout: Double
@@ -177,7 +177,7 @@ extension ServerConnectionEnvironment {
 /// `HTTPRequestIntake` one at a time, pipelined ones in turn; while one is with the handler, at most
 /// `policy.readAhead` bytes are read ahead; while more than `policy.output.highWater` answer bytes wait for the client,
 /// nothing is read or answered; a half-closed client gets its answers, then the connection closes. `HTTPServer` is its
-/// I/O driver.
+/// I/O driver; the recorder's `ProxySessionMachine` embeds one for its client side (its handler is the upstream).
 public struct ServerConnectionMachine {
     /// Something that happened to the connection.
     public enum Event {
@@ -266,6 +266,10 @@ public struct ServerConnectionMachine {
     public let policy: ConnectionPolicy
     /// How the errors the connection answers itself are worded.
     public let errorShape: ConnectionErrorShape
+    /// Requests inside an intercepted CONNECT tunnel are delivered with an absolute `https://host:port/path` target (as
+    /// `HTTPServer`'s handlers route them); false delivers them as the client sent them (the recorder, which resolves the
+    /// tunnel's target itself).
+    public let absoluteTargetsInTunnels: Bool
     /// Requests as every 3dstape server takes them (parsing, limits, credentials, CONNECT, `100 Continue`).
     public private(set) var intake: HTTPRequestIntake
     /// A request is with the handler, unanswered.
@@ -298,8 +302,8 @@ public struct ServerConnectionMachine {
     private var lastDrainNanos: UInt64 = 0
     /// The kernel's unacknowledged answer bytes when the stalled-reader wait began or last saw the client read.
     private var kernelUnsentAtLastProgress: Int?
-    /// Whether the request with the handler asked to keep the connection.
-    private var keepAlive = true
+    /// Whether the request with the handler asked to keep the connection (read once, as it is delivered).
+    public private(set) var keepAlive = true
     /// The request of the last `deliver`, until the driver takes it.
     private var toDeliver: HTTPRequest?
     /// Bytes of the `write` actions of the event being handled: the driver has not performed them yet, so the unsent
@@ -307,9 +311,11 @@ public struct ServerConnectionMachine {
     private var writing = 0
     private var actions: [Action] = []
 
-    public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules, errorShape: ConnectionErrorShape = .standard) {
+    public init(policy: ConnectionPolicy, rules: HTTPRequestIntake.Rules, errorShape: ConnectionErrorShape = .standard,
+                absoluteTargetsInTunnels: Bool = true) {
         self.policy = policy
         self.errorShape = errorShape
+        self.absoluteTargetsInTunnels = absoluteTargetsInTunnels
         intake = HTTPRequestIntake(rules: rules)
     }
 
@@ -321,10 +327,7 @@ public struct ServerConnectionMachine {
     }
 
     /// The request of the `deliver` just returned (nil once taken): the driver takes it when it performs the action.
-    public mutating func takeDelivered() -> HTTPRequest? {
-        defer { toDeliver = nil }
-        return toDeliver
-    }
+    public mutating func takeDelivered() -> HTTPRequest? { toDeliver.take() }
 
     /// Feeds one event; returns what the driver must do, in order. A `deliver` is always the last action: what follows
     /// it comes with the answer; so is `reportWhenWritten`.
@@ -565,7 +568,7 @@ public struct ServerConnectionMachine {
         if policy.budgetCountsRequestInFlight { bodyInFlight = request.body.count }
         _ = env.holdBudget(intake.bufferedCount &+ bodyInFlight)
         if inputEnded { arm(.halfClosed) } else { cancelDeadline() }
-        if let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
+        if absoluteTargetsInTunnels, let tunnel = intake.tunnel, request.head.target.hasPrefix("/") {
             request.head.target = "https://\(tunnel)\(request.head.target)"
         }
         busy = true

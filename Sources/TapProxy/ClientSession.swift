@@ -60,12 +60,22 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     func shutdown() { client.close() }
 
-    /// Feeds an event and performs what the machine asks, in order.
+    /// Feeds an event and performs what the machine asks, in order; when it asks (`reportWhenWritten`), feeds `written`
+    /// once the writes are queued, so that the client's unsent count includes them.
     func feed(_ event: ProxySessionMachine.Event) {
-        for action in machine.handle(event, self) { perform(action) }
-        // The machine stopped for answers counted as if none were taken: the kernel may have taken them at once.
-        if machine.pausedForOutput, machine.policy.output.shouldResume(unsent: client.unsentByteCount) { feed(.clientDrained) }
+        if performAll(event) {
+            while performAll(.written) {}
+        }
         if !machine.closed { armTimer() }
+    }
+
+    /// Feeds one event and performs its actions but `reportWhenWritten`; returns whether that was asked for.
+    private func performAll(_ event: ProxySessionMachine.Event) -> Bool {
+        var written = false
+        for action in machine.handle(event, self) {
+            if case .reportWhenWritten = action { written = true } else { perform(action) }
+        }
+        return written
     }
 
     private func perform(_ action: ProxySessionMachine.Action) {
@@ -76,10 +86,10 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
             if machine.passThrough != nil, Self.tunnelOutput.shouldPause(unsent: client.unsentByteCount) { upstream?.connection?.pauseReading() }
         case let .closeClient(afterFlush): client.close(afterFlush: afterFlush)
         case .resetClient: client.reset()
-        case let .startClientTLS(serverName):
+        case let .startClientTLS(serverName, early):
             do {
                 guard let ctx = server.config.interceptTLS else { client.close(); return }
-                client.startTLS(try TLSSession(context: ctx, serverName: serverName))
+                client.startTLS(try TLSSession(context: ctx, serverName: serverName), early: early)
             } catch {
                 server.log("TLS for \(serverName): \(error)")
                 client.close()
@@ -104,6 +114,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
             server.paced(seconds)
             server.loop.schedule(after: seconds) { [weak self] in self?.feed(.resume) }
         case .waitForWriter: server.deferUntilWriterCatchesUp(self)
+        case .reportWhenWritten: break // fed as `written` by `feed`, once the actions before it are performed
         case .ended:
             if let timer { server.loop.cancel(timer) }
             timer = nil
@@ -199,6 +210,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     var writerIsBehind: Bool { server.writerIsBehind }
     func holdBudget(_ bytes: Int) -> Bool { server.budget.hold(ObjectIdentifier(self), bytes) }
     func unsentByteCount() -> Int { client.unsentByteCount }
+    func kernelUnsentBytes() -> Int? { client.kernelUnsentBytes }
 }
 
 /// Carries one upstream connection's events to its session.

@@ -50,14 +50,47 @@ protocol ProxySessionEnvironment {
     func holdBudget(_ bytes: Int) -> Bool
     /// Answer bytes queued for the client and not yet taken (output backpressure).
     func unsentByteCount() -> Int
+    /// Answer bytes in the kernel's send queue the client has not acknowledged, where the system says (the
+    /// stalled-reader deadline: a queue that shrinks is a client that reads).
+    func kernelUnsentBytes() -> Int?
+}
+
+extension ProxySessionEnvironment {
+    /// Not known (tests): only this end's own queue shows that the client reads.
+    func kernelUnsentBytes() -> Int? { nil }
+}
+
+/// The recorder's world as its client side (`ServerConnectionMachine`) sees it: the session's clocks, unsent count and
+/// budget, `--pass-through` for CONNECT targets, and the session writer's backpressure as the gate before each request
+/// (paced once while the writer falls behind, held while it is far behind).
+struct ClientSideWorld<Environment: ProxySessionEnvironment>: ServerConnectionEnvironment {
+    let env: Environment
+    let routing: HostRouting
+
+    func monotonicNanos() -> UInt64 { env.monotonicClock() }
+    func unsentByteCount() -> Int { env.unsentByteCount() }
+    func kernelUnsentBytes() -> Int? { env.kernelUnsentBytes() }
+    func holdBudget(_ bytes: Int) -> Bool { env.holdBudget(bytes) }
+    func passesThrough(_ target: HostPort) -> Bool { routing.passesThrough(target).0 }
+    func wallClock() -> Double { env.wallClock() }
+    func intakeWait(paced: Bool) -> IntakeWait? {
+        if !paced {
+            // The writer is falling behind: this request waits a little (see `ProxyServer.pacingDelay`), then goes on.
+            let delay = env.pacingDelay()
+            if delay > 0 { return .pace(seconds: delay) }
+        }
+        return env.writerIsBehind ? .untilOpened : nil
+    }
 }
 
 /// One proxied client connection as a state machine, free of I/O (sans-IO, as in mitmproxy's layers and SwiftNIO's
 /// embedded channel): events in (client bytes, the upstream connected, upstream bytes, a deadline, the writer
-/// caught up), actions out (write, connect, start TLS, close, pause reading, record an exchange). It parses the
-/// client's requests and forwards them one at a time (pipelined requests wait their turn), resolves targets
-/// (reverse, forward with absolute URLs, CONNECT with interception), strips hop-by-hop headers, applies key
-/// substitution, enforces the timeouts and the writer's backpressure, and builds each exchange's record.
+/// caught up), actions out (write, connect, start TLS, close, pause reading, record an exchange). Its client side is
+/// every server connection's (`ServerConnectionMachine`: requests taken one at a time with pipelined ones held, read-ahead,
+/// the memory budget, output backpressure, the client deadlines, CONNECT, the writer's pacing as the machine's gate);
+/// this machine forwards each request it is given, resolves its target (reverse, forward with absolute URLs, CONNECT
+/// with interception), strips hop-by-hop headers, applies key substitution, waits for the upstream, hands the answer
+/// back to the client side and builds each exchange's record.
 /// `ClientSession` is the thin driver that carries events in from sockets and timers and performs the actions.
 struct ProxySessionMachine {
     /// Something that happened to the connection.
@@ -80,8 +113,10 @@ struct ProxySessionMachine {
         /// A pacing delay ended, or the writer caught up: go on with the next request.
         case resume
         /// The client took queued answer bytes (`unsentByteCount` went down): sent while the machine waits for that
-        /// (`pausedForOutput`).
+        /// (`pausedForOutput`, `closingAfterFlush`).
         case clientDrained
+        /// The actions that asked for it (`reportWhenWritten`) are performed: the unsent count includes their writes.
+        case written
     }
 
     /// Why the upstream connection ended, when it was not a clean close.
@@ -98,8 +133,9 @@ struct ProxySessionMachine {
         case closeClient(afterFlush: Bool)
         /// Close with a TCP reset, dropping what is queued: a client that took none of its answers for the idle timeout.
         case resetClient
-        /// Answer a CONNECT: terminate the client's TLS with a leaf minted for this host.
-        case startClientTLS(serverName: String)
+        /// Answer a CONNECT: terminate the client's TLS with a leaf minted for this host; `early` is what the client sent
+        /// with its CONNECT, the start of its TLS (never a request).
+        case startClientTLS(serverName: String, early: [UInt8] = [])
         case pauseClientReading
         case resumeClientReading
         /// Open a connection to this target (closing any other first); report `upstreamConnected` or `upstreamClosed`.
@@ -123,12 +159,15 @@ struct ProxySessionMachine {
         case pace(Double)
         /// Send `resume` when the writer has caught up.
         case waitForWriter
+        /// Send `written` once the actions before this one are performed: the answers just written may put the client's
+        /// unsent count over the high-water mark, and the next request is taken only when the count includes them.
+        case reportWhenWritten
         /// The connection is over: release its budget and forget it.
         case ended
     }
 
-    /// What the session waits for: on its client side, the deadline kinds every server connection has (`ConnectionDeadline`,
-    /// timed by `ConnectionPolicy` as `HTTPServer`'s are); on its upstream side, the answer.
+    /// What the session waits for: on its client side, the deadline its `ServerConnectionMachine` armed (timed by
+    /// `ConnectionPolicy` as `HTTPServer`'s are); on its upstream side, the answer.
     enum Wait: Equatable {
         case client(ConnectionDeadline)
         case upstream
@@ -139,6 +178,8 @@ struct ProxySessionMachine {
 
     /// The exchange being forwarded.
     struct InFlight {
+        /// The client side's number for the request (its answer is given back under it).
+        var number: Int
         var record: ExchangeRecord
         var keepAlive: Bool
         var target: Target
@@ -169,13 +210,15 @@ struct ProxySessionMachine {
     /// The client side's deadlines and read-ahead, as every server connection's (`ServerConnectionMachine`).
     let policy: ConnectionPolicy
     let peer: String
-    /// How the client side words the errors it answers itself (`ProxyErrorResponse.shape`: `X-3dstape-Error`, the
-    /// proxy's members), as a `ServerConnectionMachine` is given it.
-    let errorShape: ConnectionErrorShape
-    /// The client side's requests, as every 3dstape server takes them (parsing, limits, credentials, CONNECT).
-    private(set) var intake: HTTPRequestIntake
+    /// The client side: every 3dstape server connection's machine, in the recorder's error shape
+    /// (`ProxyErrorResponse.shape`), counting the body being forwarded on the budget, with the writer's pacing as its gate.
+    private(set) var client: ServerConnectionMachine
+    /// The client side's actions of the event being handled (kept, so that no array is made per event).
+    private var clientActions: [ServerConnectionMachine.Action] = []
+    /// The exchange the answer being given back to the client side ends: recorded right after the answer's write.
+    private var answerRecord: ExchangeRecord?
     /// The CONNECT target once a tunnel is being intercepted.
-    var tunnel: HostPort? { intake.tunnel }
+    var tunnel: HostPort? { client.intake.tunnel }
     private(set) var upstream: Upstream?
     private(set) var inFlight: InFlight?
     let connectionID: Int64
@@ -186,25 +229,18 @@ struct ProxySessionMachine {
     /// When the client finished sending (its FIN). A client that half-closed waits for its answer; one that closed
     /// (gave up) looks the same on the wire, so exchanges answered after it record the moment as a possible abort.
     private var clientFinishedAt: Double?
-    /// Waiting for a pacing delay or for the writer (backpressure).
-    private(set) var isDeferred = false
-    /// This request has had its pacing delay (it is not delayed twice).
-    private var pacedOnce = false
-    /// Reading from the client is paused (by this machine).
+    /// Reading from the client is paused (by the client side, or by a tunnel whose upstream is not up).
     private(set) var readingPaused = false
-    /// Reading was paused because too much arrived while a request was in flight.
-    private var pausedWhileInFlight = false
     /// Reading and forwarding stopped because more than `policy.output.highWater` answer bytes wait for a client that
-    /// does not read them (as every server connection's output backpressure); the driver sends `clientDrained`.
-    private(set) var pausedForOutput = false
+    /// does not read them (the client side's output backpressure); the driver sends `clientDrained`.
+    var pausedForOutput: Bool { client.pausedForOutput }
     /// The connection closes once its answers are sent; until then the stalled-reader deadline holds (a client that does
     /// not read its last answer is not kept with it); the driver sends `clientDrained` as the client takes bytes.
     private(set) var closingAfterFlush = false
-    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
+    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline of a closing connection.
     private var lastDrainNanos: UInt64 = 0
-    /// Bytes of the answers written in the event being handled: the driver has not queued them yet, so the unsent
-    /// count the environment gives does not include them.
-    private var writing = 0
+    /// The kernel's unacknowledged answer bytes when the closing wait began or last saw the client read.
+    private var kernelUnsentAtLastProgress: Int?
     /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The driver's one timer
     /// sends `deadlinePassed` when it passes, moved only when the deadline comes earlier (no timer per request).
     private(set) var waitingFor: Wait = .idle
@@ -220,12 +256,16 @@ struct ProxySessionMachine {
 
     init(config: ProxyConfiguration, connectionID: Int64, peer: String) {
         self.config = config
-        policy = config.clientPolicy
+        var policy = config.clientPolicy
+        policy.budgetCountsRequestInFlight = true // the body is held until the exchange is recorded
+        self.policy = policy
         self.connectionID = connectionID
         self.peer = peer
-        errorShape = ProxyErrorResponse.shape(budgetLimit: config.maxBufferedBytes)
-        intake = HTTPRequestIntake(rules: .init(limits: config.limits, authorization: config.authorization,
-                                                acceptsConnect: config.takesConnect))
+        client = ServerConnectionMachine(policy: policy,
+                                         rules: .init(limits: config.limits, authorization: config.authorization,
+                                                      acceptsConnect: config.takesConnect),
+                                         errorShape: ProxyErrorResponse.shape(budgetLimit: config.maxBufferedBytes),
+                                         absoluteTargetsInTunnels: false)
         if case let .reverse(u) = config.mode {
             reverseTarget = Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: u.basePath)
         } else {
@@ -235,19 +275,20 @@ struct ProxySessionMachine {
 
     /// Arms the idle deadline (a new connection starts idle).
     mutating func start(_ env: some ProxySessionEnvironment) {
-        wait(for: .idle, env)
+        var none: ServerConnectionMachine.Event?
+        for action in client.start() { perform(action, then: &none, env) }
+        actions = []
     }
 
     /// Feeds one event; returns what the driver must do, in order.
     mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
         defer { actions = [] } // empty between events
-        writing = 0
         if passThrough != nil {
             tunnelEvent(event, env)
             return actions
         }
         switch event {
-        case let .clientBytes(bytes): clientBytes(bytes, env)
+        case let .clientBytes(bytes): if !closed { feedClient(.received(bytes), env) }
         case .clientFinishedSending: clientFinishedSending(env)
         case let .clientClosed(error, tlsFailure, alert): clientClosed(error: error, tlsFailure: tlsFailure, peerAlert: alert, env)
         case let .upstreamConnected(connectedAt, tlsDoneAt): upstreamConnected(connectedAt, tlsDoneAt, env)
@@ -255,29 +296,83 @@ struct ProxySessionMachine {
         case let .upstreamClosed(failure): upstreamClosed(failure, env)
         case .upstreamFinishedSending: upstreamClosed(nil, env) // not kept open outside a tunnel; the driver closes it
         case .deadlinePassed: deadlinePassed(env)
-        case .resume: resume(env)
+        case .resume: if !closed { feedClient(.intakeOpened, env) }
         case .clientDrained: clientDrained(env)
+        case .written: if !closed { feedClient(.written, env) }
         }
         return actions
     }
 
     // MARK: client side
 
-    private mutating func clientBytes(_ bytes: [UInt8], _ env: some ProxySessionEnvironment) {
-        guard !closed else { return }
-        intake.received(bytes, wallClock: env.wallClock())
-        guard holdBudget(env) else {
-            actions.append(.budgetRefused)
-            reject(.overBudget, env)
-            return
+    /// Feeds the client side and performs what it asks, in order. A request it delivers is forwarded; an answer the
+    /// recorder gives at once (an error of its own, key substitution's) goes back to it in turn, and `answerRecord`, the
+    /// exchange an answer ends, follows the answer's write.
+    private mutating func feedClient(_ event: ServerConnectionMachine.Event, _ env: some ProxySessionEnvironment) {
+        var next: ServerConnectionMachine.Event? = event
+        var buffer: [ServerConnectionMachine.Action] = []
+        swap(&buffer, &clientActions)
+        while let e = next {
+            next = nil
+            buffer.removeAll(keepingCapacity: true)
+            client.handle(e, ClientSideWorld(env: env, routing: config.routing), into: &buffer)
+            // Taken out of the buffer in order (reversed, then popped), so that no action is copied.
+            buffer.reverse()
+            while let action = buffer.popLast() { perform(action, then: &next, env) }
         }
-        if inFlight == nil {
-            processNext(env)
-        } else if policy.readAhead.exceeded(by: intake.bufferedCount), !readingPaused {
-            // A request is with the upstream: hold at most a little of what follows (pipelined requests), then stop
-            // reading until its response is written (hardening: 1.5 GiB sent behind one unanswered GET was buffered).
-            pauseReading()
-            pausedWhileInFlight = true
+        if answerRecord != nil { actions.append(.record(answerRecord.take()!)) } // an answer not taken is recorded all the same
+        buffer.removeAll(keepingCapacity: true)
+        swap(&buffer, &clientActions)
+    }
+
+    /// Performs one of the client side's actions; `next` is what goes back to it afterwards (an answer given at once).
+    private mutating func perform(_ action: ServerConnectionMachine.Action, then next: inout ServerConnectionMachine.Event?,
+                                  _ env: some ProxySessionEnvironment) {
+        switch action {
+        case let .deliver(number):
+            guard let request = client.takeDelivered() else { return }
+            next = forward(request, number: number, startedAt: client.deliveredStartedAt, env)
+        case .reportWhenWritten:
+            actions.append(.reportWhenWritten)
+        case let .write(head, body):
+            actions.append(.writeClient(head, then: body))
+            if answerRecord != nil { actions.append(.record(answerRecord.take()!)) }
+        case .pauseReading:
+            readingPaused = true
+            actions.append(.pauseClientReading)
+        case .resumeReading:
+            readingPaused = false
+            actions.append(.resumeClientReading)
+        case let .arm(kind, seconds):
+            // A half-closed client waits for the upstream's deadline while its request is forwarded, not the idle timeout.
+            if kind != .halfClosed { wait(for: .client(kind), seconds: seconds, env) }
+        case .cancelDeadline:
+            if case .client = waitingFor { deadline = 0 }
+        case let .close(afterFlush, reason):
+            if reason == .deadline(.stalledReader) {
+                actions.append(.log("client \(peer): took none of its answers for \(Checked.clampedInt(policy.idleTimeout)) s; closed"))
+                actions.append(.resetClient)
+            } else if afterFlush {
+                closeAfterAnswers(env)
+            } else {
+                actions.append(.closeClient(afterFlush: false))
+            }
+        case let .startTLS(serverName, early):
+            actions.append(.startClientTLS(serverName: serverName, early: early))
+        case let .passThrough(target, early):
+            startPassThrough(target, decidedBy: config.routing.passesThrough(target).reason, early: early, env)
+        case .budgetExhausted:
+            actions.append(.budgetRefused)
+        case let .refusing(status, message):
+            actions.append(.log("\(peer): \(status) \(message)"))
+            actions.append(.note(kind: "rejected", detail: "\(peer): \(status) \(message)"))
+        case let .waitBeforeNextRequest(wait):
+            switch wait {
+            case let .pace(seconds): actions.append(.pace(seconds))
+            case .untilOpened: actions.append(.waitForWriter)
+            }
+        case .handOver, .clientFinishedSending, .ended:
+            break // never taken over; the client's FIN and end are the recorder's own events
         }
     }
 
@@ -285,14 +380,13 @@ struct ProxySessionMachine {
         guard !closed, !clientDone else { return }
         clientDone = true
         clientFinishedAt = env.wallClock()
-        // A request in flight, or one waiting for the writer, is answered first; processNext closes when none is left.
-        if inFlight == nil, !isDeferred { processNext(env) }
+        // A request in flight, or one waiting for the writer, is answered first; the client side closes when none is left.
+        feedClient(.inputEnded, env)
     }
 
     private mutating func clientClosed(error: String?, tlsFailure: Bool, peerAlert: TLSAlert?, _ env: some ProxySessionEnvironment) {
         guard !closed else { return }
         closed = true
-        pausedForOutput = false
         if var f = inFlight.take() {
             f.record.clientAbortAt = env.wallClock()
             f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
@@ -309,6 +403,7 @@ struct ProxySessionMachine {
             actions.append(.closeUpstream)
             upstream = nil
         }
+        feedClient(.closed, env) // last: it forgets the intake, and with it the CONNECT's host named above
         deadline = 0
         actions.append(.ended)
     }
@@ -317,25 +412,24 @@ struct ProxySessionMachine {
         guard !closed else { return }
         deadline = 0
         switch waitingFor {
-        case .client(.idle):
-            if inFlight == nil, intake.isIdle { actions.append(.closeClient(afterFlush: false)) }
-        case .client(.request):
-            if inFlight == nil, !intake.isIdle { reject(.requestTimedOut(seconds: policy.headerTimeout), env) }
-        case .client(.halfClosed):
-            break // not waited for here: a half-closed client waits for the upstream's deadline
-        case .client(.stalledReader):
-            guard pausedForOutput || closingAfterFlush else { return }
+        case .client(.stalledReader) where closingAfterFlush:
             // Closed once the client has taken nothing for the idle timeout; it took some lately: wait the rest of it.
             let now = env.monotonicClock()
             let due = Checked.deadline(lastDrainNanos, plus: Checked.nanoseconds(policy.idleTimeout))
-            if now >= due {
+            if now >= due, let queued = env.kernelUnsentBytes(), let before = kernelUnsentAtLastProgress, queued < before {
+                // The kernel's queue shrank: a slow reader behind a large send buffer, not a stalled one.
+                kernelUnsentAtLastProgress = queued
+                lastDrainNanos = now
+                deadline = Checked.deadline(now, plus: Checked.nanoseconds(policy.idleTimeout))
+            } else if now >= due {
                 actions.append(.log("client \(peer): took none of its answers for \(Checked.clampedInt(policy.idleTimeout)) s; closed"))
-                pausedForOutput = false
                 closingAfterFlush = false
                 actions.append(.resetClient)
             } else {
                 deadline = due
             }
+        case let .client(kind):
+            feedClient(.deadlinePassed(kind), env)
         case .upstream:
             if let f = inFlight {
                 upstreamFailed(status: 504, "upstream \(f.target.address) did not answer within \(Checked.clampedInt(config.upstreamTimeout)) s",
@@ -345,21 +439,12 @@ struct ProxySessionMachine {
     }
 
     private mutating func clientDrained(_ env: some ProxySessionEnvironment) {
-        guard !closed, pausedForOutput || closingAfterFlush else { return }
-        lastDrainNanos = env.monotonicClock()
-        guard !closingAfterFlush else { return }
-        guard policy.output.shouldResume(unsent: env.unsentByteCount()) else { return }
-        pausedForOutput = false
-        resumeReading()
-        wait(for: .idle, env)
-        processNext(env)
-    }
-
-    private mutating func resume(_ env: some ProxySessionEnvironment) {
-        isDeferred = false
         guard !closed else { return }
-        resumeReading()
-        processNext(env)
+        if closingAfterFlush {
+            lastDrainNanos = env.monotonicClock()
+            return
+        }
+        feedClient(.outputDrained, env)
     }
 
     private mutating func wait(for what: Wait, _ env: some ProxySessionEnvironment) {
@@ -367,6 +452,10 @@ struct ProxySessionMachine {
         case let .client(kind): policy.seconds(for: kind)
         case .upstream: config.upstreamTimeout
         }
+        wait(for: what, seconds: seconds, env)
+    }
+
+    private mutating func wait(for what: Wait, seconds: Double, _ env: some ProxySessionEnvironment) {
         waitingFor = what
         deadline = Checked.deadline(env.monotonicClock(), plus: Checked.nanoseconds(seconds)) // saturates: never traps
     }
@@ -381,90 +470,19 @@ struct ProxySessionMachine {
         actions.append(.resumeClientReading)
     }
 
-    /// Tells the budget what this connection holds: bytes read and not handled, and the body in flight.
-    @discardableResult
-    private func holdBudget(_ env: some ProxySessionEnvironment) -> Bool {
-        env.holdBudget(intake.bufferedCount + (inFlight?.record.request.body.count ?? 0))
-    }
-
     // MARK: requests
 
-    private mutating func processNext(_ env: some ProxySessionEnvironment) {
-        guard !closed, inFlight == nil, !isDeferred, !pausedForOutput, !closingAfterFlush else { return }
-        // What waits for the client once this event's answers are queued is at most what waits now plus them: over the
-        // high-water mark, stop reading and forwarding until the client has taken enough (the driver checks the real
-        // count as soon as it has queued them), and close if it takes nothing for the idle timeout.
-        if policy.output.shouldPause(unsent: env.unsentByteCount() &+ writing) {
-            pausedForOutput = true
-            pausedWhileInFlight = false
-            if !readingPaused { pauseReading() }
-            lastDrainNanos = env.monotonicClock()
-            wait(for: .client(.stalledReader), env)
-            return
-        }
-        if pausedWhileInFlight {
-            pausedWhileInFlight = false
-            resumeReading()
-        }
-        if !intake.isIdle, !pacedOnce {
-            let delay = env.pacingDelay()
-            if delay > 0 {
-                // The writer is falling behind: this request waits a little (see `ProxyServer.pacingDelay`), then goes on.
-                isDeferred = true
-                pacedOnce = true
-                pauseReading()
-                actions.append(.pace(delay))
-                return
-            }
-        }
-        pacedOnce = false
-        if env.writerIsBehind, !intake.isIdle {
-            isDeferred = true
-            pauseReading()
-            actions.append(.waitForWriter)
-            return
-        }
-        var step = intake.next(wallClock: env.wallClock())
-        if case .sendContinue = step {
-            actions.append(.writeClient(HTTPRequestIntake.continueBytes))
-            step = intake.next(wallClock: env.wallClock())
-        }
-        switch step {
-        case .needMore, .sendContinue:
-            if clientDone {
-                // Every request the client sent has been answered: close, or say that the last one was cut short.
-                if intake.isIdle {
-                    closeAfterAnswers(env)
-                } else {
-                    reject(.cutShort, env)
-                }
-                return
-            }
-            if !intake.isIdle, waitingFor != .requestHead { wait(for: .requestHead, env) }
-        case let .refuse(status, message, headers):
-            reject(.refused(status: status, message: message, headers: headers), env)
-        case let .intercept(target):
-            let (tunnelled, reason) = config.routing.passesThrough(target)
-            if tunnelled {
-                startPassThrough(target, decidedBy: reason, env)
-                return
-            }
-            actions.append(.writeClient(HTTPRequestIntake.connectEstablished))
-            actions.append(.startClientTLS(serverName: target.host))
-        case let .request(request, startedAt):
-            handle(request, startedAt: startedAt, env)
-            holdBudget(env)
-        }
-    }
-
-    private mutating func handle(_ request: HTTPRequest, startedAt: Double, _ env: some ProxySessionEnvironment) {
+    /// Forwards a request the client side delivered. Returns the answer to give back to the client side at once (a target
+    /// the recorder cannot resolve, an answer of key substitution's, whose exchange is then `answerRecord`), or nil while
+    /// the upstream answers.
+    private mutating func forward(_ request: HTTPRequest, number: Int, startedAt: Double,
+                                  _ env: some ProxySessionEnvironment) -> ServerConnectionMachine.Event? {
         let head = request.head
         let target: Target
         switch resolveTarget(head) {
         case let .success(t): target = t
         case let .failure(e):
-            reject(.refused(status: HTTPErrorAnswer.status(for: e.problem), message: e.message, headers: []), env)
-            return
+            return refusal(number, .refused(status: HTTPErrorAnswer.status(for: e.problem), message: e.message, headers: []))
         }
         seq += 1
         let captured = CapturedMessage(headers: head.headers.fields.map { ($0.name, $0.value) }, body: request.body,
@@ -492,19 +510,17 @@ struct ProxySessionMachine {
                 actions.append(.note(kind: "substitution", detail: note))
                 let headers = HTTPHeaders([("Content-Type", "application/json; charset=utf-8"), ("Content-Length", String(body.count))])
                 let answer = HTTPResponseHead(status: status, headers: headers).bytes + body
-                writing &+= answer.count
-                actions.append(.writeClient(answer))
                 record.status = status
                 record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: body.count)
                 record.done = env.wallClock()
-                actions.append(.record(record))
-                if head.keepAlive { processNext(env) } else { closeAfterAnswers(env) }
-                return
+                answerRecord = record
+                return .answeredRaw(number: number, head: answer, body: [], keepAlive: true)
             }
         }
         let outHead = out.bytes
 
-        inFlight = InFlight(record: record, keepAlive: head.keepAlive, target: target, substitution: context, upgrade: head.headers["Upgrade"])
+        inFlight = InFlight(number: number, record: record, keepAlive: client.keepAlive, target: target, substitution: context,
+                            upgrade: head.headers["Upgrade"])
         wait(for: .upstream, env)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
             // Changed in place: a copy of the link would share its parser's buffer, and the next read would copy it.
@@ -522,6 +538,18 @@ struct ProxySessionMachine {
             upstream = link
             actions.append(.connectUpstream(target))
         }
+        return nil
+    }
+
+    /// Answers request `number` with an error of the recorder's own in the client side's error shape, and closes after it
+    /// (a target the recorder cannot resolve); it is logged and noted as the client side's own refusals are.
+    private mutating func refusal(_ number: Int, _ refusal: ConnectionRefusal) -> ServerConnectionMachine.Event {
+        guard let answer = client.errorShape.answer(refusal) else {
+            return .answeredRaw(number: number, head: [], body: [], keepAlive: false)
+        }
+        actions.append(.log("\(peer): \(answer.status) \(answer.message)"))
+        actions.append(.note(kind: "rejected", detail: "\(peer): \(answer.status) \(answer.message)"))
+        return .answeredRaw(number: number, head: answer.bytes, body: [], keepAlive: false)
     }
 
     /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged).
@@ -564,19 +592,6 @@ struct ProxySessionMachine {
             let path = t[afterScheme...].firstIndex(of: "/").map { String(t[$0...]) } ?? "/"
             return .success(Target(tls: u.tls, address: u.address, hostHeader: u.hostHeader, path: path))
         }
-    }
-
-    /// Answers the client with an error of our own, in the recorder's shape (`errorShape`), and closes after it
-    /// (malformed or refused request, over the budget, timed out, cut short).
-    private mutating func reject(_ refusal: ConnectionRefusal, _ env: some ProxySessionEnvironment) {
-        guard let answer = errorShape.answer(refusal) else {
-            closeAfterAnswers(env)
-            return
-        }
-        actions.append(.log("\(peer): \(answer.status) \(answer.message)"))
-        actions.append(.note(kind: "rejected", detail: "\(peer): \(answer.status) \(answer.message)"))
-        actions.append(.writeClient(answer.bytes))
-        closeAfterAnswers(env)
     }
 
     // MARK: upstream side
@@ -661,7 +676,6 @@ struct ProxySessionMachine {
 
     private mutating func responseReceived(_ response: HTTPResponse, firstByteAt: Double?, _ env: some ProxySessionEnvironment) {
         guard var f = inFlight.take() else { return }
-        holdBudget(env)
         var headers = response.head.headers
         var body = response.body
         var (wireHead, wireBody) = (response.rawHead, response.rawBody)
@@ -682,43 +696,35 @@ struct ProxySessionMachine {
             }
         }
         // The client gets (and the session stores) the response as the client sees it.
-        writing &+= wireHead.count &+ wireBody.count
-        actions.append(.writeClient(wireHead, then: wireBody))
         f.record.status = response.head.status
         f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: wireHead.count + wireBody.count)
         fillUpstreamTimes(&f.record)
         f.record.firstByte = firstByteAt
         f.record.done = env.wallClock()
         noteClientFinished(&f.record)
-        actions.append(.record(f.record))
         let closeDelimited = response.head.headers["Content-Length"] == nil && response.head.headers["Transfer-Encoding"] == nil
             && !(response.head.status == 204 || response.head.status == 304 || f.record.method == "HEAD")
-        if !f.keepAlive || closeDelimited {
-            closeAfterAnswers(env)
-            return
-        }
-        wait(for: .idle, env)
-        processNext(env)
+        // The client side writes it as it came and closes after it or takes the next request; the record follows the write.
+        let number = f.number
+        answerRecord = f.record
+        feedClient(.answeredRaw(number: number, head: wireHead, body: wireBody, keepAlive: !closeDelimited), env)
     }
 
     private mutating func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool, _ env: some ProxySessionEnvironment) {
         guard var f = inFlight.take() else { return }
-        holdBudget(env)
-        wait(for: .idle, env)
         fillUpstreamTimes(&f.record)
         if closeUpstream {
             if upstream?.closed == false { actions.append(.closeUpstream) }
             upstream = nil
         }
         let answer = ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.addressText, close: !f.keepAlive)
-        writing &+= answer.count
-        actions.append(.writeClient(answer))
         f.record.status = status
         f.record.error = message
         f.record.done = env.wallClock()
         noteClientFinished(&f.record)
-        actions.append(.record(f.record))
-        if !f.keepAlive { closeAfterAnswers(env) } else { processNext(env) }
+        let (number, keepAlive) = (f.number, f.keepAlive)
+        answerRecord = f.record
+        feedClient(.answeredRaw(number: number, head: answer, body: [], keepAlive: keepAlive), env)
     }
 
     /// Closes once the queued answers are sent. Until then the stalled-reader deadline holds, as on a kept-alive
@@ -727,6 +733,7 @@ struct ProxySessionMachine {
     private mutating func closeAfterAnswers(_ env: some ProxySessionEnvironment) {
         closingAfterFlush = true
         lastDrainNanos = env.monotonicClock()
+        kernelUnsentAtLastProgress = env.kernelUnsentBytes()
         wait(for: .client(.stalledReader), env)
         actions.append(.closeClient(afterFlush: true))
     }
@@ -793,12 +800,11 @@ struct PassThrough {
 }
 
 extension ProxySessionMachine {
-    /// Starts tunnelling a CONNECT untouched: connect to its target, answer 200 once connected, then copy bytes both ways.
-    private mutating func startPassThrough(_ target: HostPort, decidedBy: String, _ env: some ProxySessionEnvironment) {
+    /// Starts tunnelling a CONNECT untouched, from `early` (what the client sent after it): connect to its target, answer
+    /// 200 once connected, then copy bytes both ways (the client side holds no budget for it any more).
+    private mutating func startPassThrough(_ target: HostPort, decidedBy: String, early: [UInt8], _ env: some ProxySessionEnvironment) {
         passThrough = PassThrough(target: target, decidedBy: decidedBy, startedAt: env.wallClock())
-        let early = intake.takeTunnelBytes()
         if !early.isEmpty { tunnelClientBytes(early, env) }
-        _ = env.holdBudget(0)
         wait(for: .upstream, env)
         actions.append(.log("\(peer): CONNECT \(target) passed through (\(decidedBy))"))
         actions.append(.connectUpstream(Target(tls: false, address: target, hostHeader: target.description, path: "")))
@@ -871,7 +877,7 @@ extension ProxySessionMachine {
             } else {
                 refuseTunnel(504, "upstream \(passThrough?.target.description ?? "?") not reached within \(Checked.clampedInt(config.upstreamTimeout)) s", env)
             }
-        case .resume, .clientDrained:
+        case .resume, .clientDrained, .written:
             break
         }
     }

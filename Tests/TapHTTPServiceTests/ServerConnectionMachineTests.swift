@@ -39,9 +39,10 @@ struct ConnectionHarness {
     var machine: ServerConnectionMachine
     let world = FakeConnectionWorld()
 
-    init(policy: ConnectionPolicy = ConnectionPolicy(), acceptsConnect: Bool = false, errorShape: ConnectionErrorShape = .standard) {
+    init(policy: ConnectionPolicy = ConnectionPolicy(), acceptsConnect: Bool = false, errorShape: ConnectionErrorShape = .standard,
+         absoluteTargetsInTunnels: Bool = true) {
         machine = ServerConnectionMachine(policy: policy, rules: .init(limits: HTTPLimits(), authorization: nil, acceptsConnect: acceptsConnect),
-                                          errorShape: errorShape)
+                                          errorShape: errorShape, absoluteTargetsInTunnels: absoluteTargetsInTunnels)
         let first = machine.start()
         #expect(first.armedDeadlines == [.idle])
     }
@@ -270,6 +271,11 @@ extension Array where Element == ServerConnectionMachine.Action {
         #expect(a.contains { if case .startTLS("acs.example", _) = $0 { return true }; return false })
         let inner = h.send(Self.get("/areq"))
         #expect(inner.delivered.map(\.target) == ["https://acs.example:443/areq"], "requests inside the tunnel name it")
+
+        // The recorder resolves the tunnel's target itself: its requests come as the client sent them.
+        var origin = ConnectionHarness(acceptsConnect: true, absoluteTargetsInTunnels: false)
+        _ = origin.send("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n")
+        #expect(origin.send(Self.get("/areq")).delivered.map(\.target) == ["/areq"])
 
         var p = ConnectionHarness(acceptsConnect: true)
         p.world.tunnelled = ["bank.example"]

@@ -15,6 +15,9 @@ final class FakeEnvironment: ProxySessionEnvironment {
     /// Answer bytes queued for the client and not taken.
     var unsent = 0
     func unsentByteCount() -> Int { unsent }
+    /// The kernel's unacknowledged bytes (nil: the system does not say).
+    var kernelUnsent: Int?
+    func kernelUnsentBytes() -> Int? { kernelUnsent }
     var limit = 1 << 20
     var held = 0
     func wallClock() -> Double { wall }
@@ -49,7 +52,19 @@ struct Harness {
         try Harness(.reverse(UpstreamURL("http://ds.example:8443/base")!), configure: configure)
     }
 
-    mutating func feed(_ e: ProxySessionMachine.Event) -> [ProxySessionMachine.Action] { machine.handle(e, env) }
+    /// Feeds an event and, as the driver does, `written` whenever the actions ask for it (`reportWhenWritten`, kept in the
+    /// list); returns every action, in order.
+    mutating func feed(_ e: ProxySessionMachine.Event) -> [ProxySessionMachine.Action] {
+        var all: [ProxySessionMachine.Action] = []
+        var next: ProxySessionMachine.Event? = e
+        while let event = next {
+            next = nil
+            let actions = machine.handle(event, env)
+            if actions.contains(where: { if case .reportWhenWritten = $0 { return true }; return false }) { next = .written }
+            all += actions
+        }
+        return all
+    }
     mutating func client(_ text: String) -> [ProxySessionMachine.Action] { feed(.clientBytes(Array(text.utf8))) }
     mutating func upstream(_ text: String) -> [ProxySessionMachine.Action] { feed(.upstreamBytes(Array(text.utf8))) }
 }
@@ -85,6 +100,7 @@ extension Array where Element == ProxySessionMachine.Action {
             case .budgetRefused: "budgetRefused"
             case .pace: "pace"
             case .waitForWriter: "waitForWriter"
+            case .reportWhenWritten: "reportWhenWritten"
             case .ended: "ended"
             }
         }
@@ -305,8 +321,9 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         var h = try Harness(.forward)
         var a = h.client("CONNECT acs.example:443 HTTP/1.1\r\nHost: acs.example:443\r\n\r\n")
         #expect(a.clientWrites == ["HTTP/1.1 200 Connection established\r\n\r\n"])
-        #expect(a.names == ["writeClient", "startClientTLS"])
-        if case let .startClientTLS(name) = a[1] { #expect(name == "acs.example") }
+        // The requests inside are taken once the 200 is queued (and TLS started): the driver reports it written.
+        #expect(a.names == ["writeClient", "startClientTLS", "reportWhenWritten"])
+        if case let .startClientTLS(name, early) = a[1] { #expect(name == "acs.example" && early.isEmpty) }
         a = h.client("POST /challenge HTTP/1.1\r\nHost: acs.example\r\nContent-Length: 0\r\n\r\n")
         let t = try #require(a.connects.first)
         #expect(t.tls && t.address == HostPort(host: "acs.example", port: 443) && t.hostHeader == "acs.example")
@@ -360,10 +377,14 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         var h = try Harness.reverse()
         _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
-        var a = h.feed(.clientBytes(Array(repeating: UInt8(ascii: "G"), count: ReadAheadLimit.pipelined.bytes + 1)))
+        // A pipelined request whose body is still coming: reading resumes once the first is answered and the intake
+        // needs more of the second.
+        let next = Array("POST /big HTTP/1.1\r\nHost: a\r\nContent-Length: 400000\r\n\r\n".utf8)
+        var a = h.feed(.clientBytes(next + Array(repeating: UInt8(ascii: "G"), count: ReadAheadLimit.pipelined.bytes + 1 - next.count)))
         #expect(a.names == ["pause"])
         a = h.upstream("HTTP/1.1 204 No Content\r\n\r\n")
-        #expect(a.resumes && a.records.count == 1)
+        #expect(a.resumes && a.records.count == 1 && !a.closesClient, "\(a.names)")
+        #expect(h.machine.waitingFor == .requestHead)
     }
 }
 
@@ -492,7 +513,7 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
         h.env.unsent = 2 << 20 // earlier answers the client has not taken
         var a = h.upstream(ares)
-        #expect(a.names == ["writeClient", "record", "pause"], "the second request waits: \(a.names)")
+        #expect(a.names == ["writeClient", "record", "reportWhenWritten", "pause"], "the second request waits: \(a.names)")
         #expect(h.machine.pausedForOutput && h.machine.waitingFor == .client(.stalledReader))
         #expect(h.machine.deadline == h.env.mono + 10_000_000_000)
 
@@ -506,8 +527,10 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         #expect(h.machine.deadline == h.env.mono + 4_000_000_000, "the rest of the idle timeout from its last progress")
         h.env.unsent = 0
         a = h.feed(.clientDrained)
-        #expect(a.names == ["resume", "writeUpstream"] && !h.machine.pausedForOutput, "\(a.names)")
+        // The second request was read already: it goes on, and reading resumes once the intake needs more.
+        #expect(a.names == ["writeUpstream"] && !h.machine.pausedForOutput, "\(a.names)")
         #expect(a.upstreamWrites.first?.hasPrefix("GET /base/2 ") == true)
+        #expect(h.upstream(ares).names == ["writeClient", "record", "resume"])
     }
 
     @Test func aClientThatTakesNothingForTheIdleTimeoutIsClosed() throws {
@@ -537,6 +560,23 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         #expect(h.feed(.deadlinePassed).names == ["log", "resetClient"])
     }
 
+    /// A closing connection whose client reads only from the kernel's queue (too slowly for this end's own queue to
+    /// move): not reset while that queue shrinks; reset once it stops.
+    @Test func aClosingConnectionWhoseClientReadsFromTheKernelsQueueIsNotReset() throws {
+        var h = try Harness.reverse { $0.idleTimeout = 10 }
+        _ = h.client("GET /1 HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        h.env.unsent = 2 << 20
+        h.env.kernelUnsent = 4 << 20
+        #expect(h.upstream(ares).names == ["writeClient", "record", "closeClient"])
+        h.env.advance(10)
+        h.env.kernelUnsent = (4 << 20) - 100_000
+        #expect(h.feed(.deadlinePassed).isEmpty, "the kernel's queue shrank: a reader")
+        #expect(h.machine.deadline > 0)
+        h.env.advance(10)
+        #expect(h.feed(.deadlinePassed).names == ["log", "resetClient"], "and then took nothing for the idle timeout")
+    }
+
     /// An answer larger than the mark is counted as if the client took none of it (the driver has not queued it yet):
     /// the next request waits until the driver reports what the client really left unsent.
     @Test func anAnswerOverTheMarkIsCountedBeforeItIsQueued() throws {
@@ -544,8 +584,17 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         _ = h.client(Self.two)
         _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
         let body = String(repeating: "x", count: 2 << 20)
-        let a = h.upstream("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
-        #expect(a.names == ["writeClient", "record", "pause"], "\(a.names)")
-        #expect(h.feed(.clientDrained).names == ["resume", "writeUpstream"], "the kernel took it at once")
+        // Fed without the driver's `written`: the machine stops at the answer and asks for it.
+        let a = h.machine.handle(.upstreamBytes(Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)), h.env)
+        #expect(a.names == ["writeClient", "record", "reportWhenWritten"], "\(a.names)")
+        h.env.unsent = 2 << 20 // queued, none taken: the next request waits for the client
+        #expect(h.feed(.written).names == ["pause"])
+        h.env.unsent = 0
+        #expect(h.feed(.clientDrained).names == ["writeUpstream"], "taken: the next request goes on")
+        var taken = try Harness.reverse()
+        _ = taken.client(Self.two)
+        _ = taken.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        _ = taken.machine.handle(.upstreamBytes(Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)), taken.env)
+        #expect(taken.feed(.written).names == ["writeUpstream"], "the kernel took it at once: no pause")
     }
 }
