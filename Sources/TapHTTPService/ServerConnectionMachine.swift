@@ -35,6 +35,30 @@ public struct ConnectionPolicy: Sendable {
         case .request: return headerTimeout
         }
     }
+
+    /// How long after the stalled-reader deadline the kernel's queue is looked at again (a fifth of the idle timeout,
+    /// at most a second): long enough for a slow reader to take a few bytes, short enough that a stalled one is closed
+    /// soon after the idle timeout. Looking right after the pause would count the bytes the client's kernel takes into
+    /// its receive buffer without the client reading.
+    public var kernelProbeSeconds: Double { min(1, idleTimeout / 5) }
+
+    /// What the stalled-reader deadline does once this end's queue has not moved for the idle timeout.
+    public enum KernelProbe: Equatable {
+        /// Look at the kernel's queue again after `kernelProbeSeconds`, with this many bytes in it now.
+        case look(Int)
+        /// The kernel's queue shrank since the last look: the client reads; wait the idle timeout again.
+        case reading
+        /// Close: the client took nothing (or the system does not say).
+        case stalled
+    }
+
+    /// The rule for the stalled-reader deadline: `queued` is the kernel's unacknowledged byte count now (nil where the
+    /// system does not say), `before` what it was at the last look (nil: no look yet).
+    public func kernelProbe(queued: Int?, before: Int?) -> KernelProbe {
+        guard let queued, queued > 0 else { return .stalled }
+        guard let before else { return .look(queued) }
+        return queued < before ? .reading : .stalled
+    }
 }
 
 /// What a connection waits for when a deadline is armed; the kind decides what happens when it passes.
@@ -300,8 +324,9 @@ public struct ServerConnectionMachine {
     private var bodyInFlight = 0
     /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
     private var lastDrainNanos: UInt64 = 0
-    /// The kernel's unacknowledged answer bytes when the stalled-reader wait began or last saw the client read.
-    private var kernelUnsentAtLastProgress: Int?
+    /// The kernel's unacknowledged answer bytes when the stalled-reader deadline passed, looked at again a moment later
+    /// (`ConnectionPolicy.kernelProbeSeconds`): less then is a client that reads.
+    private var kernelUnsentProbe: Int?
     /// Whether the request with the handler asked to keep the connection (read once, as it is delivered).
     public private(set) var keepAlive = true
     /// The request of the last `deliver`, until the driver takes it.
@@ -398,6 +423,7 @@ public struct ServerConnectionMachine {
 
     private mutating func drained(_ env: some ServerConnectionEnvironment) {
         lastDrainNanos = env.monotonicNanos()
+        kernelUnsentProbe = nil
         guard pausedForOutput, policy.output.shouldResume(unsent: env.unsentByteCount()) else { return }
         pausedForOutput = false
         cancelDeadline()
@@ -459,14 +485,23 @@ public struct ServerConnectionMachine {
             close(.deadline(.halfClosed)) // an answer that never came (a hang) does not hold the connection for ever
         case .stalledReader:
             let idle = Double(env.monotonicNanos() &- lastDrainNanos) / 1e9
-            if idle >= policy.idleTimeout, let now = env.kernelUnsentBytes(), let before = kernelUnsentAtLastProgress, now < before {
-                // The client took bytes from the kernel's queue: a slow reader, not a stalled one. Another full wait.
-                kernelUnsentAtLastProgress = now
-                lastDrainNanos = env.monotonicNanos()
-                armed = .stalledReader
-                actions.append(.arm(.stalledReader, seconds: policy.idleTimeout))
-            } else if idle >= policy.idleTimeout {
-                close(.deadline(.stalledReader))
+            if idle >= policy.idleTimeout {
+                // This end's queue has not moved for the idle timeout. Where the kernel says how much of what it holds
+                // the client has not acknowledged, look again a moment later: a queue that shrinks then is a client
+                // that reads, slowly, behind a send buffer too large for this end's queue to move.
+                switch policy.kernelProbe(queued: env.kernelUnsentBytes(), before: kernelUnsentProbe) {
+                case let .look(queued):
+                    kernelUnsentProbe = queued
+                    armed = .stalledReader
+                    actions.append(.arm(.stalledReader, seconds: policy.kernelProbeSeconds))
+                case .reading:
+                    kernelUnsentProbe = nil
+                    lastDrainNanos = env.monotonicNanos()
+                    armed = .stalledReader
+                    actions.append(.arm(.stalledReader, seconds: policy.idleTimeout))
+                case .stalled:
+                    close(.deadline(.stalledReader))
+                }
             } else {
                 armed = .stalledReader
                 actions.append(.arm(.stalledReader, seconds: policy.idleTimeout - idle))
@@ -501,7 +536,7 @@ public struct ServerConnectionMachine {
             pausedForOutput = true
             pauseReading()
             lastDrainNanos = env.monotonicNanos()
-            kernelUnsentAtLastProgress = env.kernelUnsentBytes()
+            kernelUnsentProbe = nil
             arm(.stalledReader)
             return
         }

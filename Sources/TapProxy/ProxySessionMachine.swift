@@ -239,8 +239,8 @@ struct ProxySessionMachine {
     private(set) var closingAfterFlush = false
     /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline of a closing connection.
     private var lastDrainNanos: UInt64 = 0
-    /// The kernel's unacknowledged answer bytes when the closing wait began or last saw the client read.
-    private var kernelUnsentAtLastProgress: Int?
+    /// The kernel's unacknowledged answer bytes at the closing wait's last look (`ConnectionPolicy.kernelProbe`).
+    private var kernelUnsentProbe: Int?
     /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The driver's one timer
     /// sends `deadlinePassed` when it passes, moved only when the deadline comes earlier (no timer per request).
     private(set) var waitingFor: Wait = .idle
@@ -416,9 +416,13 @@ struct ProxySessionMachine {
             // Closed once the client has taken nothing for the idle timeout; it took some lately: wait the rest of it.
             let now = env.monotonicClock()
             let due = Checked.deadline(lastDrainNanos, plus: Checked.nanoseconds(policy.idleTimeout))
-            if now >= due, let queued = env.kernelUnsentBytes(), let before = kernelUnsentAtLastProgress, queued < before {
-                // The kernel's queue shrank: a slow reader behind a large send buffer, not a stalled one.
-                kernelUnsentAtLastProgress = queued
+            let probe = now >= due ? policy.kernelProbe(queued: env.kernelUnsentBytes(), before: kernelUnsentProbe) : .stalled
+            if case let .look(queued) = probe {
+                // This end's queue has not moved: look at the kernel's again in a moment (a slow reader shrinks it).
+                kernelUnsentProbe = queued
+                deadline = Checked.deadline(now, plus: Checked.nanoseconds(policy.kernelProbeSeconds))
+            } else if probe == .reading {
+                kernelUnsentProbe = nil
                 lastDrainNanos = now
                 deadline = Checked.deadline(now, plus: Checked.nanoseconds(policy.idleTimeout))
             } else if now >= due {
@@ -442,6 +446,7 @@ struct ProxySessionMachine {
         guard !closed else { return }
         if closingAfterFlush {
             lastDrainNanos = env.monotonicClock()
+            kernelUnsentProbe = nil
             return
         }
         feedClient(.outputDrained, env)
@@ -733,7 +738,7 @@ struct ProxySessionMachine {
     private mutating func closeAfterAnswers(_ env: some ProxySessionEnvironment) {
         closingAfterFlush = true
         lastDrainNanos = env.monotonicClock()
-        kernelUnsentAtLastProgress = env.kernelUnsentBytes()
+        kernelUnsentProbe = nil
         wait(for: .client(.stalledReader), env)
         actions.append(.closeClient(afterFlush: true))
     }

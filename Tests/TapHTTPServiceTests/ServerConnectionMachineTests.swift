@@ -413,26 +413,32 @@ extension Array where Element == ServerConnectionMachine.Action {
     }
 
     /// A client that reads slowly behind a large kernel send buffer frees too little for this end's own queue to move
-    /// (no `outputDrained` for the whole idle timeout), but the kernel's queue shrinks: it is not closed as a stalled
-    /// reader; once the kernel's queue stops shrinking, it is.
+    /// (no `outputDrained` for the whole idle timeout), but the kernel's queue shrinks: once the idle timeout has passed
+    /// the machine looks at that queue, and again a moment later; shrunk, the client reads and the wait starts again;
+    /// the same, it is closed. Where the system does not say (nil), it is closed at the idle timeout, as before.
     @Test func aClientThatTakesBytesFromTheKernelsQueueIsNotAStalledReader() {
         var h = ConnectionHarness(policy: ConnectionPolicy(idleTimeout: 5, output: OutputBackpressure(highWater: 100)))
         h.world.unsent = 101
         h.world.kernelUnsent = 2_500_000
         #expect(h.send(Self.get("/x")).armedDeadlines == [.stalledReader])
         h.world.now += 5_000_000_000
-        h.world.kernelUnsent = 2_300_000 // the client read 200 KB from the kernel's queue
+        let look = h.feed(.deadlinePassed(.stalledReader))
+        #expect(look.closeReason == nil && look.contains { if case let .arm(.stalledReader, s) = $0 { return s == 1 }; return false }, "\(look)")
+        h.world.now += 1_000_000_000
+        h.world.kernelUnsent = 2_480_000 // the client read 20 KB from the kernel's queue in that second
         let reading = h.feed(.deadlinePassed(.stalledReader))
         #expect(reading.closeReason == nil && reading.contains { if case let .arm(.stalledReader, s) = $0 { return s == 5 }; return false }, "\(reading)")
         h.world.now += 5_000_000_000 // and then nothing
+        #expect(h.feed(.deadlinePassed(.stalledReader)).closeReason == nil, "one more look")
+        h.world.now += 1_000_000_000
         #expect(h.feed(.deadlinePassed(.stalledReader)).closeReason == .deadline(.stalledReader))
 
-        // Where the system does not say (nil), the machine's own view decides, as before.
         var unknown = ConnectionHarness(policy: ConnectionPolicy(idleTimeout: 5, output: OutputBackpressure(highWater: 100)))
         unknown.world.unsent = 101
         _ = unknown.send(Self.get("/x"))
         unknown.world.now += 5_000_000_000
         #expect(unknown.feed(.deadlinePassed(.stalledReader)).closeReason == .deadline(.stalledReader))
+        #expect(ConnectionPolicy(idleTimeout: 0.3).kernelProbeSeconds == 0.06 && ConnectionPolicy(idleTimeout: 120).kernelProbeSeconds == 1)
     }
 
     /// What a client sends after its CONNECT in the same write (a ClientHello that did not wait for the 200) is the start
