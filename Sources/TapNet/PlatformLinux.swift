@@ -41,6 +41,10 @@ public enum Platform {
     @discardableResult
     public static func adoptOrphans() -> Bool { clinux_set_child_subreaper(1) == 0 }
 
+    /// Whether the kernel can say when a socket's bytes arrived (SO_TIMESTAMPNS): a replayed delay then counts from the
+    /// arrival, not from when the loop read the request.
+    public static let stampsReceiveTimes = true
+
     /// Asks the kernel to stamp what `fd` receives (SO_TIMESTAMPNS), for `receive`. True when it took effect.
     static func enableReceiveTimestamps(_ fd: Int32) -> Bool { clinux_enable_rx_timestamps(fd) == 0 }
 

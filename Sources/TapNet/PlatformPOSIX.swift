@@ -97,6 +97,10 @@ public enum Platform {
     @discardableResult
     public static func adoptOrphans() -> Bool { false }
 
+    /// Whether the kernel can say when a socket's bytes arrived (Linux's SO_TIMESTAMPNS): not here, so a replayed delay
+    /// counts from when the loop read the request.
+    public static let stampsReceiveTimes = false
+
     /// Asks the kernel to stamp what `fd` receives (Linux's SO_TIMESTAMPNS): none here, so false, and `receive` gives no stamp.
     static func enableReceiveTimestamps(_ fd: Int32) -> Bool { false }
 
