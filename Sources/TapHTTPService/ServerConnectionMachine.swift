@@ -180,8 +180,9 @@ public protocol ServerConnectionEnvironment {
     /// recorder records it as the exchange's start.
     func wallClock() -> Double
     /// Answer bytes in the kernel's send queue that the client has not acknowledged, where the system says (Linux), or
-    /// nil. Asked when the stalled-reader deadline is armed and when it passes: a queue that shrank is a client that
-    /// reads, slowly, behind a send buffer too large for this end's own queue to move within the idle timeout.
+    /// nil. Asked only once the stalled-reader deadline has passed, and again `ConnectionPolicy.kernelProbeSeconds` later:
+    /// a queue that shrank between the two is a client that reads, slowly, behind a send buffer too large for this end's
+    /// own queue to move within the idle timeout.
     func kernelUnsentBytes() -> Int?
 }
 
