@@ -323,11 +323,8 @@ public struct ServerConnectionMachine {
     private var pacedOnce = false
     /// The body of the request being answered, when the budget counts it (`budgetCountsRequestInFlight`).
     private var bodyInFlight = 0
-    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline.
-    private var lastDrainNanos: UInt64 = 0
-    /// The kernel's unacknowledged answer bytes when the stalled-reader deadline passed, looked at again a moment later
-    /// (`ConnectionPolicy.kernelProbeSeconds`): less then is a client that reads.
-    private var kernelUnsentProbe: Int?
+    /// When the client last took queued bytes, and what the kernel said at the last look: the stalled-reader deadline.
+    private var stalledReader = StalledReaderWatch()
     /// Whether the request with the handler asked to keep the connection (read once, as it is delivered).
     public private(set) var keepAlive = true
     /// The request of the last `deliver`, until the driver takes it.
@@ -423,8 +420,7 @@ public struct ServerConnectionMachine {
     }
 
     private mutating func drained(_ env: some ServerConnectionEnvironment) {
-        lastDrainNanos = env.monotonicNanos()
-        kernelUnsentProbe = nil
+        stalledReader.drained(at: env.monotonicNanos())
         guard pausedForOutput, policy.output.shouldResume(unsent: env.unsentByteCount()) else { return }
         pausedForOutput = false
         cancelDeadline()
@@ -485,27 +481,12 @@ public struct ServerConnectionMachine {
         case .halfClosed:
             close(.deadline(.halfClosed)) // an answer that never came (a hang) does not hold the connection for ever
         case .stalledReader:
-            let idle = Double(env.monotonicNanos() &- lastDrainNanos) / 1e9
-            if idle >= policy.idleTimeout {
-                // This end's queue has not moved for the idle timeout. Where the kernel says how much of what it holds
-                // the client has not acknowledged, look again a moment later: a queue that shrinks then is a client
-                // that reads, slowly, behind a send buffer too large for this end's queue to move.
-                switch policy.kernelProbe(queued: env.kernelUnsentBytes(), before: kernelUnsentProbe) {
-                case let .look(queued):
-                    kernelUnsentProbe = queued
-                    armed = .stalledReader
-                    actions.append(.arm(.stalledReader, seconds: policy.kernelProbeSeconds))
-                case .reading:
-                    kernelUnsentProbe = nil
-                    lastDrainNanos = env.monotonicNanos()
-                    armed = .stalledReader
-                    actions.append(.arm(.stalledReader, seconds: policy.idleTimeout))
-                case .stalled:
-                    close(.deadline(.stalledReader))
-                }
-            } else {
+            switch stalledReader.deadlinePassed(at: env.monotonicNanos(), policy: policy, kernelUnsent: { env.kernelUnsentBytes() }) {
+            case let .wait(seconds):
                 armed = .stalledReader
-                actions.append(.arm(.stalledReader, seconds: policy.idleTimeout - idle))
+                actions.append(.arm(.stalledReader, seconds: seconds))
+            case .stalled:
+                close(.deadline(.stalledReader))
             }
         }
     }
@@ -536,8 +517,7 @@ public struct ServerConnectionMachine {
             // The client is not reading its answers: stop reading and answering until it has taken enough of them.
             pausedForOutput = true
             pauseReading()
-            lastDrainNanos = env.monotonicNanos()
-            kernelUnsentProbe = nil
+            stalledReader.drained(at: env.monotonicNanos())
             arm(.stalledReader)
             return
         }

@@ -237,10 +237,8 @@ struct ProxySessionMachine {
     /// The connection closes once its answers are sent; until then the stalled-reader deadline holds (a client that does
     /// not read its last answer is not kept with it); the driver sends `clientDrained` as the client takes bytes.
     private(set) var closingAfterFlush = false
-    /// When the client last took queued bytes (monotonic ns), for the stalled-reader deadline of a closing connection.
-    private var lastDrainNanos: UInt64 = 0
-    /// The kernel's unacknowledged answer bytes at the closing wait's last look (`ConnectionPolicy.kernelProbe`).
-    private var kernelUnsentProbe: Int?
+    /// The stalled-reader deadline of a closing connection (the same rule as a kept-alive one's).
+    private var stalledReader = StalledReaderWatch()
     /// What the session is waiting for, and until when (monotonic ns; 0: no deadline). The driver's one timer
     /// sends `deadlinePassed` when it passes, moved only when the deadline comes earlier (no timer per request).
     private(set) var waitingFor: Wait = .idle
@@ -413,24 +411,15 @@ struct ProxySessionMachine {
         deadline = 0
         switch waitingFor {
         case .client(.stalledReader) where closingAfterFlush:
-            // Closed once the client has taken nothing for the idle timeout; it took some lately: wait the rest of it.
+            // Closed once the client has taken nothing for the idle timeout (`StalledReaderWatch`); else wait as it says.
             let now = env.monotonicClock()
-            let due = Checked.deadline(lastDrainNanos, plus: Checked.nanoseconds(policy.idleTimeout))
-            let probe = now >= due ? policy.kernelProbe(queued: env.kernelUnsentBytes(), before: kernelUnsentProbe) : .stalled
-            if case let .look(queued) = probe {
-                // This end's queue has not moved: look at the kernel's again in a moment (a slow reader shrinks it).
-                kernelUnsentProbe = queued
-                deadline = Checked.deadline(now, plus: Checked.nanoseconds(policy.kernelProbeSeconds))
-            } else if probe == .reading {
-                kernelUnsentProbe = nil
-                lastDrainNanos = now
-                deadline = Checked.deadline(now, plus: Checked.nanoseconds(policy.idleTimeout))
-            } else if now >= due {
+            switch stalledReader.deadlinePassed(at: now, policy: policy, kernelUnsent: { env.kernelUnsentBytes() }) {
+            case let .wait(seconds):
+                deadline = Checked.deadline(now, plus: Checked.nanoseconds(seconds))
+            case .stalled:
                 actions.append(.log("client \(peer): took none of its answers for \(Checked.clampedInt(policy.idleTimeout)) s; closed"))
                 closingAfterFlush = false
                 actions.append(.resetClient)
-            } else {
-                deadline = due
             }
         case let .client(kind):
             feedClient(.deadlinePassed(kind), env)
@@ -445,8 +434,7 @@ struct ProxySessionMachine {
     private mutating func clientDrained(_ env: some ProxySessionEnvironment) {
         guard !closed else { return }
         if closingAfterFlush {
-            lastDrainNanos = env.monotonicClock()
-            kernelUnsentProbe = nil
+            stalledReader.drained(at: env.monotonicClock())
             return
         }
         feedClient(.outputDrained, env)
@@ -737,8 +725,7 @@ struct ProxySessionMachine {
     /// (hostile tester: `Connection: close` or HTTP/1.0 clients that never read held 20 MB answers indefinitely).
     private mutating func closeAfterAnswers(_ env: some ProxySessionEnvironment) {
         closingAfterFlush = true
-        lastDrainNanos = env.monotonicClock()
-        kernelUnsentProbe = nil
+        stalledReader.drained(at: env.monotonicClock())
         wait(for: .client(.stalledReader), env)
         actions.append(.closeClient(afterFlush: true))
     }

@@ -1,4 +1,4 @@
-# Sourced by the benchmark scripts (proxy.sh, replay.sh, client-replay.sh, connections.sh, writer.sh): what each of
+# Sourced by the benchmark scripts (proxy.sh, replay.sh, replay-timing-instructions.sh, client-replay.sh, connections.sh, writer.sh): what each of
 # them did in its own copy.
 
 # bench_work PREFIX: a fresh temporary folder in $work (/tmp/PREFIX.XXXXXX) and an empty $pids; on exit every process
@@ -23,4 +23,30 @@ bench_binary() {
     (cd "$root" && swift build "${opts[@]}" --product "$product" >/dev/null)
     bench_bin="$(cd "$root" && swift build "${opts[@]}" --show-bin-path)/$product"
   fi
+}
+
+# bench_wait_port PORT: waits up to 3 minutes for something to listen on 127.0.0.1:PORT (valgrind starts slowly), else
+# says so and exits 1.
+bench_wait_port() {
+  for _ in $(seq 1800); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "port $1 not up"; exit 1
+}
+
+# bench_record_one TAPE REC_PORT SESSION: records one exchange (POST /bench {"i":0}, answered by tools/testing/upstream.py)
+# through `TAPE record --reverse` listening on REC_PORT into SESSION, the session the replay benchmarks replay. ROOT
+# is taken from $root. The upstream exits when its stdin closes: a FIFO held open here (/dev/zero once made it read
+# zeros on one of the two cores, and fill gigabytes, through a whole run); it is stopped once the exchange is recorded.
+bench_record_one() {
+  local tape="$1" port="$2" session="$3" up upport="" rec
+  mkfifo "$work/up.stdin"
+  python3 "$root/tools/testing/upstream.py" <"$work/up.stdin" >"$work/up.txt" 2>&1 & up=$!; pids+=($up)
+  exec {bench_up_stdin}>"$work/up.stdin"
+  # Its port once it says so (a fixed half-second sleep was too short while other builds loaded the machine).
+  for _ in $(seq 200); do upport=$(awk '/listening/ {print $2}' "$work/up.txt"); [ -n "$upport" ] && break; sleep 0.05; done
+  [ -n "$upport" ] || { echo "the upstream did not start: $(cat "$work/up.txt")"; exit 1; }
+  "$tape" record --reverse "http://127.0.0.1:$upport" --listen "127.0.0.1:$port" --session "$session" --quiet 2>/dev/null & rec=$!
+  bench_wait_port "$port"
+  curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d '{"i":0}' "http://127.0.0.1:$port/bench"
+  kill -INT $rec; wait $rec || true
+  kill $up 2>/dev/null || true
 }

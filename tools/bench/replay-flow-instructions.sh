@@ -32,7 +32,6 @@ else
 fi
 export THREEDSTAPE_HOME="$work/home"
 base="${BENCH_PORT_BASE:-${THREEDSTAPE_BENCH_PORT_BASE:-18291}}"; REP=$base
-wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 not up"; exit 1; }
 
 # The 3DS Server's RReq listener: tools/testing/upstream.py answers every POST (exits when its stdin closes).
 mkfifo "$work/up.stdin"
@@ -51,7 +50,7 @@ valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
   "$tape" replay "$work/demo.3dstape" --listen "127.0.0.1:$REP" --timing none --session "$work/flows.3dstape" --quiet \
   2>"$work/rep.log" & rep=$!
 pids+=($rep)
-wait_port $REP
+bench_wait_port $REP
 "$py" "$here/replay_client.py" flows $REP "$work/flow-areq.json" "$warm" 1 >/dev/null   # warm-up (key loading, caches)
 sleep 1
 callgrind_control -z $rep >/dev/null  # counts from here

@@ -21,25 +21,15 @@ bench_binary "$root" 3dstape; tape="$bench_bin"
 export THREEDSTAPE_HOME="$work/home"
 ulimit -n 8192 2>/dev/null || true
 base="${BENCH_PORT_BASE:-${THREEDSTAPE_BENCH_PORT_BASE:-18295}}"; REC=$base; REP=$((base + 1))
-wait_port() { for _ in $(seq 1800); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 not up"; exit 1; }
 
-# The one exchange to replay, recorded as replay.sh records it.
-mkfifo "$work/up.stdin"
-python3 "$root/tools/testing/upstream.py" <"$work/up.stdin" >"$work/up.txt" 2>&1 & pids+=($!)
-exec {up_stdin}>"$work/up.stdin"
-upport=""
-for _ in $(seq 200); do upport=$(awk '/listening/ {print $2}' "$work/up.txt"); [ -n "$upport" ] && break; sleep 0.05; done
-[ -n "$upport" ] || { echo "the upstream did not start: $(cat "$work/up.txt")"; exit 1; }
-"$tape" record --reverse "http://127.0.0.1:$upport" --listen "127.0.0.1:$REC" --session "$work/one.3dstape" --quiet 2>/dev/null & rec=$!
-wait_port $REC
-curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d '{"i":0}' "http://127.0.0.1:$REC/bench"
-kill -INT $rec; wait $rec || true
+# The one exchange to replay, recorded as replay.sh records it (lib.sh).
+bench_record_one "$tape" $REC "$work/one.3dstape"
 
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
   "$tape" replay "$work/one.3dstape" --listen "127.0.0.1:$REP" --timing none --jitter uniform:10ms-1s --seed 1 \
   --ignore-field i --session "$work/timing.3dstape" --quiet 2>"$work/rep.log" & rep=$!
 pids+=($rep)
-wait_port $REP
+bench_wait_port $REP
 sleep 1
 callgrind_control -z $rep >/dev/null 2>&1  # counts from here
 python3 "$here/replay_client.py" timing $REP "$count" > "$work/client-timing.txt"

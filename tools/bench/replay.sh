@@ -40,27 +40,13 @@ bench_binary "$root" 3dstape; tape="$bench_bin"
 export THREEDSTAPE_HOME="$work/home"
 ulimit -n 8192 2>/dev/null || true
 
-wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 not up"; exit 1; }
-
 # ---- 1. timing accuracy
 base="${BENCH_PORT_BASE:-${THREEDSTAPE_BENCH_PORT_BASE:-18281}}"; UP=$base; REC=$((base + 1)); REP=$((base + 2)); NGX=$((base + 3))
-# The upstream (needed only to record the one exchange) exits when its stdin closes: a FIFO held open by this script
-# (/dev/zero here once made it read zeros on one of the two cores, and fill gigabytes, through the whole run).
-mkfifo "$work/up.stdin"
-python3 "$root/tools/testing/upstream.py" <"$work/up.stdin" >"$work/up.txt" 2>&1 & up=$!; pids+=($up)
-exec {up_stdin}>"$work/up.stdin"
-# Its port once it says so (a fixed half-second sleep was too short while other builds loaded the machine).
-upport=""
-for _ in $(seq 200); do upport=$(awk '/listening/ {print $2}' "$work/up.txt"); [ -n "$upport" ] && break; sleep 0.05; done
-[ -n "$upport" ] || { echo "the upstream did not start: $(cat "$work/up.txt")"; exit 1; }
-"$tape" record --reverse "http://127.0.0.1:$upport" --listen "127.0.0.1:$REC" --session "$work/one.3dstape" --quiet 2>/dev/null & rec=$!
-wait_port $REC
-curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d '{"i":0}' "http://127.0.0.1:$REC/bench"
-kill -INT $rec; wait $rec || true
-kill $up 2>/dev/null || true
+# The one exchange to replay (lib.sh).
+bench_record_one "$tape" $REC "$work/one.3dstape"
 "$tape" replay "$work/one.3dstape" --listen "127.0.0.1:$REP" --timing none --jitter uniform:10ms-1s --seed 1 \
   --ignore-field i --session "$work/timing.3dstape" --quiet 2>"$work/rep1.log" & rep=$!
-wait_port $REP
+bench_wait_port $REP
 # Each replayer thread's time on a core and time waiting for one (/proc/PID/task/*/schedstat) across the client's run:
 # what the machine's other load took from the replayer.
 sched_snapshot() { for t in /proc/$rep/task/*; do printf '%s %s\n' "$(tr ' ' _ <"$t/comm")" "$(cat "$t/schedstat")"; done 2>/dev/null || true; }
@@ -158,7 +144,7 @@ NGX
 nginx -c "$work/nginx.conf" -p "$work" & pids+=($!)
 "$tape" replay "$work/demo.3dstape" --listen "127.0.0.1:$REP" --timing none --session "$work/tput.3dstape" --quiet 2>"$work/rep2.log" & rep=$!
 pids+=($rep)
-wait_port $NGX; wait_port $REP
+bench_wait_port $NGX; bench_wait_port $REP
 wrkrun() {
   wrk -t2 -c16 -d"${secs}s" -s "$work/areq.lua" --latency "http://127.0.0.1:$1/ds/areq" > "$work/wrk-$2.txt"
   python3 "$here/wrk_summary.py" "$work/wrk-$2.txt"
@@ -188,7 +174,7 @@ json.dump(a, open(sys.argv[1], "w"))
 PY
 "$tape" replay "$work/demo.3dstape" --listen "127.0.0.1:$REP" --timing none --session "$work/flows.3dstape" --quiet 2>"$work/rep3.log" & rep=$!
 pids+=($rep)
-wait_port $REP
+bench_wait_port $REP
 "$py" "$here/replay_client.py" flows $REP "$work/flow-areq.json" 20 2 >/dev/null   # warm-up (key loading, caches)
 # Three rounds, each the flows then `openssl speed` right after them: this machine's speed drifts by tens of percent
 # within a minute, so each round's ratio compares CPU times taken in the same seconds, and the median is reported.
