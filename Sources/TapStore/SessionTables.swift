@@ -173,27 +173,16 @@ final class RowWrite {
 
 // MARK: - The tables
 
-/// A session table's declaration: its name, said once, which its columns (`c(name, type, constraints)`) and its `Table` carry.
-protocol SessionTable {
-    static var name: String { get }
-}
-
-extension SessionTable {
-    /// A column of this table.
-    static func c(_ n: String, _ t: String, _ k: String = "") -> Column { Column(name, n, t, k) }
-}
-
 /// `meta`: key and value.
-enum MetaTable: SessionTable {
-    static let name = "meta"
-    static let key = c("key", "TEXT", "PRIMARY KEY")
-    static let value = c("value", "TEXT", "NOT NULL")
-    static let table = Table(name, [key, value], oneLine: true)
+enum MetaTable {
+    static let key = Column("meta", "key", "TEXT", "PRIMARY KEY")
+    static let value = Column("meta", "value", "TEXT", "NOT NULL")
+    static let table = Table("meta", [key, value], oneLine: true)
 }
 
 /// `connections`: one row per client connection.
-enum ConnectionsTable: SessionTable {
-    static let name = "connections"
+enum ConnectionsTable {
+    static func c(_ n: String, _ t: String, _ k: String = "") -> Column { Column("connections", n, t, k) }
     static let id = c("id", "INTEGER", "PRIMARY KEY")
     static let clientAddr = c("client_addr", "TEXT", "NOT NULL")
     static let acceptedAt = c("accepted_at", "REAL", "NOT NULL")
@@ -206,12 +195,12 @@ enum ConnectionsTable: SessionTable {
     static let closedAt = c("closed_at", "REAL")
     /// v4.
     static let alpnOffered = c("alpn_offered", "TEXT")
-    static let table = Table(name, [id, clientAddr, acceptedAt, mode, upstream, tlsVersion, tlsCipher, sni, alpn, closedAt, alpnOffered])
+    static let table = Table("connections", [id, clientAddr, acceptedAt, mode, upstream, tlsVersion, tlsCipher, sni, alpn, closedAt, alpnOffered])
 }
 
 /// `exchanges`: one row per request and its response.
-enum ExchangesTable: SessionTable {
-    static let name = "exchanges"
+enum ExchangesTable {
+    static func c(_ n: String, _ t: String, _ k: String = "") -> Column { Column("exchanges", n, t, k) }
     static let id = c("id", "INTEGER", "PRIMARY KEY")
     static let connectionID = c("connection_id", "INTEGER", "NOT NULL REFERENCES connections(id)")
     static let seq = c("seq", "INTEGER", "NOT NULL")
@@ -241,7 +230,7 @@ enum ExchangesTable: SessionTable {
     static let clientAbortAt = c("client_abort_at", "REAL")
     /// The columns of an `ExchangeTimeline`, as `Row.timeline()` reads them.
     static let timeline = [tRequestStart, tUpstreamConnect, tTLSDone, tRequestSent, tFirstByte, tDone, error, clientAbortAt]
-    static let table = Table(name, [
+    static let table = Table("exchanges", [
         id, connectionID, seq, method, url, host, path, requestHeaders, requestBody, requestBodyCompressed, requestContentEncoding,
         requestWireSize, status, responseHeaders, responseBody, responseBodyCompressed, responseContentEncoding, responseWireSize, upstream,
         tRequestStart, tUpstreamConnect, tTLSDone, tRequestSent, tFirstByte, tDone, error, clientAbortAt,
@@ -249,8 +238,8 @@ enum ExchangesTable: SessionTable {
 }
 
 /// `messages`: the 3DS messages found in an exchange.
-enum MessagesTable: SessionTable {
-    static let name = "messages"
+enum MessagesTable {
+    static func c(_ n: String, _ t: String, _ k: String = "") -> Column { Column("messages", n, t, k) }
     static let id = c("id", "INTEGER", "PRIMARY KEY")
     static let exchangeID = c("exchange_id", "INTEGER", "NOT NULL REFERENCES exchanges(id)")
     static let direction = c("direction", "TEXT", "NOT NULL CHECK (direction IN ('request', 'response'))")
@@ -266,25 +255,24 @@ enum MessagesTable: SessionTable {
     static let json = c("json", "TEXT")
     /// v2.
     static let decryption = c("decryption", "TEXT")
-    static let table = Table(name, [
+    static let table = Table("messages", [
         id, exchangeID, direction, location, messageType, messageVersion, threeDSServerTransID, dsTransID, acsTransID, sdkTransID,
         transStatus, errorCode, json, decryption,
     ])
 }
 
 /// `events`: what is not an exchange (refusals, key-substitution decisions, backpressure).
-enum EventsTable: SessionTable {
-    static let name = "events"
-    static let id = c("id", "INTEGER", "PRIMARY KEY")
-    static let at = c("at", "REAL", "NOT NULL")
-    static let kind = c("kind", "TEXT", "NOT NULL")
-    static let detail = c("detail", "TEXT")
-    static let table = Table(name, [id, at, kind, detail], oneLine: true)
+enum EventsTable {
+    static let id = Column("events", "id", "INTEGER", "PRIMARY KEY")
+    static let at = Column("events", "at", "REAL", "NOT NULL")
+    static let kind = Column("events", "kind", "TEXT", "NOT NULL")
+    static let detail = Column("events", "detail", "TEXT")
+    static let table = Table("events", [id, at, kind, detail], oneLine: true)
 }
 
 /// `replay_matches` (v3): what a replayed exchange matched, its scheduled and actual delay.
-enum ReplayMatchesTable: SessionTable {
-    static let name = "replay_matches"
+enum ReplayMatchesTable {
+    static func c(_ n: String, _ t: String, _ k: String = "") -> Column { Column("replay_matches", n, t, k) }
     static let exchangeID = c("exchange_id", "INTEGER", "PRIMARY KEY REFERENCES exchanges(id)")
     static let recordedExchangeID = c("recorded_exchange_id", "INTEGER")
     static let matchedBy = c("matched_by", "TEXT")
@@ -293,12 +281,12 @@ enum ReplayMatchesTable: SessionTable {
     static let actualDelayMs = c("actual_delay_ms", "REAL")
     static let faults = c("faults", "TEXT")
     static let outcome = c("outcome", "TEXT")
-    static let table = Table(name, [exchangeID, recordedExchangeID, matchedBy, miss, scheduledDelayMs, actualDelayMs, faults, outcome])
+    static let table = Table("replay_matches", [exchangeID, recordedExchangeID, matchedBy, miss, scheduledDelayMs, actualDelayMs, faults, outcome])
 }
 
 /// `tunnels` (v4): a CONNECT tunnelled without interception.
-enum TunnelsTable: SessionTable {
-    static let name = "tunnels"
+enum TunnelsTable {
+    static func c(_ n: String, _ t: String, _ k: String = "") -> Column { Column("tunnels", n, t, k) }
     static let exchangeID = c("exchange_id", "INTEGER", "PRIMARY KEY REFERENCES exchanges(id)")
     static let host = c("host", "TEXT", "NOT NULL")
     static let port = c("port", "INTEGER", "NOT NULL")
@@ -308,5 +296,5 @@ enum TunnelsTable: SessionTable {
     static let bytesDown = c("bytes_down", "INTEGER", "NOT NULL DEFAULT 0")
     static let ended = c("ended", "TEXT")
     static let decidedBy = c("decided_by", "TEXT")
-    static let table = Table(name, [exchangeID, host, port, sni, alpnOffered, bytesUp, bytesDown, ended, decidedBy])
+    static let table = Table("tunnels", [exchangeID, host, port, sni, alpnOffered, bytesUp, bytesDown, ended, decidedBy])
 }
