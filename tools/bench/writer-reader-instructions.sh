@@ -8,6 +8,8 @@
 # N (default 2000) exchanges. Usage: tools/bench/writer-reader-instructions.sh BIN_DIR [BIN_DIR...]
 #   (each BIN_DIR a release build's bin path holding TapBench and 3dstape, e.g. of two commits)
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
 [ $# -ge 1 ] || { echo "usage: $0 BIN_DIR [BIN_DIR...]" >&2; exit 2; }
 for d in "$@"; do
   for b in TapBench 3dstape; do [ -x "$d/$b" ] || { echo "$d/$b is not an executable" >&2; exit 2; }; done
@@ -37,9 +39,5 @@ measure() { # bin_dir count -> "writer reader" instructions
 
 printf '%-50s %16s %16s\n' binaries writer_instr/exch reader_instr/exch
 small=$((n / 5))
-for dir in "$@"; do
-  read -r w1 r1 <<<"$(measure "$dir" "$small")"
-  read -r w2 r2 <<<"$(measure "$dir" "$n")"
-  python3 -c "d = $n - $small; print(f'{\"$dir\"[-50:]:<50} {($w2 - $w1) / d:16,.0f} {($r2 - $r1) / d:16,.0f}')"
-done
+bench_per_exchange 50 16 "$n" measure "$@"
 echo "($n and $small exchanges, callgrind; per exchange = difference / $((n - small)))"
