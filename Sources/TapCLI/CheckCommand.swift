@@ -13,7 +13,6 @@ struct CheckCommand: RunsAgainstReplay {
     let abstract = "Run failure scenarios against a client and judge what it did: pass/fail per scenario, JUnit for CI"
     let usage = "3dstape check SESSION [--scenario NAME]... [--all] [--expect FILE] [--runs N] [--listen HOST:PORT] [--command-timeout D] "
         + "[--junit FILE] [--json] [--report DIR] " + CheckCommand.commandUsage
-    let maxPositionals = 256
     static let scenario = Option("scenario", "NAME", CustomValue { (n, o) throws(InvalidArguments) -> ReplayScenario in
         guard let s = ReplayScenario.named(n) else { throw InvalidArguments("--\(o) \(n): no such scenario; '3dstape scenarios' lists them") }
         return s

@@ -73,6 +73,8 @@ protocol RunsAgainstReplay: Command {}
 extension RunsAgainstReplay {
     var usesUserKeys: Bool { true }
     var runsACommand: Bool { true }
+    /// The session, then the command to run and its arguments.
+    var maxPositionals: Int { 256 }
 
     /// How the usage line ends: the command, and what its arguments' placeholders become.
     static var commandUsage: String { "-- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)" }

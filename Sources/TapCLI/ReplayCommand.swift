@@ -270,7 +270,8 @@ struct ScenariosCommand: Command {
             io.json(JSON.array(ReplayScenario.all.map { s in
                 .object([("name", .string(s.name)), ("rules", .array(s.rules.map(JSON.string))), ("summary", .string(s.summary)),
                          ("expected", .string(s.expected)), ("expectation", .array(s.expectation.map(\.json))),
-                         ("pxpCheckout", .string(s.pxp)), ("cake3ds2", .string(s.cake)), ("trustPayments", .string(s.trustPayments)),
+                         ("pxpCheckout", .string(s.surfaces.pxp)), ("cake3ds2", .string(s.surfaces.cake)),
+                         ("trustPayments", .string(s.surfaces.trustPayments)),
                          ("gateway", s.gateway.map { .string($0.rawValue) } ?? .null)])
             }))
             return 0
@@ -280,7 +281,7 @@ struct ScenariosCommand: Command {
             io.out("    \(s.summary)")
             io.out("    expected: \(s.expected)")
             io.out("    check: \(s.expectation.map(\.description).joined(separator: "; "))")
-            io.out("    PXP Checkout: \(s.pxp); Cake3DS2: \(s.cake); Trust Payments: \(s.trustPayments)")
+            io.out("    PXP Checkout: \(s.surfaces.pxp); Cake3DS2: \(s.surfaces.cake); Trust Payments: \(s.surfaces.trustPayments)")
             if let g = s.gateway { io.out("    needs a session recorded through the \(g.title) gateway (demo --gateway \(g.rawValue))") }
         }
         return 0

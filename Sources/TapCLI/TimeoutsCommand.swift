@@ -14,7 +14,6 @@ struct TimeoutsCommand: RunsAgainstReplay {
     let abstract = "Sweep the delay of one message over replays of a session and find when a client gives up"
     let usage = "3dstape timeouts SESSION --message MATCH [--from DURATION] [--to DURATION] [--step DURATION | --bisect] [--runs N] "
         + "[--report DIR] [--json] [--listen HOST:PORT] " + TimeoutsCommand.commandUsage
-    let maxPositionals = 256
     static let message = Option("message", "MATCH", TextValue(),
                                 help: "the answer to delay, as for replay --delay: CRes, CRes#2, ARes, exchange:7, path:/acs/challenge")
     // Delays from 0 to 24 hours; steps from 1 ms (the sweep rounds each delay to the millisecond), at most 1,000 delays.

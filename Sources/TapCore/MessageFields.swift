@@ -34,19 +34,17 @@ public struct MessageFields: Sendable, Equatable {
     public init(_ json: JSON) { self.init { json[$0]?.stringValue } }
 }
 
-/// A value that carries a message's `MessageFields` and reads and sets them as its own (`summary.transStatus`). Plain
-/// properties, not key paths (`@dynamicMemberLookup`), which the optimizer left as calls in the session writer's loop.
+/// A value that carries a message's `MessageFields` and reads and sets them as its own (`summary.transStatus`), each
+/// through its key path into `fields`. The accessors are always inlined, so at a use the optimizer folds the
+/// key path into a plain stored-property access (a call to the key-path runtime otherwise, in the session writer's loop).
+@dynamicMemberLookup
 public protocol HasMessageFields {
     var fields: MessageFields { get set }
 }
 
 extension HasMessageFields {
-    @inlinable public var messageType: String? { get { fields.messageType } set { fields.messageType = newValue } }
-    @inlinable public var messageVersion: String? { get { fields.messageVersion } set { fields.messageVersion = newValue } }
-    @inlinable public var threeDSServerTransID: String? { get { fields.threeDSServerTransID } set { fields.threeDSServerTransID = newValue } }
-    @inlinable public var dsTransID: String? { get { fields.dsTransID } set { fields.dsTransID = newValue } }
-    @inlinable public var acsTransID: String? { get { fields.acsTransID } set { fields.acsTransID = newValue } }
-    @inlinable public var sdkTransID: String? { get { fields.sdkTransID } set { fields.sdkTransID = newValue } }
-    @inlinable public var transStatus: String? { get { fields.transStatus } set { fields.transStatus = newValue } }
-    @inlinable public var errorCode: String? { get { fields.errorCode } set { fields.errorCode = newValue } }
+    @inlinable public subscript<Value>(dynamicMember member: WritableKeyPath<MessageFields, Value>) -> Value {
+        @inline(__always) get { fields[keyPath: member] }
+        @inline(__always) set { fields[keyPath: member] = newValue }
+    }
 }

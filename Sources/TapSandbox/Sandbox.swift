@@ -129,17 +129,22 @@ public final class Sandbox: @unchecked Sendable {
     /// The sandbox's endpoints.
     enum Route: Sendable { case areq, preq, challenge, challengeSubmit, method, gateway, index }
 
+    /// Each endpoint's method, path and route, in the order they are matched and the index lists them.
+    static let endpoints: [(method: String, path: String, route: Route)] = [
+        ("POST", "/ds/areq", .areq), ("POST", "/ds/preq", .preq), ("POST", "/acs/challenge", .challenge),
+        ("POST", "/acs/challenge/submit", .challengeSubmit), ("POST", "/acs/method", .method),
+        ("POST", "/pxp/tokens", .gateway), ("POST", "/pxp/authentication/pre-initiate", .gateway), ("POST", "/pxp/transactions", .gateway),
+        ("POST", "/tp/jwt/", .gateway), ("GET", "/", .index),
+    ]
+
     static let router: HTTPRouter<Route> = {
         var r = HTTPRouter<Route>()
-        r.add("POST", "/ds/areq", .areq)
-        r.add("POST", "/ds/preq", .preq)
-        r.add("POST", "/acs/challenge", .challenge)
-        r.add("POST", "/acs/challenge/submit", .challengeSubmit)
-        r.add("POST", "/acs/method", .method)
-        for path in ["/pxp/tokens", "/pxp/authentication/pre-initiate", "/pxp/transactions", "/tp/jwt/"] { r.add("POST", path, .gateway) }
-        r.add("GET", "/", .index)
+        for e in endpoints { r.add(e.method, e.path, e.route) }
         return r
     }()
+
+    /// What `GET /` lists: the endpoints a client calls (not the challenge page's own form target, nor the index).
+    static let index = JSON.array(endpoints.filter { $0.route != .challengeSubmit && $0.route != .index }.map { .string("\($0.method) \($0.path)") })
 
     func handle(_ req: HTTPRequest, _ respond: @escaping (HTTPReply) -> Void) {
         let path = req.head.target.split(separator: "?").first.map(String.init) ?? "/"
@@ -156,9 +161,7 @@ public final class Sandbox: @unchecked Sendable {
         case .method: respond(handleMethod(req.body))
         case .gateway: respond(SandboxGateways.handle(path, req.body, secret: options.gatewayJWTSecret, log: log))
         case .index:
-            respond(.json(JSON.object([("sandbox", .string("3dstape DS + ACS")), ("endpoints", .array(
-                ["POST /ds/areq", "POST /ds/preq", "POST /acs/challenge", "POST /acs/method", "POST /pxp/tokens",
-                 "POST /pxp/authentication/pre-initiate", "POST /pxp/transactions", "POST /tp/jwt/"].map(JSON.string)))]).bytes))
+            respond(.json(JSON.object([("sandbox", .string("3dstape DS + ACS")), ("endpoints", Sandbox.index)]).bytes))
         }
     }
 

@@ -203,21 +203,19 @@ public struct ExchangeTimeline: Sendable, Equatable {
     }
 }
 
-/// An exchange that carries an `ExchangeTimeline` and reads and sets its members as its own (`exchange.firstByte`). Plain
-/// properties, not key paths (`@dynamicMemberLookup`), which the optimizer left as calls in the session writer's loop.
+/// An exchange that carries an `ExchangeTimeline` and reads and sets its members as its own (`exchange.firstByte`), each
+/// through its key path into `timeline`. The accessors are always inlined, so at a use the optimizer folds the
+/// key path into a plain stored-property access (a call to the key-path runtime otherwise, in the session writer's loop).
+@dynamicMemberLookup
 public protocol HasExchangeTimeline {
     var timeline: ExchangeTimeline { get set }
 }
 
 extension HasExchangeTimeline {
-    @inlinable public var requestStart: Double { get { timeline.requestStart } set { timeline.requestStart = newValue } }
-    @inlinable public var upstreamConnect: Double? { get { timeline.upstreamConnect } set { timeline.upstreamConnect = newValue } }
-    @inlinable public var tlsDone: Double? { get { timeline.tlsDone } set { timeline.tlsDone = newValue } }
-    @inlinable public var requestSent: Double? { get { timeline.requestSent } set { timeline.requestSent = newValue } }
-    @inlinable public var firstByte: Double? { get { timeline.firstByte } set { timeline.firstByte = newValue } }
-    @inlinable public var done: Double? { get { timeline.done } set { timeline.done = newValue } }
-    @inlinable public var error: String? { get { timeline.error } set { timeline.error = newValue } }
-    @inlinable public var clientAbortAt: Double? { get { timeline.clientAbortAt } set { timeline.clientAbortAt = newValue } }
+    @inlinable public subscript<Value>(dynamicMember member: WritableKeyPath<ExchangeTimeline, Value>) -> Value {
+        @inline(__always) get { timeline[keyPath: member] }
+        @inline(__always) set { timeline[keyPath: member] = newValue }
+    }
 }
 
 /// One request and its response (or the error in its place), with timings.

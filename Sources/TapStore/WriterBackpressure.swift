@@ -5,11 +5,6 @@ public struct WriterBacklog: Sendable, Equatable {
     public var events: Int
     public var bytes: Int
 
-    public init(events: Int, bytes: Int) {
-        self.events = events
-        self.bytes = bytes
-    }
-
     /// Nothing waiting (no writer at all reads as this).
     public static let empty = WriterBacklog(events: 0, bytes: 0)
 }

@@ -22,6 +22,8 @@ import Testing
                                  + "session's data; add --allow-remote to listen there"),
                                 ([name, Self.session] + own + ["--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--", "true"],
                                  "--listen given more than once"),
+                                // the session and the command take 256 positionals at the most: the 257th is refused
+                                ([name, Self.session] + own + ["--"] + (1...256).map { "arg\($0)" }, "unexpected argument arg256"),
                                 // with --allow-remote the address passes, and the command is the next thing refused
                                 ([name, Self.session] + own + ["--listen", "0.0.0.0:0", "--allow-remote", "--", "/nonexistent/client"],
                                  "cannot start /nonexistent/client")] {

@@ -236,7 +236,7 @@ import TapReplay
             #expect(row[3] == s.expectation.map(\.brief).joined(separator: "; "), "\(s.name): README says \(row[3])")
             // The SDK columns of the gateway and Cake3DS2 scenarios are the data's words (the first rows keep shorter ones).
             if s.gateway != nil || s.name.hasPrefix("challenge-completed-") || s.name == "acs-erro-203" {
-                #expect(row[4] == s.pxp && row[5] == s.cake && row[6] == s.trustPayments, "\(s.name): \(row[4...])")
+                #expect(row[4] == s.surfaces.pxp && row[5] == s.surfaces.cake && row[6] == s.surfaces.trustPayments, "\(s.name): \(row[4...])")
             }
         }
     }

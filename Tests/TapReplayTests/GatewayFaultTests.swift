@@ -41,7 +41,7 @@ import TapJOSE
         // Its 3DS rules would apply to any session; the gateway decides (pxp-authentication-failed is ARes=erro:305).
         #expect(try ReplayScenario.named("pxp-authentication-failed")!.applicability(to: app).applicable.isEmpty)
         // Every scenario names what each of the three SDKs surfaces.
-        #expect(ReplayScenario.all.allSatisfy { !$0.pxp.isEmpty && !$0.cake.isEmpty && !$0.trustPayments.isEmpty && !$0.expectation.isEmpty })
+        #expect(ReplayScenario.all.allSatisfy { !$0.surfaces.pxp.isEmpty && !$0.surfaces.cake.isEmpty && !$0.surfaces.trustPayments.isEmpty && !$0.expectation.isEmpty })
     }
 
     /// The recorded request of the first exchange on `path`, replayed with `rule`.

@@ -25,7 +25,15 @@ import TapNet
         }
         let index = try send("GET", "/?x=1")
         #expect(index.head.status == 200)
-        #expect(try JSON.parse(index.body)["endpoints"]?.arrayValue?.count == 8)
+        // The index lists the endpoints a client calls, in the order of the routes (not the challenge page's form target,
+        // nor itself), and each one it lists is served.
+        let listed = try JSON.parse(index.body)["endpoints"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(listed == ["POST /ds/areq", "POST /ds/preq", "POST /acs/challenge", "POST /acs/method", "POST /pxp/tokens",
+                           "POST /pxp/authentication/pre-initiate", "POST /pxp/transactions", "POST /tp/jwt/"])
+        for endpoint in listed {
+            let parts = endpoint.split(separator: " ").map(String.init)
+            #expect(try send(parts[0], parts[1]).head.status != 404, "\(endpoint)")
+        }
         // A routed endpoint gets its handler (an AReq that is not JSON is answered with the DS's Erro, not a 404).
         let areq = try send("POST", "/ds/areq?trace=1")
         #expect(areq.head.status == 200 && (try? JSON.parse(areq.body))?["messageType"]?.stringValue == "Erro")

@@ -1,5 +1,5 @@
 import Testing
-import TapStore
+@testable import TapStore
 
 /// The one backpressure rule of the recorder and the replayer: when traffic is paced and held, when it goes on, and what
 /// the waits cost as the summaries say it.

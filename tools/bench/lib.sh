@@ -50,3 +50,20 @@ bench_record_one() {
   kill -INT $rec; wait $rec || true
   kill $up 2>/dev/null || true
 }
+
+# bench_per_exchange WIDTH COLUMN_WIDTH N MEASURE ARG...: for each ARG, runs `MEASURE ARG N/5` and `MEASURE ARG N` (each
+# prints its counts, whole numbers, on one line) and prints a row: ARG (its last WIDTH characters), then each count's
+# difference divided by 4N/5, the cost of one exchange without start-up and shutdown.
+bench_per_exchange() {
+  local width=$1 column=$2 n=$3 measure=$4; shift 4
+  local small=$((n / 5)) arg first second
+  for arg in "$@"; do
+    first=$("$measure" "$arg" "$small")
+    second=$("$measure" "$arg" "$n")
+    python3 - "$width" "$column" "$((n - small))" "$arg" "$first" "$second" <<'PY'
+import sys
+width, column, d, arg = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+print(f"{arg[-width:]:<{width}}" + "".join(f" {(int(b) - int(a)) / d:{column},.0f}" for a, b in zip(sys.argv[5].split(), sys.argv[6].split())))
+PY
+  done
+}

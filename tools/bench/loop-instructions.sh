@@ -8,6 +8,8 @@
 # BENCH_PORT_BASE (default 18191) the first of its two ports; N (default 2000) requests; CONNS (default 1) connections.
 # Usage: tools/bench/loop-instructions.sh BINARY [BINARY...]   (e.g. a release build of each of two commits)
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
 [ $# -ge 1 ] || { echo "usage: $0 BINARY [BINARY...]" >&2; exit 2; }
 for b in "$@"; do [ -x "$b" ] || { echo "$b is not an executable" >&2; exit 2; }; done
 n="${N:-2000}"; conns="${CONNS:-1}"
@@ -84,9 +86,5 @@ measure() { # binary requests -> "loop writer" instructions on the two threads
 
 printf '%-40s %14s %14s\n' binary loop_instr/exch writer_instr/exch
 small=$((n / 5))
-for bin in "$@"; do
-  read -r l1 w1 <<<"$(measure "$bin" "$small")"
-  read -r l2 w2 <<<"$(measure "$bin" "$n")"
-  python3 -c "d = $n - $small; print(f'{\"$bin\"[-40:]:<40} {($l2 - $l1) / d:14,.0f} {($w2 - $w1) / d:14,.0f}')"
-done
+bench_per_exchange 40 14 "$n" measure "$@"
 echo "($n and $small requests on $conns connection(s), callgrind; per exchange = difference / $((n - small)))"
