@@ -40,7 +40,7 @@ import TapCore
                                     0x5D, 0x7F, 0x80, 0x8A, 0x8D, 0xAF, 0xB0, 0xB9, 0xFF, 0x2C, 0x2D, 0x2E, 0x3C, 0x3D, 0x3E, 0x64, 0x65,
                                     0x66, 0xA0, 0xAD, 0xBD, 0xE5, 0x35, 0x30, 0x20, 0x20, 0x2D, 0x65, 0x79, 0x77, 0x65]
         for _ in 0..<2_000 {
-            let count = Int.random(in: 0...40, using: &rng)
+            let count = Int.random(in: 0...72, using: &rng) // past two 16-byte blocks and an 8-byte word
             let sparse = Int.random(in: 1...30, using: &rng) // how rare the interesting bytes are
             let bytes: [UInt8] = (0..<count).map { _ in
                 Int.random(in: 0..<sparse, using: &rng) == 0 ? interesting.randomElement(using: &rng)! : UInt8.random(in: 0x41...0x5A, using: &rng)
@@ -95,26 +95,38 @@ import TapCore
         }
     }
 
+    /// Every byte value in every lane of a 16-byte block (the vector searches) and of the 8-byte word after it (the
+    /// word searches), and in the byte loop's tail.
     @Test func everyByteValueInEveryLane() {
-        for lane in 0..<8 {
+        for lane in 0..<27 {
             for value in 0...255 {
-                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 16)
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 27)
                 bytes[lane] = UInt8(value)
                 var digits = [UInt8](repeating: UInt8(ascii: "5"), count: 8)
-                digits[lane] = UInt8(value)
+                if lane < 8 { digits[lane] = UInt8(value) }
                 bytes.withUnsafeBufferPointer { u in
                     #expect(ByteScan.jsonStringStop(u, from: 0) == ByteScanTests.referenceStop(bytes, 0), "\(value) at \(lane)")
                     #expect(ByteScan.jsonStringStopOrHint(u, from: 0) == ByteScanTests.referenceStopOrHint(bytes, 0), "\(value) at \(lane)")
                     #expect(ByteScan.base64URLRunEnd(u, from: 0) == ByteScanTests.referenceBase64URLRunEnd(bytes, 0), "\(value) at \(lane)")
-                    #expect(ByteScan.lineBreak(u, from: 0, end: 16) == ByteScanTests.referenceLineBreak(bytes, 0, 16), "\(value) at \(lane)")
-                    #expect(ByteScan.isASCII(u, 0..<16) == (value < 0x80), "\(value) at \(lane)")
+                    #expect(ByteScan.lineBreak(u, from: 0, end: 27) == ByteScanTests.referenceLineBreak(bytes, 0, 27), "\(value) at \(lane)")
+                    #expect(ByteScan.isASCII(u, 0..<27) == (value < 0x80), "\(value) at \(lane)")
+                }
+                // The card-window scan's blocks: a run of digits broken by the byte under test, searched from each of
+                // the six offsets a step apart.
+                var run = [UInt8](repeating: UInt8(ascii: "5"), count: 27)
+                run[lane] = UInt8(value)
+                run.withUnsafeBufferPointer { u in
+                    for from in 0..<6 {
+                        let window = stride(from: from, through: 27 - 8, by: 6).first { ByteScanTests.referenceEightCardBytes(run, $0) }
+                        #expect(ByteScan.nextCardWindow(u, from: from) == window, "\(value) at \(lane) from \(from)")
+                    }
                 }
                 digits.withUnsafeBufferPointer { u in
                     #expect(ByteScan.eightDigits(u, at: 0) == ByteScanTests.referenceEightDigits(digits, 0), "\(value) at \(lane)")
                     #expect(ByteScan.eightCardBytes(u, at: 0) == ByteScanTests.referenceEightCardBytes(digits, 0), "\(value) at \(lane)")
                 }
                 // A card number's separators beside the byte under test, in every lane.
-                for pattern in ["4000 000", "40-00 00", " 4000-00", "0 0 0 0 ", "0-0-0-0-"] {
+                for pattern in lane < 8 ? ["4000 000", "40-00 00", " 4000-00", "0 0 0 0 ", "0-0-0-0-"] : [] {
                     var card = Array(pattern.utf8)
                     card[lane] = UInt8(value)
                     card.withUnsafeBufferPointer { u in
