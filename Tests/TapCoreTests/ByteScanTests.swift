@@ -65,6 +65,29 @@ import TapCore
         }
     }
 
+    /// The skips over blocks (16 and 32 bytes at a time, then 18 or 36 bytes ahead) against the byte loops: a digit run or a
+    /// stop placed at every offset of letter padding as long as a few blocks, searched from each offset.
+    @Test func blockSkipsLandWhereByteLoopsDo() {
+        for count in [40, 50, 64, 71, 90, 101] {
+            for position in 0..<count {
+                for (insert, letter) in [(Array("40000000000010".utf8), UInt8(ascii: "x")), (Array("0 0".utf8), UInt8(ascii: "a")),
+                                         (Array("\"".utf8), UInt8(ascii: "a")), (Array("ey".utf8), UInt8(ascii: "b")), (Array("=".utf8), UInt8(ascii: "Q")),
+                                         (Array("e".utf8), UInt8(ascii: "f")), ([0xC3, 0xA9], UInt8(ascii: "z")), ([0x0A], UInt8(ascii: "z"))] {
+                    var bytes = [UInt8](repeating: letter, count: count)
+                    for (k, c) in insert.enumerated() where position + k < count { bytes[position + k] = c }
+                    bytes.withUnsafeBufferPointer { u in
+                        for from in 0..<min(7, count) {
+                            let window = stride(from: from, through: count - 8, by: 6).first { ByteScanTests.referenceEightCardBytes(bytes, $0) }
+                            #expect(ByteScan.nextCardWindow(u, from: from) == window, "\(insert) at \(position) of \(count) from \(from)")
+                            #expect(ByteScan.jsonStringStop(u, from: from) == ByteScanTests.referenceStop(bytes, from), "\(insert) at \(position) of \(count)")
+                            #expect(ByteScan.jsonStringStopOrHint(u, from: from) == ByteScanTests.referenceStopOrHint(bytes, from), "\(insert) at \(position) of \(count)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// `JSON.writeString` (which finds the bytes to escape with `jsonStringStop`) against the escape written byte by byte.
     static func referenceJSONString(_ s: String) -> [UInt8] {
         var out: [UInt8] = [0x22]
