@@ -34,6 +34,10 @@ public enum Masking {
     /// Header fields whose value is a credential: stored as `***` (an `Authorization` keeps its scheme).
     static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"]
 
+    /// The lengths of `credentialHeaders`' names as bits (all are shorter than 64 bytes): a header name of another length is
+    /// no credential, told without walking the set (the writer asks this of every header it stores).
+    static let credentialHeaderLengths: UInt64 = credentialHeaders.reduce(0) { $0 | 1 << UInt64($1.utf8.count) }
+
     /// The fields of a 3DS browser form that carry a message as base64url JSON.
     static let threeDSFormFields: Set<String> = ["creq", "cres", "threeDSMethodData"]
 
@@ -44,7 +48,11 @@ public enum Masking {
     /// Headers as stored: credentials redacted; card numbers masked in every value, also inside a JWT or base64url JSON.
     public static func maskHeaders(_ headers: [(String, String)]) -> [(String, String)] {
         // Most header sets hold nothing to mask: kept as they are, without a copy.
-        func isCredential(_ name: String) -> Bool { credentialHeaders.contains { name.caseInsensitiveEquals($0) } }
+        func isCredential(_ name: String) -> Bool {
+            let length = name.utf8.count
+            guard length < 64, credentialHeaderLengths >> UInt64(length) & 1 == 1 else { return false }
+            return credentialHeaders.contains { name.caseInsensitiveEquals($0) }
+        }
         func mayHoldToken(_ value: String) -> Bool {
             var v = value
             return v.withUTF8 { u in nextTokenStart(u, from: 0) != nil }

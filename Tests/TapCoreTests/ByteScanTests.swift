@@ -40,7 +40,7 @@ import TapCore
                                     0x5D, 0x7F, 0x80, 0x8A, 0x8D, 0xAF, 0xB0, 0xB9, 0xFF, 0x2C, 0x2D, 0x2E, 0x3C, 0x3D, 0x3E, 0x64, 0x65,
                                     0x66, 0xA0, 0xAD, 0xBD, 0xE5, 0x35, 0x30, 0x20, 0x20, 0x2D, 0x65, 0x79, 0x77, 0x65]
         for _ in 0..<2_000 {
-            let count = Int.random(in: 0...40, using: &rng)
+            let count = Int.random(in: 0...72, using: &rng) // past two 16-byte blocks and an 8-byte word
             let sparse = Int.random(in: 1...30, using: &rng) // how rare the interesting bytes are
             let bytes: [UInt8] = (0..<count).map { _ in
                 Int.random(in: 0..<sparse, using: &rng) == 0 ? interesting.randomElement(using: &rng)! : UInt8.random(in: 0x41...0x5A, using: &rng)
@@ -59,6 +59,29 @@ import TapCore
                     for end in from...count {
                         #expect(ByteScan.lineBreak(u, from: from, end: end) == ByteScanTests.referenceLineBreak(bytes, from, end), "\(bytes) \(from)..<\(end)")
                         #expect(ByteScan.isASCII(u, from..<end) == bytes[from..<end].allSatisfy { $0 < 0x80 }, "\(bytes) \(from)..<\(end)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The skips over blocks (16 and 32 bytes at a time, then 18 or 36 bytes ahead) against the byte loops: a digit run or a
+    /// stop placed at every offset of letter padding as long as a few blocks, searched from each offset.
+    @Test func blockSkipsLandWhereByteLoopsDo() {
+        for count in [40, 50, 64, 71, 90, 101] {
+            for position in 0..<count {
+                for (insert, letter) in [(Array("40000000000010".utf8), UInt8(ascii: "x")), (Array("0 0".utf8), UInt8(ascii: "a")),
+                                         (Array("\"".utf8), UInt8(ascii: "a")), (Array("ey".utf8), UInt8(ascii: "b")), (Array("=".utf8), UInt8(ascii: "Q")),
+                                         (Array("e".utf8), UInt8(ascii: "f")), ([0xC3, 0xA9], UInt8(ascii: "z")), ([0x0A], UInt8(ascii: "z"))] {
+                    var bytes = [UInt8](repeating: letter, count: count)
+                    for (k, c) in insert.enumerated() where position + k < count { bytes[position + k] = c }
+                    bytes.withUnsafeBufferPointer { u in
+                        for from in 0..<min(7, count) {
+                            let window = stride(from: from, through: count - 8, by: 6).first { ByteScanTests.referenceEightCardBytes(bytes, $0) }
+                            #expect(ByteScan.nextCardWindow(u, from: from) == window, "\(insert) at \(position) of \(count) from \(from)")
+                            #expect(ByteScan.jsonStringStop(u, from: from) == ByteScanTests.referenceStop(bytes, from), "\(insert) at \(position) of \(count)")
+                            #expect(ByteScan.jsonStringStopOrHint(u, from: from) == ByteScanTests.referenceStopOrHint(bytes, from), "\(insert) at \(position) of \(count)")
+                        }
                     }
                 }
             }
@@ -95,26 +118,38 @@ import TapCore
         }
     }
 
+    /// Every byte value in every lane of a 16-byte block (the vector searches) and of the 8-byte word after it (the
+    /// word searches), and in the byte loop's tail.
     @Test func everyByteValueInEveryLane() {
-        for lane in 0..<8 {
+        for lane in 0..<27 {
             for value in 0...255 {
-                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 16)
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 27)
                 bytes[lane] = UInt8(value)
                 var digits = [UInt8](repeating: UInt8(ascii: "5"), count: 8)
-                digits[lane] = UInt8(value)
+                if lane < 8 { digits[lane] = UInt8(value) }
                 bytes.withUnsafeBufferPointer { u in
                     #expect(ByteScan.jsonStringStop(u, from: 0) == ByteScanTests.referenceStop(bytes, 0), "\(value) at \(lane)")
                     #expect(ByteScan.jsonStringStopOrHint(u, from: 0) == ByteScanTests.referenceStopOrHint(bytes, 0), "\(value) at \(lane)")
                     #expect(ByteScan.base64URLRunEnd(u, from: 0) == ByteScanTests.referenceBase64URLRunEnd(bytes, 0), "\(value) at \(lane)")
-                    #expect(ByteScan.lineBreak(u, from: 0, end: 16) == ByteScanTests.referenceLineBreak(bytes, 0, 16), "\(value) at \(lane)")
-                    #expect(ByteScan.isASCII(u, 0..<16) == (value < 0x80), "\(value) at \(lane)")
+                    #expect(ByteScan.lineBreak(u, from: 0, end: 27) == ByteScanTests.referenceLineBreak(bytes, 0, 27), "\(value) at \(lane)")
+                    #expect(ByteScan.isASCII(u, 0..<27) == (value < 0x80), "\(value) at \(lane)")
+                }
+                // The card-window scan's blocks: a run of digits broken by the byte under test, searched from each of
+                // the six offsets a step apart.
+                var run = [UInt8](repeating: UInt8(ascii: "5"), count: 27)
+                run[lane] = UInt8(value)
+                run.withUnsafeBufferPointer { u in
+                    for from in 0..<6 {
+                        let window = stride(from: from, through: 27 - 8, by: 6).first { ByteScanTests.referenceEightCardBytes(run, $0) }
+                        #expect(ByteScan.nextCardWindow(u, from: from) == window, "\(value) at \(lane) from \(from)")
+                    }
                 }
                 digits.withUnsafeBufferPointer { u in
                     #expect(ByteScan.eightDigits(u, at: 0) == ByteScanTests.referenceEightDigits(digits, 0), "\(value) at \(lane)")
                     #expect(ByteScan.eightCardBytes(u, at: 0) == ByteScanTests.referenceEightCardBytes(digits, 0), "\(value) at \(lane)")
                 }
                 // A card number's separators beside the byte under test, in every lane.
-                for pattern in ["4000 000", "40-00 00", " 4000-00", "0 0 0 0 ", "0-0-0-0-"] {
+                for pattern in lane < 8 ? ["4000 000", "40-00 00", " 4000-00", "0 0 0 0 ", "0-0-0-0-"] : [] {
                     var card = Array(pattern.utf8)
                     card[lane] = UInt8(value)
                     card.withUnsafeBufferPointer { u in
