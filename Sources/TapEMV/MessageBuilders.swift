@@ -307,6 +307,8 @@ public enum ThreeDSMessage {
         case oobContinue(JSON)
         case infoContinue
         case resend
+        /// A member copied from a recorded CReq, as it was (client replay re-sends what the cardholder answered).
+        case recorded(name: String, value: JSON)
 
         public var member: (String, JSON) {
             switch self {
@@ -317,6 +319,7 @@ public enum ThreeDSMessage {
             case let .oobContinue(v): ("oobContinue", v)
             case .infoContinue: ("infoContinueIndicator", .string("01"))
             case .resend: ("resendChallenge", .string("Y"))
+            case let .recorded(name, value): (name, value)
             }
         }
     }
@@ -326,7 +329,8 @@ public enum ThreeDSMessage {
     public struct CReq: Sendable {
         public var threeDSServerTransID: JSON
         public var acsTransID: JSON
-        public var version: MessageVersion
+        /// `messageVersion` as it is written: the version given, or (client replay) the recorded AReq's member as it was.
+        public var messageVersion: JSON
         public var sdkTransID: JSON?
         public var challengeWindowSize: String?
         public var entries: [ChallengeEntry]
@@ -335,7 +339,7 @@ public enum ThreeDSMessage {
                     challengeWindowSize: String? = nil, entries: [ChallengeEntry] = []) {
             self.threeDSServerTransID = threeDSServerTransID
             self.acsTransID = acsTransID
-            self.version = version
+            messageVersion = version.json
             self.sdkTransID = sdkTransID
             self.challengeWindowSize = challengeWindowSize
             self.entries = entries
@@ -346,7 +350,7 @@ public enum ThreeDSMessage {
             w.add("threeDSServerTransID", threeDSServerTransID)
             w.add("acsTransID", acsTransID)
             w.add("messageType", kind: .cReq)
-            w.add("messageVersion", version)
+            w.add("messageVersion", messageVersion)
             w.add("sdkTransID", sdkTransID)
             w.add("challengeWindowSize", challengeWindowSize)
             w.members += entries.map(\.member)
@@ -452,7 +456,16 @@ public enum ThreeDSMessage {
     public static func rRes(answering rreq: JSON, resultsStatus: String) -> JSON {
         var ids = MessageIDs(of: rreq)
         for f in [TransactionIDField.threeDSServerTransID, .dsTransID, .acsTransID] where ids[f] == nil { ids[f] = .null }
-        var w = MessageWriter(ids: ids, kind: .rRes, version: rreq["messageVersion"] ?? .null)
+        return rRes(ids: ids, version: rreq[.messageVersion] ?? .null, resultsStatus: resultsStatus)
+    }
+
+    /// An RRes with the IDs and version given, leaving out those that are nil (client replay's listener copies only what
+    /// the RReq carried).
+    public static func rRes(ids: MessageIDs, version: JSON?, resultsStatus: String) -> JSON {
+        var w = MessageWriter()
+        w.add(ids: ids)
+        w.add("messageType", kind: .rRes)
+        w.add("messageVersion", version)
         w.add("resultsStatus", resultsStatus)
         return w.json
     }
