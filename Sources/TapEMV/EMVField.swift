@@ -1,23 +1,39 @@
 import TapCore
 
-/// The members of EMV 3DS messages that 3dstape reads by name, other than the transaction IDs (those are
-/// `TransactionIDField`), spelled as the specification spells them (SPEC Annex A): `message[.eci]` reads one.
+/// The members of EMV 3DS messages that 3dstape reads or writes by name, other than the transaction IDs (those are
+/// `TransactionIDField`), spelled as the specification spells them (SPEC Annex A), once: `message[.eci]` reads one, the
+/// message builders write them.
 public enum EMVField: String, Sendable, CaseIterable {
     // Every message
     case messageType, messageVersion
     // AReq
-    case deviceChannel, messageCategory, acctNumber, threeDSServerRefNumber, threeDSServerURL, threeDSRequestorID,
-         threeDSRequestorName, acquirerBIN, acquirerMerchantID, mcc, merchantCountryCode, merchantName, purchaseAmount,
-         purchaseCurrency, purchaseExponent, purchaseDate, notificationURL, browserAcceptHeader, browserUserAgent,
-         browserLanguage, sdkAppID, sdkEncData, sdkEphemPubKey, sdkMaxTimeout, sdkReferenceNumber, deviceRenderOptions
-    // ARes, RReq, CRes
-    case transStatus, transStatusReason, eci, authenticationValue, acsSignedContent, acsURL, acsRenderingType, acsUiType,
-         challengeCompletionInd
+    case deviceChannel, messageCategory, threeDSCompInd, threeDSRequestorAuthenticationInd, threeDSRequestorID, threeDSRequestorName,
+         threeDSRequestorURL, threeDSServerRefNumber, threeDSServerOperatorID, threeDSServerURL, acquirerBIN, acquirerMerchantID, mcc,
+         merchantCountryCode, merchantName, acctNumber, cardExpiryDate, acctType, purchaseAmount, purchaseCurrency, purchaseExponent,
+         purchaseDate, transType
+    // AReq, browser
+    case notificationURL, browserAcceptHeader, browserUserAgent, browserLanguage, browserIP, browserJavaEnabled, browserColorDepth,
+         browserScreenHeight, browserScreenWidth, browserTZ, browserJavascriptEnabled
+    // AReq, app
+    case sdkAppID, sdkEncData, sdkEphemPubKey, sdkMaxTimeout, sdkReferenceNumber, deviceRenderOptions
+    // ARes, RReq
+    case acsReferenceNumber, acsOperatorID, dsReferenceNumber, transStatus, transStatusReason, eci, authenticationValue,
+         authenticationType, acsChallengeMandated, acsDecConInd, cardholderInfo, acsSignedContent, acsURL, interactionCounter
+    // acsRenderingType and its members
+    case acsRenderingType, acsInterface, acsUiTemplate
     // CReq
     case challengeWindowSize, challengeCancel, challengeDataEntry, challengeHTMLDataEntry, challengeNoEntry, oobContinue,
          infoContinueIndicator, resendChallenge
+    // CRes
+    case challengeCompletionInd, acsUiType, challengeInfoHeader, psImage, challengeInfoText, challengeInfoLabel, challengeSelectInfo,
+         acsHTML, submitAuthenticationLabel, resendInformationLabel, oobContinueLabel, whyInfoLabel, whyInfoText
+    // RRes
+    case resultsStatus
+    // PRes and its cardRangeData
+    case serialNum, dsProtocolVersions, cardRangeData, startRange, endRange, actionInd, acsStartProtocolVersion, acsEndProtocolVersion,
+         threeDSMethodURL, acsInfoInd
     // Erro
-    case errorCode, errorComponent, errorDescription, errorDetail
+    case errorCode, errorComponent, errorDescription, errorDetail, errorMessageType
     // threeDSMethodData
     case threeDSMethodNotificationURL
 }
