@@ -282,11 +282,11 @@ extension MessageKind {
 
 extension JSON {
     /// This message's `messageType`, as the specification spells it; nil when absent or unknown.
-    public var messageKind: MessageKind? { MessageKind(self["messageType"]) }
+    public var messageKind: MessageKind? { MessageKind(self[.messageType]) }
     /// This message's `messageVersion`; nil when absent or not a string.
-    public var messageVersion: MessageVersion? { MessageVersion(self["messageVersion"]) }
+    public var messageVersion: MessageVersion? { MessageVersion(self[.messageVersion]) }
     /// This message's `transStatus`; nil when absent or not a string.
-    public var transStatus: TransStatus? { TransStatus(self["transStatus"]) }
+    public var transStatus: TransStatus? { TransStatus(self[.transStatus]) }
     /// Whether this message's `challengeCompletionInd` is Y: a CRes that ends the challenge.
-    public var completesChallenge: Bool { YesNoIndicator(self["challengeCompletionInd"]) == .yes }
+    public var completesChallenge: Bool { YesNoIndicator(self[.challengeCompletionInd]) == .yes }
 }

@@ -54,15 +54,16 @@ struct MessageWriter {
     /// A message that opens as the ARes, the CRes, the RReq and the RRes do: its IDs, messageType, messageVersion.
     init(ids: MessageIDs, kind: MessageKind, version: JSON) {
         add(ids: ids)
-        add("messageType", kind: kind)
-        add("messageVersion", version)
+        add(.messageType, kind: kind)
+        add(.messageVersion, version)
     }
 
-    mutating func add(_ name: String, _ value: JSON?) { if let value { members.append((name, value)) } }
-    mutating func add(_ name: String, _ value: String?) { if let value { members.append((name, .string(value))) } }
-    mutating func add(_ name: String, _ value: some EMVCode) { members.append((name, value.json)) }
-    mutating func add(_ name: String, _ value: (some EMVCode)?) { if let value { members.append((name, value.json)) } }
-    mutating func add(_ name: String, kind: MessageKind) { members.append((name, .string(kind.rawValue))) }
+    mutating func add(_ field: EMVField, _ value: JSON?) { if let value { members.append((field.rawValue, value)) } }
+    mutating func add(_ field: EMVField, _ value: String?) { add(field, value.map(JSON.string)) }
+    mutating func add(_ field: EMVField, _ value: (some EMVCode)?) { add(field, value?.json) }
+    mutating func add(_ field: EMVField, kind: MessageKind) { add(field, .string(kind.rawValue)) }
+    mutating func add(_ id: TransactionIDField, _ value: JSON?) { if let value { members.append((id.rawValue, value)) } }
+    mutating func add(_ id: TransactionIDField, _ value: String?) { add(id, value.map(JSON.string)) }
     mutating func add(ids: MessageIDs) { members += ids.members }
     var json: JSON { .object(members) }
 }
@@ -191,53 +192,53 @@ public enum ThreeDSMessage {
 
         public var json: JSON {
             var w = MessageWriter()
-            w.add("threeDSServerTransID", threeDSServerTransID)
-            w.add("messageType", kind: .aReq)
-            w.add("messageVersion", version)
-            w.add("deviceChannel", deviceChannel)
-            w.add("messageCategory", messageCategory)
-            w.add("threeDSCompInd", threeDSCompInd)
-            w.add("threeDSRequestorAuthenticationInd", threeDSRequestorAuthenticationInd)
-            w.add("threeDSRequestorID", threeDSRequestorID)
-            w.add("threeDSRequestorName", threeDSRequestorName)
-            w.add("threeDSRequestorURL", threeDSRequestorURL)
-            w.add("threeDSServerRefNumber", threeDSServerRefNumber)
-            w.add("threeDSServerOperatorID", threeDSServerOperatorID)
-            w.add("threeDSServerURL", threeDSServerURL)
-            w.add("acquirerBIN", acquirerBIN)
-            w.add("acquirerMerchantID", acquirerMerchantID)
-            w.add("mcc", mcc)
-            w.add("merchantCountryCode", merchantCountryCode)
-            w.add("merchantName", merchantName)
-            w.add("acctNumber", acctNumber)
-            w.add("cardExpiryDate", cardExpiryDate)
-            w.add("acctType", acctType)
-            w.add("purchaseAmount", purchaseAmount)
-            w.add("purchaseCurrency", purchaseCurrency)
-            w.add("purchaseExponent", purchaseExponent)
-            w.add("purchaseDate", purchaseDate)
-            w.add("transType", transType)
+            w.add(.threeDSServerTransID, threeDSServerTransID)
+            w.add(.messageType, kind: .aReq)
+            w.add(.messageVersion, version)
+            w.add(.deviceChannel, deviceChannel)
+            w.add(.messageCategory, messageCategory)
+            w.add(.threeDSCompInd, threeDSCompInd)
+            w.add(.threeDSRequestorAuthenticationInd, threeDSRequestorAuthenticationInd)
+            w.add(.threeDSRequestorID, threeDSRequestorID)
+            w.add(.threeDSRequestorName, threeDSRequestorName)
+            w.add(.threeDSRequestorURL, threeDSRequestorURL)
+            w.add(.threeDSServerRefNumber, threeDSServerRefNumber)
+            w.add(.threeDSServerOperatorID, threeDSServerOperatorID)
+            w.add(.threeDSServerURL, threeDSServerURL)
+            w.add(.acquirerBIN, acquirerBIN)
+            w.add(.acquirerMerchantID, acquirerMerchantID)
+            w.add(.mcc, mcc)
+            w.add(.merchantCountryCode, merchantCountryCode)
+            w.add(.merchantName, merchantName)
+            w.add(.acctNumber, acctNumber)
+            w.add(.cardExpiryDate, cardExpiryDate)
+            w.add(.acctType, acctType)
+            w.add(.purchaseAmount, purchaseAmount)
+            w.add(.purchaseCurrency, purchaseCurrency)
+            w.add(.purchaseExponent, purchaseExponent)
+            w.add(.purchaseDate, purchaseDate)
+            w.add(.transType, transType)
             if let b = browser {
-                w.add("notificationURL", b.notificationURL)
-                w.add("browserAcceptHeader", b.browserAcceptHeader)
-                w.add("browserUserAgent", b.browserUserAgent)
-                w.add("browserLanguage", b.browserLanguage)
-                w.add("browserIP", b.browserIP)
-                w.add("browserJavaEnabled", JSON.bool(b.browserJavaEnabled))
-                w.add("browserColorDepth", b.browserColorDepth)
-                w.add("browserScreenHeight", b.browserScreenHeight)
-                w.add("browserScreenWidth", b.browserScreenWidth)
-                w.add("browserTZ", b.browserTZ)
-                w.add("browserJavascriptEnabled", b.browserJavascriptEnabled.map(JSON.bool))
+                w.add(.notificationURL, b.notificationURL)
+                w.add(.browserAcceptHeader, b.browserAcceptHeader)
+                w.add(.browserUserAgent, b.browserUserAgent)
+                w.add(.browserLanguage, b.browserLanguage)
+                w.add(.browserIP, b.browserIP)
+                w.add(.browserJavaEnabled, JSON.bool(b.browserJavaEnabled))
+                w.add(.browserColorDepth, b.browserColorDepth)
+                w.add(.browserScreenHeight, b.browserScreenHeight)
+                w.add(.browserScreenWidth, b.browserScreenWidth)
+                w.add(.browserTZ, b.browserTZ)
+                w.add(.browserJavascriptEnabled, b.browserJavascriptEnabled.map(JSON.bool))
             }
             if let a = app {
-                w.add("sdkAppID", a.sdkAppID)
-                w.add("sdkEncData", a.sdkEncData)
-                w.add("sdkEphemPubKey", a.sdkEphemPubKey)
-                w.add("sdkMaxTimeout", a.sdkMaxTimeout)
-                w.add("sdkReferenceNumber", a.sdkReferenceNumber)
-                w.add("sdkTransID", a.sdkTransID)
-                w.add("deviceRenderOptions", a.deviceRenderOptions)
+                w.add(.sdkAppID, a.sdkAppID)
+                w.add(.sdkEncData, a.sdkEncData)
+                w.add(.sdkEphemPubKey, a.sdkEphemPubKey)
+                w.add(.sdkMaxTimeout, a.sdkMaxTimeout)
+                w.add(.sdkReferenceNumber, a.sdkReferenceNumber)
+                w.add(.sdkTransID, a.sdkTransID)
+                w.add(.deviceRenderOptions, a.deviceRenderOptions)
             }
             return w.json
         }
@@ -274,26 +275,26 @@ public enum ThreeDSMessage {
 
         public var json: JSON {
             var w = MessageWriter(ids: ids, kind: .aRes, version: version.json)
-            w.add("acsReferenceNumber", acsReferenceNumber)
-            w.add("acsOperatorID", acsOperatorID)
-            w.add("dsReferenceNumber", dsReferenceNumber)
-            w.add("transStatus", transStatus)
-            w.add("eci", eci)
-            w.add("authenticationValue", authenticationValue)
-            w.add("authenticationType", authenticationType)
-            w.add("transStatusReason", transStatusReason)
-            w.add("acsChallengeMandated", acsChallengeMandated)
-            w.add("acsDecConInd", acsDecConInd)
-            w.add("cardholderInfo", cardholderInfo)
-            w.add("acsSignedContent", acsSignedContent)
-            w.add("acsRenderingType", acsRenderingType)
-            w.add("acsURL", acsURL)
+            w.add(.acsReferenceNumber, acsReferenceNumber)
+            w.add(.acsOperatorID, acsOperatorID)
+            w.add(.dsReferenceNumber, dsReferenceNumber)
+            w.add(.transStatus, transStatus)
+            w.add(.eci, eci)
+            w.add(.authenticationValue, authenticationValue)
+            w.add(.authenticationType, authenticationType)
+            w.add(.transStatusReason, transStatusReason)
+            w.add(.acsChallengeMandated, acsChallengeMandated)
+            w.add(.acsDecConInd, acsDecConInd)
+            w.add(.cardholderInfo, cardholderInfo)
+            w.add(.acsSignedContent, acsSignedContent)
+            w.add(.acsRenderingType, acsRenderingType)
+            w.add(.acsURL, acsURL)
             return w.json
         }
 
         /// `acsRenderingType`: the interface (01 native, 02 HTML) and the UI template.
         public static func renderingType(interface: String, template: String) -> JSON {
-            .object([("acsInterface", .string(interface)), ("acsUiTemplate", .string(template))])
+            .object([(EMVField.acsInterface.rawValue, .string(interface)), (EMVField.acsUiTemplate.rawValue, .string(template))])
         }
     }
 
@@ -307,17 +308,22 @@ public enum ThreeDSMessage {
         case oobContinue(JSON)
         case infoContinue
         case resend
+        /// A member copied from a recorded CReq, as it was (client replay re-sends what the cardholder answered).
+        case recorded(name: String, value: JSON)
 
         public var member: (String, JSON) {
+            let (field, value): (EMVField, JSON)
             switch self {
-            case let .cancel(c): ("challengeCancel", .string(c))
-            case let .dataEntry(s): ("challengeDataEntry", .string(s))
-            case let .htmlDataEntry(s): ("challengeHTMLDataEntry", .string(s))
-            case .noEntry: ("challengeNoEntry", .string("Y"))
-            case let .oobContinue(v): ("oobContinue", v)
-            case .infoContinue: ("infoContinueIndicator", .string("01"))
-            case .resend: ("resendChallenge", .string("Y"))
+            case let .cancel(c): (field, value) = (.challengeCancel, .string(c))
+            case let .dataEntry(s): (field, value) = (.challengeDataEntry, .string(s))
+            case let .htmlDataEntry(s): (field, value) = (.challengeHTMLDataEntry, .string(s))
+            case .noEntry: (field, value) = (.challengeNoEntry, YesNoIndicator.yes.json)
+            case let .oobContinue(v): (field, value) = (.oobContinue, v)
+            case .infoContinue: (field, value) = (.infoContinueIndicator, InfoContinueIndicator.continued.json)
+            case .resend: (field, value) = (.resendChallenge, YesNoIndicator.yes.json)
+            case let .recorded(name, value): return (name, value)
             }
+            return (field.rawValue, value)
         }
     }
 
@@ -326,7 +332,8 @@ public enum ThreeDSMessage {
     public struct CReq: Sendable {
         public var threeDSServerTransID: JSON
         public var acsTransID: JSON
-        public var version: MessageVersion
+        /// `messageVersion` as it is written: the version given, or (client replay) the recorded AReq's member as it was.
+        public var messageVersion: JSON
         public var sdkTransID: JSON?
         public var challengeWindowSize: String?
         public var entries: [ChallengeEntry]
@@ -335,7 +342,7 @@ public enum ThreeDSMessage {
                     challengeWindowSize: String? = nil, entries: [ChallengeEntry] = []) {
             self.threeDSServerTransID = threeDSServerTransID
             self.acsTransID = acsTransID
-            self.version = version
+            messageVersion = version.json
             self.sdkTransID = sdkTransID
             self.challengeWindowSize = challengeWindowSize
             self.entries = entries
@@ -343,12 +350,12 @@ public enum ThreeDSMessage {
 
         public var json: JSON {
             var w = MessageWriter()
-            w.add("threeDSServerTransID", threeDSServerTransID)
-            w.add("acsTransID", acsTransID)
-            w.add("messageType", kind: .cReq)
-            w.add("messageVersion", version)
-            w.add("sdkTransID", sdkTransID)
-            w.add("challengeWindowSize", challengeWindowSize)
+            w.add(.threeDSServerTransID, threeDSServerTransID)
+            w.add(.acsTransID, acsTransID)
+            w.add(.messageType, kind: .cReq)
+            w.add(.messageVersion, messageVersion)
+            w.add(.sdkTransID, sdkTransID)
+            w.add(.challengeWindowSize, challengeWindowSize)
             w.members += entries.map(\.member)
             return w.json
         }
@@ -379,19 +386,19 @@ public enum ThreeDSMessage {
 
         public var json: JSON {
             var w = MessageWriter(ids: ids, kind: .cRes, version: version.json)
-            w.add("challengeCompletionInd", "N")
-            w.add("acsUiType", acsUiType)
-            w.add("challengeInfoHeader", challengeInfoHeader)
-            w.add("psImage", psImage)
-            w.add("challengeInfoText", challengeInfoText)
-            w.add("challengeInfoLabel", challengeInfoLabel)
-            w.add("challengeSelectInfo", challengeSelectInfo)
-            w.add("acsHTML", acsHTML)
-            w.add("submitAuthenticationLabel", submitAuthenticationLabel)
-            w.add("resendInformationLabel", resendInformationLabel)
-            w.add("oobContinueLabel", oobContinueLabel)
-            w.add("whyInfoLabel", whyInfoLabel)
-            w.add("whyInfoText", whyInfoText)
+            w.add(.challengeCompletionInd, YesNoIndicator.no)
+            w.add(.acsUiType, acsUiType)
+            w.add(.challengeInfoHeader, challengeInfoHeader)
+            w.add(.psImage, psImage)
+            w.add(.challengeInfoText, challengeInfoText)
+            w.add(.challengeInfoLabel, challengeInfoLabel)
+            w.add(.challengeSelectInfo, challengeSelectInfo)
+            w.add(.acsHTML, acsHTML)
+            w.add(.submitAuthenticationLabel, submitAuthenticationLabel)
+            w.add(.resendInformationLabel, resendInformationLabel)
+            w.add(.oobContinueLabel, oobContinueLabel)
+            w.add(.whyInfoLabel, whyInfoLabel)
+            w.add(.whyInfoText, whyInfoText)
             return w.json
         }
     }
@@ -400,10 +407,10 @@ public enum ThreeDSMessage {
     public static func finalCRes(ids: MessageIDs, version: MessageVersion, transStatus: TransStatus) -> JSON {
         var w = MessageWriter()
         w.add(ids: ids)
-        w.add("challengeCompletionInd", "Y")
-        w.add("messageType", kind: .cRes)
-        w.add("messageVersion", version)
-        w.add("transStatus", transStatus)
+        w.add(.challengeCompletionInd, YesNoIndicator.yes)
+        w.add(.messageType, kind: .cRes)
+        w.add(.messageVersion, version)
+        w.add(.transStatus, transStatus)
         return w.json
     }
 
@@ -434,15 +441,15 @@ public enum ThreeDSMessage {
 
         public var json: JSON {
             var w = MessageWriter(ids: ids, kind: .rReq, version: version.json)
-            w.add("messageCategory", messageCategory)
-            w.add("transStatus", transStatus)
-            w.add("eci", eci)
-            w.add("authenticationType", authenticationType)
-            w.add("interactionCounter", interactionCounter)
-            w.add("authenticationValue", authenticationValue)
-            w.add("transStatusReason", transStatusReason)
-            w.add("challengeCancel", challengeCancel)
-            w.add("acsRenderingType", acsRenderingType)
+            w.add(.messageCategory, messageCategory)
+            w.add(.transStatus, transStatus)
+            w.add(.eci, eci)
+            w.add(.authenticationType, authenticationType)
+            w.add(.interactionCounter, interactionCounter)
+            w.add(.authenticationValue, authenticationValue)
+            w.add(.transStatusReason, transStatusReason)
+            w.add(.challengeCancel, challengeCancel)
+            w.add(.acsRenderingType, acsRenderingType)
             return w.json
         }
     }
@@ -452,8 +459,17 @@ public enum ThreeDSMessage {
     public static func rRes(answering rreq: JSON, resultsStatus: String) -> JSON {
         var ids = MessageIDs(of: rreq)
         for f in [TransactionIDField.threeDSServerTransID, .dsTransID, .acsTransID] where ids[f] == nil { ids[f] = .null }
-        var w = MessageWriter(ids: ids, kind: .rRes, version: rreq["messageVersion"] ?? .null)
-        w.add("resultsStatus", resultsStatus)
+        return rRes(ids: ids, version: rreq[.messageVersion] ?? .null, resultsStatus: resultsStatus)
+    }
+
+    /// An RRes with the IDs and version given, leaving out those that are nil (client replay's listener copies only what
+    /// the RReq carried).
+    public static func rRes(ids: MessageIDs, version: JSON?, resultsStatus: String) -> JSON {
+        var w = MessageWriter()
+        w.add(ids: ids)
+        w.add(.messageType, kind: .rRes)
+        w.add(.messageVersion, version)
+        w.add(.resultsStatus, resultsStatus)
         return w.json
     }
 
@@ -461,13 +477,13 @@ public enum ThreeDSMessage {
     public static func pRes(threeDSServerTransID: JSON, dsTransID: String, version: JSON, serialNum: String,
                             dsProtocolVersions: [MessageVersion], cardRangeData: [CardRange]) -> JSON {
         var w = MessageWriter()
-        w.add("threeDSServerTransID", threeDSServerTransID)
-        w.add("dsTransID", dsTransID)
-        w.add("messageType", kind: .pRes)
-        w.add("messageVersion", version)
-        w.add("serialNum", serialNum)
-        w.add("dsProtocolVersions", JSON.array(dsProtocolVersions.map(\.json)))
-        w.add("cardRangeData", JSON.array(cardRangeData.map(\.json)))
+        w.add(.threeDSServerTransID, threeDSServerTransID)
+        w.add(.dsTransID, dsTransID)
+        w.add(.messageType, kind: .pRes)
+        w.add(.messageVersion, version)
+        w.add(.serialNum, serialNum)
+        w.add(.dsProtocolVersions, JSON.array(dsProtocolVersions.map(\.json)))
+        w.add(.cardRangeData, JSON.array(cardRangeData.map(\.json)))
         return w.json
     }
 
@@ -494,13 +510,13 @@ public enum ThreeDSMessage {
 
         public var json: JSON {
             var w = MessageWriter()
-            w.add("startRange", startRange)
-            w.add("endRange", endRange)
-            w.add("actionInd", actionInd)
-            w.add("acsStartProtocolVersion", acsStartProtocolVersion)
-            w.add("acsEndProtocolVersion", acsEndProtocolVersion)
-            w.add("threeDSMethodURL", threeDSMethodURL)
-            w.add("acsInfoInd", JSON.array(acsInfoInd.map(JSON.string)))
+            w.add(.startRange, startRange)
+            w.add(.endRange, endRange)
+            w.add(.actionInd, actionInd)
+            w.add(.acsStartProtocolVersion, acsStartProtocolVersion)
+            w.add(.acsEndProtocolVersion, acsEndProtocolVersion)
+            w.add(.threeDSMethodURL, threeDSMethodURL)
+            w.add(.acsInfoInd, JSON.array(acsInfoInd.map(JSON.string)))
             return w.json
         }
     }
@@ -512,13 +528,13 @@ public enum Erro {
                             messageType: String?, version: String?) -> JSON {
         var w = MessageWriter()
         w.add(ids: MessageIDs(of: message).onlyStrings)
-        w.add("errorCode", code)
-        w.add("errorComponent", component)
-        w.add("errorDescription", description)
-        w.add("errorDetail", String(detail.prefix(2048)))
-        w.add("errorMessageType", messageType)
-        w.add("messageType", kind: .erro)
-        w.add("messageVersion", version ?? MessageVersion.v2_2.wire)
+        w.add(.errorCode, code)
+        w.add(.errorComponent, component)
+        w.add(.errorDescription, description)
+        w.add(.errorDetail, String(detail.prefix(2048)))
+        w.add(.errorMessageType, messageType)
+        w.add(.messageType, kind: .erro)
+        w.add(.messageVersion, version ?? MessageVersion.v2_2.wire)
         return w.json
     }
 

@@ -130,8 +130,8 @@ public enum ClientReplayCallBody {
 
 extension ClientReplayer {
     /// The live value of a recorded URL the 3DS Server owns (a 3DS Method notification): this replayer's listener.
-    static let listenerFields: [String: String] = ["threeDSMethodNotificationURL": "/3ds/method", "notificationURL": "/3ds/notify",
-                                                   "threeDSServerURL": "/3ds/rreq"]
+    static let listenerFields: [EMVField: String] = [.threeDSMethodNotificationURL: "/3ds/method", .notificationURL: "/3ds/notify",
+                                                     .threeDSServerURL: "/3ds/rreq"]
 
     /// Sends recorded non-3DS calls in order, with the IDs learned so far substituted (and JWTs re-signed with
     /// `--jwt-secret`), and learns the IDs each answer gives in place of the recorded ones (into `run.ids`).
@@ -183,7 +183,7 @@ extension ClientReplayer {
         switch json {
         case .object(let m):
             return .object(m.map { k, v in
-                if let path = Self.listenerFields[k], v.stringValue != nil { return (k, .string(listenerURL + path)) }
+                if let path = EMVField(rawValue: k).flatMap({ Self.listenerFields[$0] }), v.stringValue != nil { return (k, .string(listenerURL + path)) }
                 return (k, rewrite(v, &run))
             })
         case .array(let a): return .array(a.map { rewrite($0, &run) })

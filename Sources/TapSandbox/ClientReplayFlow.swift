@@ -34,6 +34,9 @@ public struct ClientReplayScript: Sendable {
     public var creqEncryption: ContentEncryption?
     /// The recorded transaction IDs by name (threeDSServerTransID …), which the live ones replace in the calls.
     public var recordedIDsByName: [String: String] = [:]
+
+    /// The recorded value of one transaction ID, if the recording had it.
+    func recordedID(_ field: TransactionIDField) -> String? { recordedIDsByName[field.rawValue] }
     /// The transaction's non-3DS calls recorded before its AReq (gateway token and pre-initiation, 3DS Method) and
     /// after its 3DS exchanges (the gateway's authorisation), re-sent in their place.
     public var callsBefore: [ClientReplayCall] = []
@@ -144,7 +147,7 @@ public final class ClientReplayer: Sendable {
                 x.done = Date().timeIntervalSince1970
                 // Kept until its transaction takes it; one no transaction waits for (the recording had none) is dropped
                 // once 10 000 are waiting, so that a long --repeat does not grow without bound.
-                box.deliver(x, for: rreq["threeDSServerTransID"]?.stringValue ?? "")
+                box.deliver(x, for: rreq[.threeDSServerTransID]?.stringValue ?? "")
                 respond(.json(rres.bytes))
             } else if path.hasPrefix("/3ds/notify") || path.hasPrefix("/3ds/method") {
                 respond(.html("<p>Thank you</p>")) // the browser's cres post: the run itself sent it and holds the exchange
@@ -172,9 +175,7 @@ public final class ClientReplayer: Sendable {
 
     /// The 3DS Server's answer to an RReq.
     static func rres(for rreq: JSON) -> JSON {
-        .object([("threeDSServerTransID", rreq["threeDSServerTransID"]), ("dsTransID", rreq["dsTransID"]),
-                 ("acsTransID", rreq["acsTransID"]), ("sdkTransID", rreq["sdkTransID"]), ("messageType", .string("RRes")),
-                 ("messageVersion", rreq["messageVersion"]), ("resultsStatus", .string("01"))].compactMap { k, v in v.map { (k, $0) } })
+        ThreeDSMessage.rRes(ids: MessageIDs(of: rreq), version: rreq[.messageVersion], resultsStatus: "01")
     }
 
     struct Stop: Error { let message: String }
@@ -183,12 +184,12 @@ public final class ClientReplayer: Sendable {
     public func run(_ script: ClientReplayScript) -> ClientReplayRun {
         var run = ClientReplayRun()
         let serverTransID = Digest.randomUUID()
-        run.ids.learn(recorded: script.recordedIDsByName["threeDSServerTransID"], live: serverTransID)
+        run.ids.learn(recorded: script.recordedID(.threeDSServerTransID), live: serverTransID)
         do {
             try send(script.callsBefore, &run)
             try play(script, serverTransID: serverTransID, &run)
-            if let ares = run.exchanges.first(where: { MessageKind($0.response?["messageType"]) == .aRes })?.response {
-                for k in ["dsTransID", "acsTransID", "sdkTransID"] { run.ids.learn(recorded: script.recordedIDsByName[k], live: ares[k]?.stringValue) }
+            if let ares = run.exchanges.first(where: { $0.response?.messageKind == .aRes })?.response {
+                for f in [TransactionIDField.dsTransID, .acsTransID, .sdkTransID] { run.ids.learn(recorded: script.recordedID(f), live: ares[f]?.stringValue) }
             }
             try send(script.callsAfter, &run)
         } catch let e as Stop { run.failure = e.message } catch { run.failure = "\(error)" }
@@ -218,17 +219,17 @@ public final class ClientReplayer: Sendable {
 
     func play(_ s: ClientReplayScript, serverTransID: String, _ run: inout ClientReplayRun) throws {
         let sdkTransID = Digest.randomUUID()
-        let app = DeviceChannel(s.areq["deviceChannel"]) == .app
+        let app = DeviceChannel(s.areq[.deviceChannel]) == .app
         var areq = s.areq
-        areq = areq.setting("threeDSServerTransID", to: .string(serverTransID)).setting("purchaseDate", to: .string(Self.purchaseDate()))
-        if areq["threeDSServerURL"] != nil { areq = areq.setting("threeDSServerURL", to: .string(listenerURL + "/3ds/rreq")) }
-        if areq["notificationURL"] != nil { areq = areq.setting("notificationURL", to: .string(listenerURL + "/3ds/notify")) }
+        areq = areq.setting(.threeDSServerTransID, to: .string(serverTransID)).setting(.purchaseDate, to: .string(Self.purchaseDate()))
+        if areq[.threeDSServerURL] != nil { areq = areq.setting(.threeDSServerURL, to: .string(listenerURL + "/3ds/rreq")) }
+        if areq[.notificationURL] != nil { areq = areq.setting(.notificationURL, to: .string(listenerURL + "/3ds/notify")) }
         var sdkKey: PrivateKey?
         if app {
             let key = try PrivateKey.generateP256()
             sdkKey = key
-            areq = areq.setting("sdkTransID", to: .string(sdkTransID)).setting("sdkEphemPubKey", to: JWK(publicKey: key.publicKey).json())
-            if areq["sdkAppID"] != nil { areq = areq.setting("sdkAppID", to: .string(Digest.randomUUID())) }
+            areq = areq.setting(.sdkTransID, to: .string(sdkTransID)).setting(.sdkEphemPubKey, to: JWK(publicKey: key.publicKey).json())
+            if areq[.sdkAppID] != nil { areq = areq.setting(.sdkAppID, to: .string(Digest.randomUUID())) }
             var device = s.deviceData ?? .object([("DV", .string("1.0")), ("DD", .object([]))])
             if let dd = device["DD"], dd["C018"] != nil { device = device.setting("DD", to: dd.setting("C018", to: .string(sdkTransID))) }
             if s.deviceData == nil || !s.deviceDataNote.isEmpty { run.notes.append(s.deviceDataNote.isEmpty ? "deviceData: a minimal one" : s.deviceDataNote) }
@@ -237,31 +238,31 @@ public final class ClientReplayer: Sendable {
                 ? try JWE.encryptRSAOAEP256(plaintext: device.bytes, recipient: dsKey, enc: .a128cbcHS256, keyID: ds.keyID)
                 : try JWE.encryptEMVECDH(plaintext: device.bytes, recipient: dsKey, directoryServerID: ds.directoryServerID, enc: .a128cbcHS256,
                                          keyID: ds.keyID)
-            areq = areq.setting("sdkEncData", to: .string(jwe.compact))
+            areq = areq.setting(.sdkEncData, to: .string(jwe.compact))
         }
         let (aresHTTP, _) = try post(s.dsURL, areq.bytes, contentType: "application/json; charset=utf-8", request: areq, &run)
         guard let ares = try? JSON.parse(aresHTTP.body), ares.isObject else {
             throw Stop(message: "the DS answered HTTP \(aresHTTP.head.status) without an ARes or Erro")
         }
         run.exchanges[run.exchanges.count - 1].response = ares
-        guard MessageKind(ares["messageType"]) == .aRes else { return } // an Erro: compared as recorded
+        guard ares.messageKind == .aRes else { return } // an Erro: compared as recorded
         // The answer must be to this AReq: the comparison ignores IDs (they are fresh), so a foreign one would pass unseen.
-        try Self.expectIDs(in: ares, "ARes", [("threeDSServerTransID", serverTransID)] + (app ? [("sdkTransID", sdkTransID)] : []))
-        switch ares["transStatus"]?.stringValue {
-        case "C":
+        try Self.expectIDs(in: ares, "ARes", [(.threeDSServerTransID, serverTransID)] + (app ? [(.sdkTransID, sdkTransID)] : []))
+        switch ares.transStatus {
+        case .challenge?:
             if app, let sdkKey { try appChallenge(s, ares: ares, sdkKey: sdkKey, serverTransID: serverTransID, sdkTransID: sdkTransID, &run) } else if !app { try browserChallenge(s, ares: ares, &run) }
-        case "D": break
+        case .decoupled?: break
         default: return
         }
         if s.expectsRReq { try waitForRReq(serverTransID, &run) }
     }
 
     /// Stops the transaction when `message` carries another value for one of `ids` than the one this run sent.
-    static func expectIDs(in message: JSON, _ what: String, _ ids: [(String, String)]) throws {
-        for (name, sent) in ids {
-            let got = message[name]?.stringValue
+    static func expectIDs(in message: JSON, _ what: String, _ ids: [(TransactionIDField, String)]) throws {
+        for (field, sent) in ids {
+            let got = message[field]?.stringValue
             guard got == sent else {
-                throw Stop(message: "\(what) carries \(name) \(got.map { TerminalText.escaped($0) } ?? "absent"), not the \(sent) this run sent")
+                throw Stop(message: "\(what) carries \(field.rawValue) \(got.map { TerminalText.escaped($0) } ?? "absent"), not the \(sent) this run sent")
             }
         }
     }
@@ -283,7 +284,7 @@ public final class ClientReplayer: Sendable {
 
     func appChallenge(_ s: ClientReplayScript, ares: JSON, sdkKey: PrivateKey, serverTransID: String, sdkTransID: String,
                       _ run: inout ClientReplayRun) throws {
-        guard let signed = ares["acsSignedContent"]?.stringValue else { throw Stop(message: "challenge ARes without acsSignedContent") }
+        guard let signed = ares[.acsSignedContent]?.stringValue else { throw Stop(message: "challenge ARes without acsSignedContent") }
         let content: ACSSignedContent
         do { content = try ACSSignedContent.verify(signed, trust: trust).content } catch {
             throw Stop(message: "acsSignedContent rejected: \(error.message)")
@@ -292,25 +293,26 @@ public final class ClientReplayer: Sendable {
         guard let theirs = try? JWK(json: content.sdkEphemPubKey), theirs.material == JWK(publicKey: sdkKey.publicKey).material else {
             throw Stop(message: "acsSignedContent: sdkEphemPubKey is not this SDK's key")
         }
-        guard let acsTransID = ares["acsTransID"]?.stringValue else { throw Stop(message: "ARes without acsTransID") }
+        guard let acsTransID = ares[.acsTransID]?.stringValue else { throw Stop(message: "ARes without acsTransID") }
         let enc = s.creqEncryption ?? .a128cbcHS256
         var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: try JWK(json: content.acsEphemPubKey).publicKey(),
-                                          sdkReferenceNumber: s.areq["sdkReferenceNumber"]?.stringValue ?? "", acsTransID: acsTransID, enc: enc)
-        let version = s.areq["messageVersion"] ?? .string("2.2.0")
-        let base: [(String, JSON)] = [("threeDSServerTransID", .string(serverTransID)), ("acsTransID", .string(acsTransID)),
-                                      ("messageType", .string("CReq")), ("messageVersion", version), ("sdkTransID", .string(sdkTransID))]
-        let sentIDs = [("threeDSServerTransID", serverTransID), ("acsTransID", acsTransID), ("sdkTransID", sdkTransID)]
+                                          sdkReferenceNumber: s.areq[.sdkReferenceNumber]?.stringValue ?? "", acsTransID: acsTransID, enc: enc)
+        var base = ThreeDSMessage.CReq(threeDSServerTransID: .string(serverTransID), acsTransID: .string(acsTransID), version: .v2_2,
+                                       sdkTransID: .string(sdkTransID))
+        base.messageVersion = s.areq[.messageVersion] ?? base.messageVersion // the recorded AReq's, as it was
+        let sentIDs: [(TransactionIDField, String)] = [(.threeDSServerTransID, serverTransID), (.acsTransID, acsTransID), (.sdkTransID, sdkTransID)]
         for (round, entries) in s.creqEntries.enumerated() {
-            let creq = JSON.object(base + (try entries.map { ($0.0, try Self.unmasked($0.1, secret: s.secret)) }))
-            let sealed = try cipher.sealed(creq) // the plaintext as sealed: with the counter
+            var creq = base
+            creq.entries = try entries.map { .recorded(name: $0.0, value: try Self.unmasked($0.1, secret: s.secret)) }
+            let sealed = try cipher.sealed(creq.json) // the plaintext as sealed: with the counter
             let (r, i) = try post(acsURL, Array(sealed.compact.utf8), contentType: "application/jose; charset=UTF-8", request: sealed.plaintext,
                                   appChannel: true, &run)
             let body = String(decoding: r.body, as: UTF8.self)
             if body.hasPrefix("{") {
                 // In the clear only an Erro may come (the ACS could not open the CReq); a CRes must be a JWE, with its counter.
                 let plain = try? JSON.parse(r.body)
-                guard let plain, MessageKind(plain["messageType"]) == .erro else {
-                    let type = plain?["messageType"]?.stringValue.map { TerminalText.escaped($0) } ?? "no messageType"
+                guard let plain, plain.messageKind == .erro else {
+                    let type = plain?[.messageType]?.stringValue.map { TerminalText.escaped($0) } ?? "no messageType"
                     throw Stop(message: "answer #\(round + 1) to a CReq is plain JSON (\(type)), not a JWE CRes (HTTP \(r.head.status))")
                 }
                 run.exchanges[i].appChannel = false
@@ -329,10 +331,10 @@ public final class ClientReplayer: Sendable {
     }
 
     func browserChallenge(_ s: ClientReplayScript, ares: JSON, _ run: inout ClientReplayRun) throws {
-        guard let acsText = ares["acsURL"]?.stringValue, let acsURL = HTTPURL(acsText) else { throw Stop(message: "ARes without a usable acsURL") }
+        guard let acsText = ares[.acsURL]?.stringValue, let acsURL = HTTPURL(acsText) else { throw Stop(message: "ARes without a usable acsURL") }
         guard let recorded = s.browserCReq else { return } // the recorded client never posted the creq form
         var creq = recorded
-        for k in ["threeDSServerTransID", "acsTransID"] { creq = creq.setting(k, to: ares[k] ?? .null) }
+        for f in [TransactionIDField.threeDSServerTransID, .acsTransID] { creq = creq.setting(f, to: ares[f] ?? .null) }
         let session = Base64URL.encode(Array("client-replay-\(Digest.randomUUID().prefix(8).uppercased())".utf8))
         var (page, _) = try post(acsURL, FormBody.encode([("creq", Base64URL.encode(creq.bytes)), ("threeDSSessionData", session)]),
                                  contentType: "application/x-www-form-urlencoded", request: creq, &run)

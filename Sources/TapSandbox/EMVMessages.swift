@@ -7,12 +7,15 @@ import TapEMV
 enum EMV {
     static func uuid() -> String { Digest.randomUUID() }
 
-    /// The names in `required` that `message` lacks (or has empty).
-    static func missing(_ required: [String], in message: JSON) -> [String] {
-        required.filter { name in
-            guard let v = message[name] else { return true }
+    /// The members in `required` that `message` lacks (or has empty).
+    static func missing(_ required: [MessageMember], in message: JSON) -> [MessageMember] {
+        required.filter { member in
+            guard let v = message[member] else { return true }
             if case let .string(s) = v { return s.isEmpty }
             return false
         }
     }
+
+    /// Members' names as an Erro's errorDetail lists them (comma-separated, in order).
+    static func names(_ members: [MessageMember]) -> String { members.map(\.name).joined(separator: ",") }
 }

@@ -163,9 +163,8 @@ public final class SDKClient {
         }
         /// An Erro received: from the DS before any challenge, from the ACS during one.
         init(erro: JSON, challenge: Bool) {
-            json = .object([("errorCode", erro["errorCode"] ?? .null), ("errorComponent", erro["errorComponent"] ?? .null),
-                            ("errorDescription", erro["errorDescription"] ?? .null), ("errorDetail", erro["errorDetail"] ?? .null)])
-            let code = erro["errorCode"]?.stringValue ?? "?"
+            json = .object([EMVField.errorCode, .errorComponent, .errorDescription, .errorDetail].map { ($0.rawValue, erro[$0] ?? .null) })
+            let code = erro[.errorCode]?.stringValue ?? "?"
             kind = challenge ? .acsErro(code) : .dsErro(code)
         }
     }
@@ -191,14 +190,14 @@ public final class SDKClient {
             let route: ListenerRoute?
             if case let .found(r, _) = SDKClient.listenerRouter.route(method: req.head.method, path: req.head.target) { route = r } else { route = nil }
             if route == .rreq, let rreq = try? JSON.parse(req.body) {
-                box.store.withLock { $0["rreq:" + (rreq["threeDSServerTransID"]?.stringValue ?? "")] = rreq }
+                box.store.withLock { $0["rreq:" + (rreq[.threeDSServerTransID]?.stringValue ?? "")] = rreq }
                 respond(.json(ThreeDSMessage.rRes(answering: rreq, resultsStatus: "01").bytes))
             } else if route == .method {
                 respond(.html("<p>3DS Method complete</p>")) // the ACS's notification that the 3DS Method ran
             } else if route == .notify {
                 let fields = FormBody.parse(String(decoding: req.body, as: UTF8.self)) ?? []
                 if let cres = fields.first(where: { $0.0 == "cres" })?.1, let b = Base64URL.decode(cres), let j = try? JSON.parse(b) {
-                    box.store.withLock { $0["cres:" + (j["threeDSServerTransID"]?.stringValue ?? "")] = j }
+                    box.store.withLock { $0["cres:" + (j[.threeDSServerTransID]?.stringValue ?? "")] = j }
                 }
                 respond(.html("<p>Thank you</p>"))
             } else {
@@ -287,11 +286,11 @@ public final class SDKClient {
             throw ClientFailure("the DS answered HTTP \(aresResponse.head.status) without an ARes or Erro", .dsFailure)
         }
         if ares.messageKind == .erro { throw ClientFailure(erro: ares, challenge: false) }
-        guard ares.messageKind == .aRes else { throw ClientFailure("expected an ARes, got \(ares["messageType"]?.compact ?? "nothing")", .dsFailure) }
-        result.transStatus = ares["transStatus"]?.stringValue
-        result.transStatusReason = ares["transStatusReason"]?.stringValue
-        result.eci = ares["eci"]?.stringValue
-        result.authenticationValue = ares["authenticationValue"]?.stringValue
+        guard ares.messageKind == .aRes else { throw ClientFailure("expected an ARes, got \(ares[.messageType]?.compact ?? "nothing")", .dsFailure) }
+        result.transStatus = ares[.transStatus]?.stringValue
+        result.transStatusReason = ares[.transStatusReason]?.stringValue
+        result.eci = ares[.eci]?.stringValue
+        result.authenticationValue = ares[.authenticationValue]?.stringValue
         switch result.status {
         case .challenge?:
             result.challenge = true
@@ -303,9 +302,9 @@ public final class SDKClient {
                 throw ClientFailure("decoupled authentication: no RReq from the ACS within \(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), "
                                     + "so the 3DS Server has no result", .noResult)
             }
-            result.transStatus = rreq["transStatus"]?.stringValue
-            result.eci = rreq["eci"]?.stringValue
-            result.authenticationValue = rreq["authenticationValue"]?.stringValue
+            result.transStatus = rreq[.transStatus]?.stringValue
+            result.eci = rreq[.eci]?.stringValue
+            result.authenticationValue = rreq[.authenticationValue]?.stringValue
             result.rreqReceived = true
             result.notes.append("decoupled: result from the RReq")
             return
@@ -320,15 +319,15 @@ public final class SDKClient {
                                 + "\(CheckedDuration.describe(o.rreqTimeout)) (--rreq-timeout), so the 3DS Server has no authentication result", .noResult)
         }
         result.rreqReceived = true
-        if let st = rreq["transStatus"]?.stringValue { result.transStatus = st }
-        result.eci = rreq["eci"]?.stringValue
-        result.authenticationValue = rreq["authenticationValue"]?.stringValue
-        result.transStatusReason = rreq["transStatusReason"]?.stringValue
+        if let st = rreq[.transStatus]?.stringValue { result.transStatus = st }
+        result.eci = rreq[.eci]?.stringValue
+        result.authenticationValue = rreq[.authenticationValue]?.stringValue
+        result.transStatusReason = rreq[.transStatusReason]?.stringValue
     }
 
     func appChallenge(_ ares: JSON, sdkKey: PrivateKey, sdkRef: String, _ result: inout ClientResult) throws {
         let o = options
-        guard let signed = ares["acsSignedContent"]?.stringValue else { throw ClientFailure("challenge ARes without acsSignedContent", .aresRejected) }
+        guard let signed = ares[.acsSignedContent]?.stringValue else { throw ClientFailure("challenge ARes without acsSignedContent", .aresRejected) }
         let content: ACSSignedContent
         do {
             content = try ACSSignedContent.verify(signed, roots: dsRoot).content
@@ -340,11 +339,12 @@ public final class SDKClient {
             throw ClientFailure("acsSignedContent: sdkEphemPubKey is not this SDK's key", .aresRejected)
         }
         let acsKey = try JWK(json: content.acsEphemPubKey).publicKey()
-        guard let acsTransID = ares["acsTransID"]?.stringValue else { throw ClientFailure("ARes without acsTransID", .aresRejected) }
+        guard let acsTransID = ares[.acsTransID]?.stringValue else { throw ClientFailure("ARes without acsTransID", .aresRejected) }
+        guard let serverTransID = ares[.threeDSServerTransID] else { throw ClientFailure("ARes without threeDSServerTransID", .aresRejected) }
         var cipher = try AppChannelCipher(role: .sdk, privateKey: sdkKey, peerPublicKey: acsKey, sdkReferenceNumber: sdkRef,
                                           acsTransID: acsTransID, enc: o.enc)
-        let base = ThreeDSMessage.CReq(threeDSServerTransID: ares["threeDSServerTransID"]!, acsTransID: .string(acsTransID), version: o.version,
-                                       sdkTransID: ares["sdkTransID"] ?? .null)
+        let base = ThreeDSMessage.CReq(threeDSServerTransID: serverTransID, acsTransID: .string(acsTransID), version: o.version,
+                                       sdkTransID: ares[.sdkTransID] ?? .null)
         var extra: [ThreeDSMessage.ChallengeEntry] = []
         let deadline = Date().addingTimeInterval(o.timeout)
         for round in 0..<6 {
@@ -389,12 +389,12 @@ public final class SDKClient {
             }
             guard cres.messageKind == .cRes else { throw ClientFailure("expected a CRes", .challengeRuntime) }
             if cres.completesChallenge {
-                result.transStatus = cres["transStatus"]?.stringValue
+                result.transStatus = cres[.transStatus]?.stringValue
                 result.eci = nil
                 result.authenticationValue = nil
                 return
             }
-            let ui = cres["acsUiType"]?.stringValue ?? "01"
+            let ui = cres[.acsUiType]?.stringValue ?? "01"
             result.acsUiType = ui
             if o.cancel {
                 extra = [.cancel("01")]
@@ -433,8 +433,11 @@ public final class SDKClient {
 
     func browserChallenge(_ ares: JSON, _ result: inout ClientResult) throws {
         let o = options
-        guard let acsURLText = ares["acsURL"]?.stringValue, let acsURL = HTTPURL(acsURLText) else { throw ClientFailure("ARes without acsURL", .aresRejected) }
-        let creq = ThreeDSMessage.CReq(threeDSServerTransID: ares["threeDSServerTransID"]!, acsTransID: ares["acsTransID"]!,
+        guard let acsURLText = ares[.acsURL]?.stringValue, let acsURL = HTTPURL(acsURLText) else { throw ClientFailure("ARes without acsURL", .aresRejected) }
+        guard let serverTransID = ares[.threeDSServerTransID], let acsTransID = ares[.acsTransID] else {
+            throw ClientFailure("ARes without threeDSServerTransID or acsTransID", .aresRejected)
+        }
+        let creq = ThreeDSMessage.CReq(threeDSServerTransID: serverTransID, acsTransID: acsTransID,
                                        version: o.version, challengeWindowSize: "05").json
         let session = Base64URL.encode(Array("merchant-session-\(EMV.uuid().prefix(8))".utf8))
         let page: HTTPResponse
@@ -469,7 +472,7 @@ public final class SDKClient {
         _ = try post(notifyURL, FormBody.encode([("cres", cresValue)] + (echoed.map { [("threeDSSessionData", $0)] } ?? [])),
                      contentType: "application/x-www-form-urlencoded")
         guard let b = Base64URL.decode(cresValue), let cres = try? JSON.parse(b) else { throw ClientFailure("cres is not base64url JSON", .challengeRuntime) }
-        result.transStatus = cres["transStatus"]?.stringValue
+        result.transStatus = cres[.transStatus]?.stringValue
         result.eci = nil
         result.authenticationValue = nil
     }

@@ -174,13 +174,14 @@ public final class Sandbox: @unchecked Sendable {
 
     // MARK: DS: AReq
 
-    static let commonRequired = ["threeDSServerTransID", "deviceChannel", "messageCategory", "acctNumber", "threeDSServerRefNumber",
-                                 "threeDSServerURL", "threeDSRequestorID", "threeDSRequestorName", "acquirerBIN",
-                                 "acquirerMerchantID", "mcc", "merchantCountryCode", "merchantName"]
-    static let purchaseRequired = ["purchaseAmount", "purchaseCurrency", "purchaseExponent", "purchaseDate"]
-    static let appRequired = ["sdkAppID", "sdkEncData", "sdkEphemPubKey", "sdkMaxTimeout", "sdkReferenceNumber", "sdkTransID",
-                              "deviceRenderOptions"]
-    static let browserRequired = ["notificationURL", "browserAcceptHeader", "browserUserAgent", "browserLanguage"]
+    static let commonRequired: [MessageMember] = [.id(.threeDSServerTransID)] + [
+        EMVField.deviceChannel, .messageCategory, .acctNumber, .threeDSServerRefNumber, .threeDSServerURL, .threeDSRequestorID,
+        .threeDSRequestorName, .acquirerBIN, .acquirerMerchantID, .mcc, .merchantCountryCode, .merchantName,
+    ].map(MessageMember.field)
+    static let purchaseRequired = [EMVField.purchaseAmount, .purchaseCurrency, .purchaseExponent, .purchaseDate].map(MessageMember.field)
+    static let appRequired = [EMVField.sdkAppID, .sdkEncData, .sdkEphemPubKey, .sdkMaxTimeout, .sdkReferenceNumber].map(MessageMember.field)
+        + [.id(.sdkTransID), .field(.deviceRenderOptions)]
+    static let browserRequired = [EMVField.notificationURL, .browserAcceptHeader, .browserUserAgent, .browserLanguage].map(MessageMember.field)
 
     func handleAReq(_ body: [UInt8], _ respond: @escaping (HTTPReply) -> Void) {
         guard let areq = try? JSON.parse(body), areq.isObject else {
@@ -188,40 +189,40 @@ public final class Sandbox: @unchecked Sendable {
         }
         guard areq.messageKind == .aReq else {
             return respond(erroReply(.messageInvalid, "D", "Message not recognised",
-                                     "messageType \(areq["messageType"]?.compact ?? "missing") at /ds/areq", about: areq, type: nil))
+                                     "messageType \(areq[.messageType]?.compact ?? "missing") at /ds/areq", about: areq, type: nil))
         }
         guard let version = areq.messageVersion, version.isKnown else {
             return respond(erroReply(.versionNotSupported, "D", "Message version not supported",
-                                     "messageVersion \(areq["messageVersion"]?.compact ?? "missing"); supported: "
+                                     "messageVersion \(areq[.messageVersion]?.compact ?? "missing"); supported: "
                                      + MessageVersion.known.map(\.wire).joined(separator: ", "),
                                      about: areq, type: .aReq))
         }
-        let channel = DeviceChannel(areq["deviceChannel"])
-        let category = MessageCategory(areq["messageCategory"])
+        let channel = DeviceChannel(areq[.deviceChannel])
+        let category = MessageCategory(areq[.messageCategory])
         var required = Sandbox.commonRequired
         if category == .payment { required += Sandbox.purchaseRequired }
         if channel == .app { required += Sandbox.appRequired } else if channel == .browser { required += Sandbox.browserRequired }
         let missing = EMV.missing(required, in: areq)
         guard missing.isEmpty else {
-            return respond(erroReply(.requiredElementMissing, "D", "Required element missing", missing.joined(separator: ","),
+            return respond(erroReply(.requiredElementMissing, "D", "Required element missing", EMV.names(missing),
                                      about: areq, type: .aReq))
         }
-        var bad: [String] = []
-        if !(TransactionID(areq["threeDSServerTransID"])?.isWellFormed ?? false) { bad.append("threeDSServerTransID") }
-        if channel == .app, !(TransactionID(areq["sdkTransID"])?.isWellFormed ?? false) { bad.append("sdkTransID") }
-        if !(channel?.isKnown ?? false) { bad.append("deviceChannel") }
-        if !(category?.isKnown ?? false) { bad.append("messageCategory") }
-        let pan = areq["acctNumber"]?.stringValue ?? ""
-        if !(13...19).contains(pan.count) || !pan.allSatisfy(\.isASCIIDigitCharacter) { bad.append("acctNumber") }
-        if channel == .app, areq["sdkEphemPubKey"].map({ !$0.isObject }) ?? true { bad.append("sdkEphemPubKey") }
+        var bad: [MessageMember] = []
+        if !(TransactionID(areq[.threeDSServerTransID])?.isWellFormed ?? false) { bad.append(.id(.threeDSServerTransID)) }
+        if channel == .app, !(TransactionID(areq[.sdkTransID])?.isWellFormed ?? false) { bad.append(.id(.sdkTransID)) }
+        if !(channel?.isKnown ?? false) { bad.append(.field(.deviceChannel)) }
+        if !(category?.isKnown ?? false) { bad.append(.field(.messageCategory)) }
+        let pan = areq[.acctNumber]?.stringValue ?? ""
+        if !(13...19).contains(pan.count) || !pan.allSatisfy(\.isASCIIDigitCharacter) { bad.append(.field(.acctNumber)) }
+        if channel == .app, areq[.sdkEphemPubKey].map({ !$0.isObject }) ?? true { bad.append(.field(.sdkEphemPubKey)) }
         // The URLs the ACS posts to (the browser's final CRes, the RReq): fully qualified http(s) URLs, nothing a page could run.
-        for key in (channel == .browser ? ["threeDSServerURL", "notificationURL"] : ["threeDSServerURL"])
-            where HTTPURL(areq[key]?.stringValue ?? "") == nil { bad.append(key) }
+        for field in (channel == .browser ? [EMVField.threeDSServerURL, .notificationURL] : [.threeDSServerURL])
+            where HTTPURL(areq[field]?.stringValue ?? "") == nil { bad.append(.field(field)) }
         guard bad.isEmpty else {
-            return respond(erroReply(.formatInvalid, "D", "Format or value invalid", bad.joined(separator: ","), about: areq, type: .aReq))
+            return respond(erroReply(.formatInvalid, "D", "Format or value invalid", EMV.names(bad), about: areq, type: .aReq))
         }
         if channel == .app {
-            do { _ = try decryptDeviceData(areq["sdkEncData"]!.stringValue ?? "") } catch {
+            do { _ = try decryptDeviceData(areq[.sdkEncData]!.stringValue ?? "") } catch {
                 return respond(erroReply(.decryptionFailure, "D", "Data decryption failure", "sdkEncData: \(error)", about: areq, type: .aReq))
             }
         }
@@ -262,8 +263,8 @@ public final class Sandbox: @unchecked Sendable {
         case .delayedARes: status = .authenticated
         case .erro: status = .couldNotPerform
         }
-        var ares = ThreeDSMessage.ARes(ids: MessageIDs(threeDSServerTransID: areq["threeDSServerTransID"]!, dsTransID: .string(dsTransID),
-                                                       acsTransID: .string(acsTransID), sdkTransID: app ? areq["sdkTransID"]! : nil),
+        var ares = ThreeDSMessage.ARes(ids: MessageIDs(threeDSServerTransID: areq[.threeDSServerTransID]!, dsTransID: .string(dsTransID),
+                                                       acsTransID: .string(acsTransID), sdkTransID: app ? areq[.sdkTransID]! : nil),
                                        version: version, acsReferenceNumber: "3DSTAPE-SANDBOX-ACS", acsOperatorID: "3DSTAPE-ACS-OP",
                                        dsReferenceNumber: "3DSTAPE-SANDBOX-DS", transStatus: status)
         switch status {
@@ -280,11 +281,11 @@ public final class Sandbox: @unchecked Sendable {
             ares.acsChallengeMandated = "Y"
             let acsURL = baseURL + "/acs/challenge"
             if app {
-                let (cipher, acsEphemPubKey) = try ACSChannel.open(sdkEphemPubKey: areq["sdkEphemPubKey"]!,
-                                                                    sdkReferenceNumber: areq["sdkReferenceNumber"]!.stringValue ?? "",
+                let (cipher, acsEphemPubKey) = try ACSChannel.open(sdkEphemPubKey: areq[.sdkEphemPubKey]!,
+                                                                    sdkReferenceNumber: areq[.sdkReferenceNumber]!.stringValue ?? "",
                                                                     acsTransID: acsTransID)
                 let (key, cert) = options.signing == .es256 ? keys.acsEC : keys.acsRSA
-                let compact = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: areq["sdkEphemPubKey"]!, acsURL: acsURL)
+                let compact = try ACSSignedContent(acsEphemPubKey: acsEphemPubKey, sdkEphemPubKey: areq[.sdkEphemPubKey]!, acsURL: acsURL)
                     .sign(key: key, certificate: cert, algorithm: options.signing)
                 ares.acsSignedContent = options.badSignature ? SignatureFault.flippingSignatureBit(compact) : compact
                 // Table A.1: required for an app challenge in every version (2.1.0 included).
@@ -320,15 +321,15 @@ public final class Sandbox: @unchecked Sendable {
         guard let preq = try? JSON.parse(body), preq.messageKind == .pReq else {
             return erroReply(.messageInvalid, "D", "Message not recognised", "expected a PReq", about: nil, type: nil)
         }
-        let missing = EMV.missing(["threeDSServerTransID", "threeDSServerRefNumber", "messageVersion"], in: preq)
+        let missing = EMV.missing([.id(.threeDSServerTransID), .field(.threeDSServerRefNumber), .field(.messageVersion)], in: preq)
         guard missing.isEmpty else {
-            return erroReply(.requiredElementMissing, "D", "Required element missing", missing.joined(separator: ","), about: preq, type: .pReq)
+            return erroReply(.requiredElementMissing, "D", "Required element missing", EMV.names(missing), about: preq, type: .pReq)
         }
         let range = ThreeDSMessage.CardRange(startRange: "4000000000001000", endRange: "4000000000001999", actionInd: "A",
                                              acsStartProtocolVersion: .v2_1, acsEndProtocolVersion: .v2_3,
                                              threeDSMethodURL: baseURL + "/acs/method", acsInfoInd: ["01", "02"])
-        return .json(ThreeDSMessage.pRes(threeDSServerTransID: preq["threeDSServerTransID"]!, dsTransID: EMV.uuid(),
-                                         version: preq["messageVersion"]!, serialNum: "1", dsProtocolVersions: MessageVersion.known,
+        return .json(ThreeDSMessage.pRes(threeDSServerTransID: preq[.threeDSServerTransID]!, dsTransID: EMV.uuid(),
+                                         version: preq[.messageVersion]!, serialNum: "1", dsProtocolVersions: MessageVersion.known,
                                          cardRangeData: [range]).bytes)
     }
 
@@ -337,12 +338,12 @@ public final class Sandbox: @unchecked Sendable {
     func handleMethod(_ body: [UInt8]) -> HTTPReply {
         let fields = FormBody.parse(String(decoding: body, as: UTF8.self)) ?? []
         guard let data = fields.first(where: { $0.0 == "threeDSMethodData" })?.1, let bytes = Base64URL.decode(data),
-              let json = try? JSON.parse(bytes), let id = json["threeDSServerTransID"]?.stringValue,
-              let notify = json["threeDSMethodNotificationURL"]?.stringValue else {
+              let json = try? JSON.parse(bytes), let id = json[.threeDSServerTransID]?.stringValue,
+              let notify = json[.threeDSMethodNotificationURL]?.stringValue else {
             return .html("<p>threeDSMethodData missing or malformed</p>", status: 400)
         }
         guard HTTPURL(notify) != nil else { return .html("<p>threeDSMethodNotificationURL is not an http(s) URL</p>", status: 400) }
-        let back = Base64URL.encode(JSON.object([("threeDSServerTransID", .string(id))]).bytes)
+        let back = Base64URL.encode(JSON.object(MessageIDs(threeDSServerTransID: .string(id)).members).bytes)
         return .html(HTMLForm.autoPost(action: notify, fields: [("threeDSMethodData", back)], title: "3DS Method"))
     }
 }

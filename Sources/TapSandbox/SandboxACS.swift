@@ -35,7 +35,7 @@ extension Sandbox {
         guard let tx = transactions[kid], tx.app, var cipher = tx.cipher else {
             return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised",
                                      "acsTransID \(kid) (the JWE kid) is not a transaction of this ACS",
-                                     about: .object([("acsTransID", .string(kid))]), type: .cReq))
+                                     about: .object(MessageIDs(acsTransID: .string(kid)).members), type: .cReq))
         }
         if tx.card.behaviour == .acsNeverAnswers {
             log("CReq for \(kid): this test card's ACS never answers")
@@ -50,18 +50,18 @@ extension Sandbox {
                                      error.message, about: tx.ares, type: .cReq))
         }
         guard creq.messageKind == .cReq else {
-            return respond(erroReply(.messageInvalid, "A", "Message not recognised", "messageType \(creq["messageType"]?.compact ?? "missing")",
+            return respond(erroReply(.messageInvalid, "A", "Message not recognised", "messageType \(creq[.messageType]?.compact ?? "missing")",
                                      about: tx.ares, type: nil))
         }
         guard creq.messageVersion == tx.version else {
             return respond(erroReply(.formatInvalid, "A", "Format or value invalid", "messageVersion differs from the ARes",
                                      about: tx.ares, type: .cReq))
         }
-        let missing = EMV.missing(["threeDSServerTransID", "acsTransID", "sdkTransID"], in: creq)
+        let missing = EMV.missing([.id(.threeDSServerTransID), .id(.acsTransID), .id(.sdkTransID)], in: creq)
         guard missing.isEmpty else {
-            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: tx.ares, type: .cReq))
+            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", EMV.names(missing), about: tx.ares, type: .cReq))
         }
-        guard creq["threeDSServerTransID"] == tx.ares["threeDSServerTransID"], creq["sdkTransID"] == tx.ares["sdkTransID"] else {
+        guard creq[.threeDSServerTransID] == tx.ares[.threeDSServerTransID], creq[.sdkTransID] == tx.ares[.sdkTransID] else {
             return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised", "threeDSServerTransID or sdkTransID",
                                      about: tx.ares, type: .cReq))
         }
@@ -90,9 +90,9 @@ extension Sandbox {
     /// The challenge state machine shared by both channels.
     func step(_ tx: Transaction, _ creq: JSON) -> Step {
         tx.rounds += 1
-        if let cancel = creq["challengeCancel"]?.stringValue { return .final(status: .notAuthenticated, reason: "01", cancel: cancel) }
+        if let cancel = creq[.challengeCancel]?.stringValue { return .final(status: .notAuthenticated, reason: "01", cancel: cancel) }
         if tx.rounds == 1, !hasEntry(creq) { return .ui(uiCRes(tx, note: nil)) }
-        if YesNoIndicator(creq["resendChallenge"]) == .yes {
+        if YesNoIndicator(creq[.resendChallenge]) == .yes {
             tx.resends += 1
             return .ui(uiCRes(tx, note: "A new code was sent (\(tx.resends))."))
         }
@@ -101,27 +101,26 @@ extension Sandbox {
     }
 
     func hasEntry(_ c: JSON) -> Bool {
-        ["challengeDataEntry", "challengeHTMLDataEntry", "oobContinue", "infoContinueIndicator", "challengeNoEntry"].contains { c[$0] != nil }
+        [EMVField.challengeDataEntry, .challengeHTMLDataEntry, .oobContinue, .infoContinueIndicator, .challengeNoEntry].contains { c[$0] != nil }
     }
 
     func passes(_ uiType: ACSUIType, _ c: JSON) -> Bool {
-        let entry = c["challengeDataEntry"]?.stringValue
+        let entry = c[.challengeDataEntry]?.stringValue
         switch uiType {
         case .text: return entry == TestCard.otp
         case .singleSelect: return entry == TestCard.singleSelectAnswer
         case .multiSelect: return Set((entry ?? "").split(separator: ",").map { String($0).trimmingWhitespace }) == ["1", "3"]
         case .oob, .htmlOOB:
-            return OOBContinue.continues(c["oobContinue"])
-        case .html: return (c["challengeHTMLDataEntry"]?.stringValue ?? "").contains(TestCard.otp)
-        case .information: return InfoContinueIndicator(c["infoContinueIndicator"]) == .continued || YesNoIndicator(c["challengeNoEntry"]) == .yes
+            return OOBContinue.continues(c[.oobContinue])
+        case .html: return (c[.challengeHTMLDataEntry]?.stringValue ?? "").contains(TestCard.otp)
+        case .information: return InfoContinueIndicator(c[.infoContinueIndicator]) == .continued || YesNoIndicator(c[.challengeNoEntry]) == .yes
         default: return false
         }
     }
 
     /// The IDs a CRes carries: the ARes's, sdkTransID on the app channel only.
     func cresIDs(_ tx: Transaction) -> MessageIDs {
-        MessageIDs(threeDSServerTransID: tx.ares["threeDSServerTransID"]!, acsTransID: tx.ares["acsTransID"]!,
-                   sdkTransID: tx.app ? tx.ares["sdkTransID"]! : nil)
+        MessageIDs(of: tx.ares, tx.app ? [.threeDSServerTransID, .acsTransID, .sdkTransID] : [.threeDSServerTransID, .acsTransID])
     }
 
     func uiCRes(_ tx: Transaction, note: String?) -> JSON {
@@ -173,13 +172,13 @@ extension Sandbox {
         guard let bytes = Base64URL.decode(value.trimmingWhitespace), let creq = try? JSON.parse(bytes), creq.isObject else {
             return respond(erroReply(.messageInvalid, "A", "Message not recognised", "creq is not base64url JSON", about: nil, type: .cReq))
         }
-        guard let id = creq["acsTransID"]?.stringValue, let tx = transactions[id], !tx.app else {
+        guard let id = creq[.acsTransID]?.stringValue, let tx = transactions[id], !tx.app else {
             return respond(erroReply(.transactionIDNotRecognised, "A", "Transaction ID not recognised",
-                                     "acsTransID \(creq["acsTransID"]?.compact ?? "missing")", about: creq, type: .cReq))
+                                     "acsTransID \(creq[.acsTransID]?.compact ?? "missing")", about: creq, type: .cReq))
         }
-        let missing = EMV.missing(["threeDSServerTransID", "messageType", "messageVersion", "challengeWindowSize"], in: creq)
+        let missing = EMV.missing([.id(.threeDSServerTransID), .field(.messageType), .field(.messageVersion), .field(.challengeWindowSize)], in: creq)
         guard missing.isEmpty else {
-            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", missing.joined(separator: ","), about: creq, type: .cReq))
+            return respond(erroReply(.requiredElementMissing, "A", "Required element missing", EMV.names(missing), about: creq, type: .cReq))
         }
         if tx.card.behaviour == .acsNeverAnswers { return }
         tx.sessionData = sessionData
@@ -221,7 +220,7 @@ extension Sandbox {
         }
         tx.rounds = max(tx.rounds, 1)
         // The form's answer as the challenge state machine reads a CReq (only the entries matter to it).
-        let creq = JSON.object([("messageType", .string(MessageKind.cReq.rawValue))] + entries.map(\.member))
+        let creq = JSON.object(entries.map(\.member))
         guard case let .final(status, reason, cancel) = step(tx, creq) else {
             return respond(.html("<p>Try again</p>"))
         }
@@ -229,7 +228,7 @@ extension Sandbox {
         let cres = finalCRes(tx, status: status)
         var post: [(String, String)] = [("cres", Base64URL.encode(cres.bytes))]
         if let s = tx.sessionData { post.append(("threeDSSessionData", s)) }
-        let notify = tx.areq["notificationURL"]?.stringValue ?? ""
+        let notify = tx.areq[.notificationURL]?.stringValue ?? ""
         loop.schedule(after: 0.05) { [weak self] in self?.finish(tx, status: status, cancel: cancel, reason: reason) }
         respond(.html(HTMLForm.autoPost(action: notify, fields: post, title: "Returning to the merchant")))
     }
@@ -238,21 +237,20 @@ extension Sandbox {
 
     /// Sends the RReq for a finished challenge (or decoupled authentication) to the 3DS Server.
     func finish(_ tx: Transaction, status: TransStatus, cancel: String?, reason: String? = nil) {
-        guard let url = tx.areq["threeDSServerURL"]?.stringValue.flatMap(HTTPURL.init) else {
+        guard let url = tx.areq[.threeDSServerURL]?.stringValue.flatMap(HTTPURL.init) else {
             log("no usable threeDSServerURL; RReq not sent")
             return
         }
         let fromV22App = tx.app && tx.version >= .v2_2
-        var r = ThreeDSMessage.RReq(ids: MessageIDs(threeDSServerTransID: tx.ares["threeDSServerTransID"]!, dsTransID: tx.ares["dsTransID"]!,
-                                                    acsTransID: tx.ares["acsTransID"]!, sdkTransID: fromV22App ? tx.ares["sdkTransID"]! : nil),
-                                    version: tx.version, messageCategory: MessageCategory(tx.areq["messageCategory"]) ?? .payment,
+        var r = ThreeDSMessage.RReq(ids: MessageIDs(of: tx.ares, fromV22App ? TransactionIDField.allCases : [.threeDSServerTransID, .dsTransID, .acsTransID]),
+                                    version: tx.version, messageCategory: MessageCategory(tx.areq[.messageCategory]) ?? .payment,
                                     transStatus: status, eci: status == .authenticated ? "05" : "07", authenticationType: "02",
                                     interactionCounter: String(format: "%02d", max(1, tx.rounds)))
         if status == .authenticated { r.authenticationValue = Sandbox.cavv() }
         r.transStatusReason = reason
         r.challengeCancel = cancel
-        if fromV22App { r.acsRenderingType = tx.ares["acsRenderingType"] }
-        transactions[tx.ares["acsTransID"]?.stringValue ?? ""] = nil
+        if fromV22App { r.acsRenderingType = tx.ares[.acsRenderingType] }
+        transactions[tx.ares[.acsTransID]?.stringValue ?? ""] = nil
         let sender: RReqSender
         do {
             sender = try rreqSender()

@@ -55,10 +55,10 @@ struct ClientReplayComparisonTests {
     /// comparison ignores IDs), and the CReqs then carried the foreign IDs.
     @Test func anAnswerWithIDsThisRunDidNotSendStopsTheTransaction() throws {
         let ares = try JSON.parse(#"{"messageType":"ARes","threeDSServerTransID":"other","sdkTransID":"s1"}"#)
-        #expect(throws: ClientReplayer.Stop.self) { try ClientReplayer.expectIDs(in: ares, "ARes", [("threeDSServerTransID", "mine")]) }
-        try ClientReplayer.expectIDs(in: ares, "ARes", [("threeDSServerTransID", "other"), ("sdkTransID", "s1")])
+        #expect(throws: ClientReplayer.Stop.self) { try ClientReplayer.expectIDs(in: ares, "ARes", [(.threeDSServerTransID, "mine")]) }
+        try ClientReplayer.expectIDs(in: ares, "ARes", [(.threeDSServerTransID, "other"), (.sdkTransID, "s1")])
         let missing = try JSON.parse(#"{"messageType":"CRes"}"#)
-        #expect(throws: ClientReplayer.Stop.self) { try ClientReplayer.expectIDs(in: missing, "CRes #1", [("acsTransID", "a")]) }
+        #expect(throws: ClientReplayer.Stop.self) { try ClientReplayer.expectIDs(in: missing, "CRes #1", [(.acsTransID, "a")]) }
     }
 
     @Test func idsKeysDatesAndLoopbackPortsAreIgnoredWhatTheACSAnsweredIsNot() throws {

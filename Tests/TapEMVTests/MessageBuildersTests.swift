@@ -89,6 +89,19 @@ import TapCore
         #expect(JSON.object(all.map(\.member)).compact == #"{"challengeCancel":"08","challengeDataEntry":"1234","challengeHTMLDataEntry":"otp=1","challengeNoEntry":"Y","oobContinue":true,"infoContinueIndicator":"01","resendChallenge":"Y"}"#)
     }
 
+    /// Client replay's RRes and CReqs, as it wrote them by hand before: the RRes copies only the members the RReq had; a
+    /// CReq carries the recorded AReq's messageVersion as it was (even not a string) and the recorded entries in order.
+    @Test func clientReplaysRResAndRecordedCReq() throws {
+        let rreq = try JSON.parse(#"{"acsTransID":"A","threeDSServerTransID":"S","messageType":"RReq","sdkTransID":null}"#)
+        #expect(ThreeDSMessage.rRes(ids: MessageIDs(of: rreq), version: rreq[.messageVersion], resultsStatus: "01").compact
+            == #"{"threeDSServerTransID":"S","acsTransID":"A","sdkTransID":null,"messageType":"RRes","resultsStatus":"01"}"#)
+        var creq = ThreeDSMessage.CReq(threeDSServerTransID: .string("S"), acsTransID: .string("A"), version: .v2_2, sdkTransID: .string("K"))
+        #expect(creq.messageVersion == .string("2.2.0"))
+        creq.messageVersion = .number("2.2")
+        creq.entries = [.recorded(name: "challengeDataEntry", value: .string("1234")), .recorded(name: "x", value: .number("1"))]
+        #expect(creq.json.compact == #"{"threeDSServerTransID":"S","acsTransID":"A","messageType":"CReq","messageVersion":2.2,"sdkTransID":"K","challengeDataEntry":"1234","x":1}"#)
+    }
+
     @Test func pResWithACardRange() {
         let range = ThreeDSMessage.CardRange(startRange: "4000000000001000", endRange: "4000000000001999", actionInd: "A",
                                              acsStartProtocolVersion: .v2_1, acsEndProtocolVersion: .v2_3, threeDSMethodURL: "http://x/acs/method",

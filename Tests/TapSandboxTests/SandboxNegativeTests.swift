@@ -144,6 +144,39 @@ import TapSandbox
         #expect(rb.error?["message"]?.stringValue?.contains("signature does not verify") == true, "\(rb.json.compact)")
     }
 
+    /// The client force-unwrapped threeDSServerTransID (and, in a browser, acsTransID) of a challenge ARes: a DS that left
+    /// one out trapped the whole process. Now, on both channels, the run stops with an error that names the member.
+    @Test func aChallengeAResWithoutItsIDsStopsTheClientWithAnErrorNotATrap() throws {
+        let h = try SandboxHarness()
+        defer { h.stop() }
+        // A DS in front of the sandbox that drops members from the sandbox's ARes.
+        let ds = try ServiceStack.background("3dstape-test-stripping-ds")
+        let forward = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 5)
+        let target = HTTPURL(h.sandbox.baseURL + "/ds/areq")!
+        let server = HTTPServer(loop: ds.loop) { req, _, respond in
+            // Blocking this loop is fine here: the sandbox answers on its own loop.
+            guard let r = try? forward.send("POST", target, headers: [("Content-Type", "application/json")], body: req.body),
+                  let ares = try? JSON.parse(r.body) else { return respond(HTTPReply(status: 502)) }
+            let drop = req.head.target.hasPrefix("/both") ? ["threeDSServerTransID", "acsTransID"] : ["threeDSServerTransID"]
+            respond(.json(drop.reduce(ares) { $0.removing($1) }.bytes))
+        }
+        let address = try server.start(on: HostPort(host: "127.0.0.1", port: 0))
+        ds.onStop { server.stop() }
+        ds.start()
+        defer { ds.stop() }
+
+        for (browser, path) in [(false, "/one"), (true, "/one"), (true, "/both")] {
+            var o = h.options(card: "4000000000001067", browser: browser)
+            o.dsURL = HTTPURL("http://\(address)\(path)")!
+            o.answer = TestCard.otp
+            let r = try h.run(o)
+            #expect(r.transStatus == "C", "the ARes was taken as it came")
+            let message = r.error?["message"]?.stringValue ?? ""
+            #expect(message.hasPrefix("ARes without threeDSServerTransID"), "\(browser) \(path): \(r.json.compact)")
+            #expect(r.failure == .aresRejected)
+        }
+    }
+
     @Test func clientTimeoutCancelsWith08AndErroCardFails() throws {
         let h = try SandboxHarness()
         defer { h.stop() }
