@@ -1,4 +1,5 @@
-# Sourced by the benchmark scripts (proxy.sh, replay.sh, replay-timing-instructions.sh, client-replay.sh, connections.sh, writer.sh): what each of
+# Sourced by the benchmark scripts (proxy.sh, replay.sh, replay-timing-instructions.sh, replay-flow-instructions.sh, loop-instructions.sh,
+# writer-reader-instructions.sh, client-replay.sh, connections.sh, writer.sh): what each of
 # them did in its own copy.
 
 # bench_work PREFIX: a fresh temporary folder in $work (/tmp/PREFIX.XXXXXX) and an empty $pids; on exit every process

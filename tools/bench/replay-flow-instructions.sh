@@ -13,23 +13,15 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 nflows="${1:-40}"; warm="${2:-5}"
 case "$nflows$warm" in *[!0-9]*) echo "FLOWS and WARM are whole numbers" >&2; exit 2;; esac
-work="$(mktemp -d /tmp/3dstape-flow-instructions.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. "$here/lib.sh"
+bench_work 3dstape-flow-instructions
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null || { echo "needs valgrind (callgrind)" >&2; exit 2; }
 venv="$root/tools/interop/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check jwcrypto cryptography
 fi
 py="$venv/bin/python"
-if [ -n "${THREEDSTAPE_BENCH_BIN:-}" ]; then
-  tape="$THREEDSTAPE_BENCH_BIN"
-  [ -x "$tape" ] || { echo "THREEDSTAPE_BENCH_BIN=$tape is not an executable" >&2; exit 2; }
-else
-  (cd "$root" && swift build -c release --product 3dstape >/dev/null)
-  tape="$(cd "$root" && swift build -c release --show-bin-path)/3dstape"
-fi
+bench_binary "$root" 3dstape; tape="$bench_bin"
 export THREEDSTAPE_HOME="$work/home"
 base="${BENCH_PORT_BASE:-${THREEDSTAPE_BENCH_PORT_BASE:-18291}}"; REP=$base
 
