@@ -2,15 +2,15 @@ import TapCore
 
 /// The members of EMV 3DS messages that 3dstape reads or writes by name, other than the transaction IDs (those are
 /// `TransactionIDField`), spelled as the specification spells them (SPEC Annex A), once: `message[.eci]` reads one, the
-/// message builders write them.
+/// message builders write them; `validate`'s element table names its elements through it.
 public enum EMVField: String, Sendable, CaseIterable {
     // Every message
-    case messageType, messageVersion
+    case messageType, messageVersion, messageExtension
     // AReq
     case deviceChannel, messageCategory, threeDSCompInd, threeDSRequestorAuthenticationInd, threeDSRequestorID, threeDSRequestorName,
          threeDSRequestorURL, threeDSServerRefNumber, threeDSServerOperatorID, threeDSServerURL, acquirerBIN, acquirerMerchantID, mcc,
          merchantCountryCode, merchantName, acctNumber, cardExpiryDate, acctType, purchaseAmount, purchaseCurrency, purchaseExponent,
-         purchaseDate, transType
+         purchaseDate, transType, threeDSRequestorDecReqInd, threeDSRequestorDecMaxTime
     // AReq, browser
     case notificationURL, browserAcceptHeader, browserUserAgent, browserLanguage, browserIP, browserJavaEnabled, browserColorDepth,
          browserScreenHeight, browserScreenWidth, browserTZ, browserJavascriptEnabled
@@ -23,10 +23,11 @@ public enum EMVField: String, Sendable, CaseIterable {
     case acsRenderingType, acsInterface, acsUiTemplate
     // CReq
     case challengeWindowSize, challengeCancel, challengeDataEntry, challengeHTMLDataEntry, challengeNoEntry, oobContinue,
-         infoContinueIndicator, resendChallenge
+         infoContinueIndicator, resendChallenge, sdkCounterStoA, threeDSRequestorAppURL
     // CRes
     case challengeCompletionInd, acsUiType, challengeInfoHeader, psImage, challengeInfoText, challengeInfoLabel, challengeSelectInfo,
-         acsHTML, submitAuthenticationLabel, resendInformationLabel, oobContinueLabel, whyInfoLabel, whyInfoText
+         acsHTML, submitAuthenticationLabel, resendInformationLabel, oobContinueLabel, whyInfoLabel, whyInfoText, acsCounterAtoS,
+         issuerImage, whitelistingInfoText
     // RRes
     case resultsStatus
     // PRes and its cardRangeData

@@ -7,19 +7,32 @@ public struct ElementRule: Sendable {
     /// `AReq.acctNumber`.
     public let id: String
     public let message: MessageKind
-    public let element: String
+    /// The element, typed: a transaction ID or another field.
+    public let member: MessageMember
+    /// The element's name as the specification (and the wire) spells it: `acctNumber`.
+    public var element: String { member.name }
     public let presence: Presence
     public let format: Format
     /// The first version that defines the element (nil: all of 2.1.0, 2.2.0, 2.3.1).
     public let since: MessageVersion?
 
-    public init(_ message: MessageKind, _ element: String, _ presence: Presence, _ format: Format, since: MessageVersion? = nil) {
-        self.id = "\(message.rawValue).\(element)"
+    public init(_ message: MessageKind, member: MessageMember, _ presence: Presence, _ format: Format, since: MessageVersion? = nil) {
+        self.id = "\(message.rawValue).\(member.name)"
         self.message = message
-        self.element = element
+        self.member = member
         self.presence = presence
         self.format = format
         self.since = since
+    }
+
+    /// A rule for a field other than a transaction ID: `ElementRule(.aReq, .acctNumber, …)`.
+    public init(_ message: MessageKind, _ field: EMVField, _ presence: Presence, _ format: Format, since: MessageVersion? = nil) {
+        self.init(message, member: .field(field), presence, format, since: since)
+    }
+
+    /// A rule for a transaction ID: `ElementRule(.aRes, .dsTransID, …)`.
+    public init(_ message: MessageKind, _ id: TransactionIDField, _ presence: Presence, _ format: Format, since: MessageVersion? = nil) {
+        self.init(message, member: .id(id), presence, format, since: since)
     }
 
     /// When the element must be present.
@@ -37,7 +50,7 @@ public struct ElementRule: Sendable {
         /// The transaction's messageCategory (01 payment, 02 non-payment) is one of these.
         case category(Set<MessageCategory>)
         /// The message's own element has one of these values.
-        case field(String, Set<String>)
+        case field(EMVField, Set<String>)
         /// The browser runs JavaScript: always in 2.1.0, `browserJavascriptEnabled` true from 2.2.0.
         case browserJavaScript
         case all([Condition])
@@ -47,10 +60,10 @@ public struct ElementRule: Sendable {
             switch self {
             case let .channel(v): return c.channel.map(v.contains) ?? false
             case let .category(v): return c.category.map(v.contains) ?? false
-            case let .field(name, v): return c.json[name]?.stringValue.map(v.contains) ?? false
+            case let .field(field, v): return c.json[field]?.stringValue.map(v.contains) ?? false
             case .browserJavaScript:
                 if c.version == .v2_1 { return true }
-                if case .bool(true)? = c.json["browserJavascriptEnabled"] { return true }
+                if case .bool(true)? = c.json[.browserJavascriptEnabled] { return true }
                 return false
             case let .all(cs): return cs.allSatisfy { $0.holds(c) }
             case let .any(cs): return cs.contains { $0.holds(c) }
@@ -61,7 +74,7 @@ public struct ElementRule: Sendable {
             switch self {
             case let .channel(v): return "deviceChannel " + v.map(\.wire).sorted().joined(separator: "/")
             case let .category(v): return "messageCategory " + v.map(\.wire).sorted().joined(separator: "/")
-            case let .field(n, v): return "\(n) " + v.sorted().joined(separator: "/")
+            case let .field(f, v): return "\(f.rawValue) " + v.sorted().joined(separator: "/")
             case .browserJavaScript: return "the browser runs JavaScript"
             case let .all(cs): return cs.map(\.description).joined(separator: " and ")
             case let .any(cs): return cs.map(\.description).joined(separator: " or ")
@@ -170,8 +183,8 @@ public struct ElementRule: Sendable {
                 return value["d"] == nil ? nil : "holds a private key ('d')"
             case .renderingType:
                 guard value.isObject else { return "expected an object {acsInterface, acsUiTemplate}" }
-                if let p = Format.values(["01", "02"]).problem(value["acsInterface"] ?? .null, version: version) { return "acsInterface: \(p)" }
-                if let p = ValidationRules.uiType.problem(value["acsUiTemplate"] ?? .null, version: version) { return "acsUiTemplate: \(p)" }
+                if let p = Format.values(["01", "02"]).problem(value[.acsInterface] ?? .null, version: version) { return "acsInterface: \(p)" }
+                if let p = ValidationRules.uiType.problem(value[.acsUiTemplate] ?? .null, version: version) { return "acsUiTemplate: \(p)" }
                 return nil
             case .counter:
                 guard let s = value.stringValue else { return "expected a 3-digit string" }

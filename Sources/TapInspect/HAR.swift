@@ -1,5 +1,6 @@
 import Foundation
 import TapCore
+import TapEMV
 import TapHTTP
 import TapRecording
 import TapStore
@@ -103,8 +104,8 @@ public enum HAR {
         members.append(("messages", .array(x.messages.map { m in
             var o: [(String, JSON)] = [("direction", .string(m.direction)), ("location", .string(m.location)), ("type", m.type.map(JSON.string) ?? .null)]
             let encrypted = m.isEncrypted
-            for k in ["messageVersion", "transStatus", "errorCode"] {
-                if !encrypted, let v = m.json?[k]?.stringValue { o.append((k, .string(v))) }
+            for field in [EMVField.messageVersion, .transStatus, .errorCode] {
+                if !encrypted, let v = m.json?[field]?.stringValue { o.append((field.rawValue, .string(v))) }
             }
             if let d = m.decryption { o.append(("decryption", .string(d))) }
             o.append((encrypted ? "jweHeader" : "json", m.json ?? .null))

@@ -136,9 +136,9 @@ public struct SequenceDiagram: Sendable {
     static func label(_ m: RecordedMessage) -> String {
         var s = m.type ?? "?"
         if m.isEncrypted { return s + " (JWE)" }
-        if let v = m.json?["transStatus"]?.stringValue { s += " " + v }
-        if let e = m.json?["errorCode"]?.stringValue { s += " " + e }
-        if let c = m.json?["challengeCancel"]?.stringValue { s += " cancel " + c }
+        if let v = m.json?[.transStatus]?.stringValue { s += " " + v }
+        if let e = m.json?[.errorCode]?.stringValue { s += " " + e }
+        if let c = m.json?[.challengeCancel]?.stringValue { s += " cancel " + c }
         if m.messageLocation.isForm { s += " (form)" }
         return s
     }

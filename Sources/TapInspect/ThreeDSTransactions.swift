@@ -44,7 +44,11 @@ public struct InspectedMessage: Sendable {
 
     /// A string element of the message, or nil.
     public func string(_ name: String) -> String? { json?[name]?.stringValue }
-    public var version: String? { string("messageVersion") }
+    /// A string field of the message, or nil.
+    public func string(_ field: EMVField) -> String? { json?[field]?.stringValue }
+    /// A transaction ID of the message as a string, or nil.
+    public func string(_ id: TransactionIDField) -> String? { json?[id]?.stringValue }
+    public var version: String? { string(.messageVersion) }
     public var isEncrypted: Bool { json == nil }
 }
 
@@ -57,17 +61,17 @@ public struct ThreeDSTransaction: Sendable {
     public var areq: InspectedMessage? { messages.first { $0.kind == .aReq } }
     public var ares: InspectedMessage? { messages.first { $0.kind == .aRes } }
     /// `01` app, `02` browser, `03` 3RI (from the AReq), or nil.
-    public var deviceChannel: String? { areq?.string("deviceChannel") }
+    public var deviceChannel: String? { areq?.string(.deviceChannel) }
     /// `deviceChannel` typed.
     public var channel: DeviceChannel? { deviceChannel.map(DeviceChannel.init(wire:)) }
-    public var messageCategory: String? { areq?.string("messageCategory") ?? messages.lazy.compactMap { $0.string("messageCategory") }.first }
+    public var messageCategory: String? { areq?.string(.messageCategory) ?? messages.lazy.compactMap { $0.string(.messageCategory) }.first }
     public var version: String? { messages.lazy.compactMap(\.version).first }
     /// The transaction's result: the RReq's transStatus, else the final CRes's, else the ARes's; or `Erro NNN`.
     public var outcome: String {
-        if let r = messages.last(where: { $0.kind == .rReq })?.string("transStatus") { return r }
-        if let c = messages.last(where: { $0.kind == .cRes && $0.string("transStatus") != nil })?.string("transStatus") { return c }
-        if let e = messages.last(where: { $0.kind == .erro })?.string("errorCode") { return "Erro \(e)" }
-        return ares?.string("transStatus") ?? "no result"
+        if let r = messages.last(where: { $0.kind == .rReq })?.string(.transStatus) { return r }
+        if let c = messages.last(where: { $0.kind == .cRes && $0.string(.transStatus) != nil })?.string(.transStatus) { return c }
+        if let e = messages.last(where: { $0.kind == .erro })?.string(.errorCode) { return "Erro \(e)" }
+        return ares?.string(.transStatus) ?? "no result"
     }
     /// The sequence of message types, e.g. `AReq ARes CReq CRes CReq CRes RReq RRes`.
     public var shape: [String] { messages.map(\.type) }
@@ -81,8 +85,8 @@ public struct ThreeDSTransaction: Sendable {
         var byServerID: [String: Int] = [:]
         var byACSID: [String: Int] = [:]
         for m in messages {
-            let server = m.string("threeDSServerTransID")
-            let acs = m.string("acsTransID") ?? m.kid
+            let server = m.string(.threeDSServerTransID)
+            let acs = m.string(.acsTransID) ?? m.kid
             var index = server.flatMap { byServerID[$0] } ?? acs.flatMap { byACSID[$0] }
             if index == nil {
                 out.append(ThreeDSTransaction(key: server ?? acs ?? "exchange \(m.exchangeID)", messages: []))

@@ -69,7 +69,7 @@ public enum Validator {
                                severity: severity, detail: detail))
         }
         for rule in m.kind.flatMap({ ValidationRules.byKind[$0] }) ?? [] {
-            let value = json[rule.element]
+            let value = json[rule.member]
             let defined = rule.since.map { context.versionOrLatest >= $0 } ?? true
             guard let value, value != .null else {
                 let required: Bool
@@ -106,17 +106,20 @@ public enum Validator {
                 add("CRes.final-elements", name, .error, "a final CRes carries only IDs, counter, completion and transStatus (SDKs answer Erro 101)")
             }
         }
-        if m.kind == .aRes, context.channel == .requestorInitiated, let s = json["transStatus"]?.stringValue, ["C", "S", "D"].contains(s) {
-            add("ARes.3ri-status", "transStatus", .error, "transStatus \(s) is not valid for a 3RI transaction")
+        if m.kind == .aRes, context.channel == .requestorInitiated, let s = json[.transStatus]?.stringValue, ["C", "S", "D"].contains(s) {
+            add("ARes.3ri-status", EMVField.transStatus.rawValue, .error, "transStatus \(s) is not valid for a 3RI transaction")
         }
         return out
     }
+
+    /// The JSON pointer of a top-level member: `/transStatus`.
+    static func pointer(_ member: MessageMember) -> String { "/" + member.name }
 
     /// A CReq/CRes without an AReq in the session: the channel from where it was found.
     static func channel(inferredFrom m: InspectedMessage) -> DeviceChannel? {
         if m.messageLocation == .jwe { return .app }
         if m.messageLocation.isForm { return .browser }
-        return DeviceChannel(m.json?["deviceChannel"]) ?? (m.json?["sdkTransID"] != nil ? .app : nil)
+        return DeviceChannel(m.json?[.deviceChannel]) ?? (m.json?[.sdkTransID] != nil ? .app : nil)
     }
 
     /// What the recorder masked (`***`, `400000******1067`): present, but its format cannot be checked (but for the verdict
@@ -151,9 +154,9 @@ public enum Validator {
             guard let ares = tx.ares?.json else { return [] }
             var out: [Finding] = []
             for m in tx.messages where m.kind != .aReq && m.kind != .aRes {
-                for id in ["dsTransID", "acsTransID", "sdkTransID"] {
+                for id in [TransactionIDField.dsTransID, .acsTransID, .sdkTransID] {
                     guard let want = ares[id]?.stringValue, let got = m.string(id), got != want else { continue }
-                    out.append(Finding(exchangeID: m.exchangeID, message: m.type, pointer: "/" + id, rule: "tx.same-ids", severity: .error,
+                    out.append(Finding(exchangeID: m.exchangeID, message: m.type, pointer: pointer(.id(id)), rule: "tx.same-ids", severity: .error,
                                        detail: "\(got) differs from the ARes's \(want)"))
                 }
             }
@@ -163,25 +166,25 @@ public enum Validator {
             guard let v = tx.areq?.version else { return [] }
             return tx.messages.compactMap { m in
                 guard let got = m.version, got != v else { return nil }
-                return Finding(exchangeID: m.exchangeID, message: m.type, pointer: "/messageVersion", rule: "tx.same-version", severity: .error,
+                return Finding(exchangeID: m.exchangeID, message: m.type, pointer: pointer(.field(.messageVersion)), rule: "tx.same-version", severity: .error,
                                detail: "\(got), but the AReq was \(v)")
             }
         },
         TransactionRule(id: "tx.sdk-counter", summary: "CReq sdkCounterStoA counts 000, 001 … in order") { tx in
-            counterFindings(tx, type: "CReq", element: "sdkCounterStoA", rule: "tx.sdk-counter")
+            counterFindings(tx, type: .cReq, element: .sdkCounterStoA, rule: "tx.sdk-counter")
         },
         TransactionRule(id: "tx.acs-counter", summary: "CRes acsCounterAtoS counts 000, 001 … in order") { tx in
-            counterFindings(tx, type: "CRes", element: "acsCounterAtoS", rule: "tx.acs-counter")
+            counterFindings(tx, type: .cRes, element: .acsCounterAtoS, rule: "tx.acs-counter")
         },
         TransactionRule(id: "tx.final-cres-rreq", summary: "the RReq's transStatus is the final CRes's") { tx in
-            guard let cres = tx.messages.last(where: { $0.kind == .cRes && $0.string("transStatus") != nil }),
+            guard let cres = tx.messages.last(where: { $0.kind == .cRes && $0.string(.transStatus) != nil }),
                   let rreq = tx.messages.last(where: { $0.kind == .rReq }),
-                  let a = cres.string("transStatus"), let b = rreq.string("transStatus"), a != b else { return [] }
-            return [Finding(exchangeID: rreq.exchangeID, message: "RReq", pointer: "/transStatus", rule: "tx.final-cres-rreq", severity: .error,
+                  let a = cres.string(.transStatus), let b = rreq.string(.transStatus), a != b else { return [] }
+            return [Finding(exchangeID: rreq.exchangeID, message: "RReq", pointer: pointer(.field(.transStatus)), rule: "tx.final-cres-rreq", severity: .error,
                             detail: "RReq says \(b), the final CRes (exchange \(cres.exchangeID)) said \(a)")]
         },
         TransactionRule(id: "tx.challenge-status", summary: "a CReq follows only an ARes with transStatus C") { tx in
-            guard let ares = tx.ares, let s = ares.string("transStatus"), s != "C",
+            guard let ares = tx.ares, let s = ares.string(.transStatus), s != "C",
                   let creq = tx.messages.first(where: { $0.kind == .cReq }) else { return [] }
             return [Finding(exchangeID: creq.exchangeID, message: "CReq", pointer: "", rule: "tx.challenge-status", severity: .error,
                             detail: "a challenge after an ARes with transStatus \(s)")]
@@ -189,14 +192,14 @@ public enum Validator {
     ]
 
     /// Counters of one side: 000 for the first message, one more for each next.
-    static func counterFindings(_ tx: ThreeDSTransaction, type: String, element: String, rule: String) -> [Finding] {
+    static func counterFindings(_ tx: ThreeDSTransaction, type: MessageKind, element: EMVField, rule: String) -> [Finding] {
         guard (tx.channel ?? .app) == .app else { return [] }
         var expected = 0
         var out: [Finding] = []
-        for m in tx.messages where m.type == type && m.json != nil {
+        for m in tx.messages where m.kind == type && m.json != nil {
             guard let s = m.string(element), let n = Int(s) else { continue } // missing or malformed: the element rules say so
             if n != expected {
-                out.append(Finding(exchangeID: m.exchangeID, message: type, pointer: "/" + element, rule: rule, severity: .error,
+                out.append(Finding(exchangeID: m.exchangeID, message: type.rawValue, pointer: pointer(.field(element)), rule: rule, severity: .error,
                                    detail: "\(s), expected \(String(format3: expected))"))
             }
             expected = n + 1

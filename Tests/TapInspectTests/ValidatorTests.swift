@@ -25,7 +25,7 @@ import TapStore
             switch c {
             case let .channel(v): wantChannel = v.map(\.wire).sorted().first
             case let .category(v): wantCategory = v.map(\.wire).sorted().first
-            case let .field(n, v): fields.append((n, v.sorted().first!))
+            case let .field(f, v): fields.append((f.rawValue, v.sorted().first!))
             case .browserJavaScript: fields.append(("browserJavascriptEnabled", "true"))
             case let .all(cs): cs.forEach(satisfy)
             case let .any(cs): if let f = cs.first { satisfy(f) }
