@@ -41,24 +41,6 @@ public struct ConnectionPolicy: Sendable {
     /// soon after the idle timeout. Looking right after the pause would count the bytes the client's kernel takes into
     /// its receive buffer without the client reading.
     public var kernelProbeSeconds: Double { min(1, idleTimeout / 5) }
-
-    /// What the stalled-reader deadline does once this end's queue has not moved for the idle timeout.
-    public enum KernelProbe: Equatable {
-        /// Look at the kernel's queue again after `kernelProbeSeconds`, with this many bytes in it now.
-        case look(Int)
-        /// The kernel's queue shrank since the last look: the client reads; wait the idle timeout again.
-        case reading
-        /// Close: the client took nothing (or the system does not say).
-        case stalled
-    }
-
-    /// The rule for the stalled-reader deadline: `queued` is the kernel's unacknowledged byte count now (nil where the
-    /// system does not say), `before` what it was at the last look (nil: no look yet).
-    public func kernelProbe(queued: Int?, before: Int?) -> KernelProbe {
-        guard let queued, queued > 0 else { return .stalled }
-        guard let before else { return .look(queued) }
-        return queued < before ? .reading : .stalled
-    }
 }
 
 /// What a connection waits for when a deadline is armed; the kind decides what happens when it passes.

@@ -5,7 +5,7 @@
 public struct StalledReaderWatch: Sendable, Equatable {
     /// When the client last took queued bytes, or the wait began (monotonic ns).
     public private(set) var lastDrainNanos: UInt64 = 0
-    /// The kernel's unacknowledged answer bytes at the last look (`ConnectionPolicy.kernelProbe`); nil before one.
+    /// The kernel's unacknowledged answer bytes at the last look; nil before one.
     private var kernelUnsentAtLook: Int?
 
     public init() {}
@@ -30,15 +30,14 @@ public struct StalledReaderWatch: Sendable, Equatable {
     public mutating func deadlinePassed(at now: UInt64, policy: ConnectionPolicy, kernelUnsent: () -> Int?) -> Verdict {
         let idle = Double(now &- lastDrainNanos) / 1e9
         guard idle >= policy.idleTimeout else { return .wait(seconds: policy.idleTimeout - idle) }
-        switch policy.kernelProbe(queued: kernelUnsent(), before: kernelUnsentAtLook) {
-        case let .look(queued):
+        // Where the kernel does not say, or holds nothing for the client, it is stalled; the first look only looks.
+        guard let queued = kernelUnsent(), queued > 0 else { return .stalled }
+        guard let before = kernelUnsentAtLook else {
             kernelUnsentAtLook = queued
             return .wait(seconds: policy.kernelProbeSeconds)
-        case .reading:
-            drained(at: now)
-            return .wait(seconds: policy.idleTimeout)
-        case .stalled:
-            return .stalled
         }
+        guard queued < before else { return .stalled }
+        drained(at: now)
+        return .wait(seconds: policy.idleTimeout)
     }
 }
