@@ -129,6 +129,12 @@ public enum ByteScan {
         return cardWord(w)
     }
 
+    /// The lanes of `v` holding a byte between space and `?` (top three bits 001): `eightCardBytes`' first test, for
+    /// sixteen bytes at once.
+    @inlinable @inline(__always) static func spaceToQuestionMark(_ v: SIMD16<UInt8>) -> SIMDMask<SIMD16<Int8>> {
+        v & SIMD16<UInt8>(repeating: 0xE0) .== SIMD16<UInt8>(repeating: 0x20)
+    }
+
     /// The first offset `from`, `from + 6`, `from + 12` … whose 8 bytes pass `eightCardBytes`, or nil: the card-number
     /// scan's skip over text, in one tight loop.
     @inlinable public static func nextCardWindow(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int? {
@@ -137,14 +143,12 @@ public enum ByteScan {
         // windows at p and p + 6, both inside the block). A block with none of them fails the windows at p, p + 6 and
         // p + 12 (each holds one of its bytes): text and padding are crossed 18 bytes a step.
         while p + 16 <= u.count {
-            let top3 = SIMD16<UInt8>(repeating: 0xE0), space = SIMD16<UInt8>(repeating: 0x20)
-            let lanes = unsafeBitCast(block(u, p) & top3 .== space, to: SIMD2<UInt64>.self)
+            let lanes = unsafeBitCast(spaceToQuestionMark(block(u, p)), to: SIMD2<UInt64>.self)
             let low = UInt64(littleEndian: lanes[0]), high = UInt64(littleEndian: lanes[1])
             if low | high == 0 {
                 p += 18
                 // Padding or letters: as long as two blocks hold no such byte, the six windows starting in them fail.
-                let top3 = SIMD16<UInt8>(repeating: 0xE0), space = SIMD16<UInt8>(repeating: 0x20)
-                while p + 32 <= u.count, noLane((block(u, p) & top3 .== space) .| (block(u, p + 16) & top3 .== space)) { p += 36 }
+                while p + 32 <= u.count, noLane(spaceToQuestionMark(block(u, p)) .| spaceToQuestionMark(block(u, p + 16))) { p += 36 }
                 continue
             }
             if low == ~0, eightCardBytes(u, at: p) { return p }
