@@ -58,7 +58,12 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     func resumeAfterBackpressure() { feed(.resume) }
 
-    func shutdown() { client.close() }
+    /// Closes the connection because the recorder stops: the machine records an exchange in flight as cut short by the
+    /// recorder (not as the client's abort) before the socket closes.
+    func shutdown() {
+        feed(.recorderStopping)
+        client.close()
+    }
 
     /// Feeds an event and performs what the machine asks, in order; when it asks (`reportWhenWritten`), feeds `written`
     /// once the writes are queued, so that the client's unsent count includes them.

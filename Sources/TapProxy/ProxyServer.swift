@@ -79,7 +79,7 @@ public final class ProxyServer: @unchecked Sendable {
         return l.address
     }
 
-    /// Stops accepting and closes every connection (exchanges in flight are recorded as aborted).
+    /// Stops accepting and closes every connection (exchanges in flight are recorded as cut short by the recorder).
     public func shutdown() {
         // The session says so too when the recorder slowed the traffic it recorded.
         if let line = stats.backpressureSummary { note("backpressure", line) }

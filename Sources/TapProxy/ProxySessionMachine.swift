@@ -102,6 +102,9 @@ struct ProxySessionMachine {
         /// The client closed (or the connection failed); `tlsFailure` when its TLS handshake failed, `peerAlert` the
         /// alert the client ended it with.
         case clientClosed(error: String?, tlsFailure: Bool, peerAlert: TLSAlert? = nil)
+        /// The recorder is stopping (Ctrl-C, SIGTERM) and closes the connection itself: an exchange in flight is recorded
+        /// as cut short by the recorder, not as the client's abort.
+        case recorderStopping
         /// The upstream connection is ready (TCP and, for https, TLS), with those moments in wall-clock seconds.
         case upstreamConnected(connectedAt: Double?, tlsDoneAt: Double?)
         case upstreamBytes([UInt8])
@@ -289,6 +292,7 @@ struct ProxySessionMachine {
         case let .clientBytes(bytes): if !closed { feedClient(.received(bytes), env) }
         case .clientFinishedSending: clientFinishedSending(env)
         case let .clientClosed(error, tlsFailure, alert): clientClosed(error: error, tlsFailure: tlsFailure, peerAlert: alert, env)
+        case .recorderStopping: clientClosed(error: nil, tlsFailure: false, peerAlert: nil, byRecorder: true, env)
         case let .upstreamConnected(connectedAt, tlsDoneAt): upstreamConnected(connectedAt, tlsDoneAt, env)
         case let .upstreamBytes(bytes): upstreamBytes(bytes, env)
         case let .upstreamClosed(failure): upstreamClosed(failure, env)
@@ -382,12 +386,18 @@ struct ProxySessionMachine {
         feedClient(.inputEnded, env)
     }
 
-    private mutating func clientClosed(error: String?, tlsFailure: Bool, peerAlert: TLSAlert?, _ env: some ProxySessionEnvironment) {
+    /// The client side is gone: closed by the client, failed, or (`byRecorder`) closed by a recorder that is stopping.
+    private mutating func clientClosed(error: String?, tlsFailure: Bool, peerAlert: TLSAlert?, byRecorder: Bool = false,
+                                       _ env: some ProxySessionEnvironment) {
         guard !closed else { return }
         closed = true
         if var f = inFlight.take() {
-            f.record.clientAbortAt = env.wallClock()
-            f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
+            if byRecorder {
+                f.record.error = ProxySessionMachine.stoppedBeforeResponse
+            } else {
+                f.record.clientAbortAt = env.wallClock()
+                f.record.error = "client closed the connection before the response" + (error.map { " (\($0))" } ?? "")
+            }
             f.record.done = env.wallClock()
             actions.append(.record(f.record))
         } else if let error, tlsFailure {
@@ -405,6 +415,9 @@ struct ProxySessionMachine {
         deadline = 0
         actions.append(.ended)
     }
+
+    /// The error an exchange in flight is recorded with when the recorder stops before its response.
+    static let stoppedBeforeResponse = "the recorder stopped (Ctrl-C or SIGTERM) before the response; the client did not abort"
 
     private mutating func deadlinePassed(_ env: some ProxySessionEnvironment) {
         guard !closed else { return }
@@ -824,9 +837,10 @@ extension ProxySessionMachine {
             } else {
                 actions.append(.shutdownClientWrite) // the client reads the end, and may still send
             }
-        case let .clientClosed(error, _, _):
-            endTunnel(status: passThrough?.connected == true ? 200 : 502, ended: "client closed" + (error.map { " (\($0))" } ?? ""),
-                      error: nil, env)
+        case .clientClosed, .recorderStopping:
+            var ended = "recorder stopped"
+            if case let .clientClosed(error, _, _) = event { ended = "client closed" + (error.map { " (\($0))" } ?? "") }
+            endTunnel(status: passThrough?.connected == true ? 200 : 502, ended: ended, error: nil, env)
             closed = true
             deadline = 0
             actions.append(.closeUpstream)

@@ -330,10 +330,16 @@ import TapCrypto
             _ = try? sh(["curl", "-sS", "--max-time", "0.3", "http://127.0.0.1:\(port)/slow?ms=1500"])
             // Wait for the recorder to log that exchange (the upstream answers after 1.5 s), not a fixed time.
             #expect(try waitUntil(8) { (try? sqlite(f.session, "SELECT count(*) FROM exchanges WHERE path LIKE '/slow%'")) == "1" })
+            // One still in flight when the recorder stops: recorded as cut short by the recorder, not as the client's abort.
+            let inFlight = try Spawned("/usr/bin/env", ["curl", "-sS", "--max-time", "10", "http://127.0.0.1:\(port)/slow?ms=6000"])
+            defer { inFlight.stop() }
+            #expect(try waitUntil(8) { up.stdout.contains("slow 6000 started") })
             rec.process.terminate() // SIGTERM: flush and close like SIGINT
             #expect(try rec.wait() == 0)
+            #expect(try sqlite(f.session, "SELECT client_abort_at IS NULL, error LIKE 'the recorder stopped%' FROM exchanges WHERE path = '/slow?ms=6000'")
+                    == "1|1")
             #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges WHERE path LIKE '/p%'") == "3")
-            #expect(try sqlite(f.session, "SELECT client_abort_at IS NOT NULL, error LIKE 'client closed%' FROM exchanges WHERE path LIKE '/slow%'") == "1|1")
+            #expect(try sqlite(f.session, "SELECT client_abort_at IS NOT NULL, error LIKE 'client closed%' FROM exchanges WHERE path = '/slow?ms=1500'") == "1|1")
             #expect(try sqlite(f.session, "PRAGMA journal_mode") == "delete", "back to a single file after a clean stop")
         }
     }

@@ -158,6 +158,16 @@ struct PassThroughMachineTests {
         #expect(end.records.isEmpty && end.names.contains("ended"))
     }
 
+    @Test func aTunnelOpenWhenTheRecorderStopsIsRecordedAsEndedByTheRecorder() throws {
+        var h = try harness()
+        _ = h.client("CONNECT api.pinned.test:443 HTTP/1.1\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: h.env.wall, tlsDoneAt: nil))
+        let stopped = h.feed(.recorderStopping)
+        let record = try #require(stopped.records.first)
+        #expect(record.status == 200 && record.tunnel?.ended == "recorder stopped" && record.clientAbortAt == nil)
+        #expect(stopped.names.contains("closeUpstream") && stopped.names.contains("ended"))
+    }
+
     @Test func anUnreachableTargetIs502AndOthersAreStillIntercepted() throws {
         var h = try harness()
         _ = h.client("CONNECT down.pinned.test:443 HTTP/1.1\r\n\r\n")

@@ -294,6 +294,18 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         #expect(a.names == ["record", "closeUpstream", "ended"])
         #expect(h.upstream(ares).isEmpty) // a late answer goes nowhere
     }
+
+    @Test func aRecorderThatStopsMidExchangeRecordsItAsStoppedNotAsTheClientsAbort() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        h.env.advance(0.5)
+        let a = h.feed(.recorderStopping)
+        let r = try #require(a.records.first)
+        #expect(r.clientAbortAt == nil && r.done == 1000.5 && r.error == ProxySessionMachine.stoppedBeforeResponse)
+        #expect(a.names == ["record", "closeUpstream", "ended"])
+        // The socket's close that follows changes nothing more.
+        #expect(h.feed(.clientClosed(error: nil, tlsFailure: false)).isEmpty)
+    }
 }
 
 @Suite struct ForwardModeTests {

@@ -4,7 +4,7 @@ plain or TLS. Prints "listening PORT" once ready; exits when stdin closes or on 
 
   upstream.py [--tls CERT.pem KEY.pem] [--client-ca CA.pem]
 
-Endpoints: POST /ds/areq (an ARes-like answer), /chunked, /gzip, /gzip2 (gzip inside gzip), /slow?ms=N, /close (close-delimited), /bad-chunk (a signed chunk size),
+Endpoints: POST /ds/areq (an ARes-like answer), /chunked, /gzip, /gzip2 (gzip inside gzip), /slow?ms=N (prints 'slow N started' when it begins), /close (close-delimited), /bad-chunk (a signed chunk size),
 /big?kb=N, anything else echoes method, path, headers and body length as JSON.
 """
 import gzip, json, os, signal, ssl, sys, threading, time
@@ -84,6 +84,7 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         elif url.path == "/slow":
+            print(f"slow {q.get('ms', ['100'])[0]} started", flush=True)  # tests wait for this, not a fixed time
             time.sleep(int(q.get("ms", ["100"])[0]) / 1000)
             self.send_json({"slept_ms": int(q.get("ms", ["100"])[0])})
         elif url.path == "/close":
