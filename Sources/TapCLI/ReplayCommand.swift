@@ -145,7 +145,7 @@ struct ReplayCommand: Command {
         io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")
         io.err("replay session: \(TerminalText.escaped(out))   Ctrl-C to stop")
-        stack.onStop { replayer.stop() }
+        stack.onStop { replayer.stop(byUser: true) } // Ctrl-C or SIGTERM: answers not yet sent were cut short by us
         stack.finally { writer.close() }
         stack.runUntilSignal()
         let c = replayer.counts

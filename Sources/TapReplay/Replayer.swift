@@ -187,16 +187,42 @@ public final class Replayer: @unchecked Sendable {
          servers.reduce(0) { $0 + $1.unsentBytes }, perConnection.value.pending.count, perConnection.value.pending.values.reduce(0) { $0 + ($1.timer == nil ? 0 : 1) })
     }
 
-    /// Stops serving (on the loop's thread).
-    public func stop() {
+    /// Stops serving (on the loop's thread). `byUser`: the user stopped the replay (Ctrl-C, SIGTERM) while its clients may
+    /// still wait, so answers not yet sent are recorded as cut short by the replayer (`recordAnswersCutShort`). Without it
+    /// (check, timeouts, demo: stopped once their client has ended) closing the connections records each as its client's
+    /// end, as `check` and `timeouts` read it.
+    public func stop(byUser: Bool = false) {
         // The replay session says so too when the writer made answers late.
         if let line = writerWaitSummary, !notedWriterWaits {
             notedWriterWaits = true
             writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "backpressure", detail: line))
         }
+        if byUser { recordAnswersCutShort() }
         servers.forEach { $0.stop() }
         servers.removeAll()
         rreqs.closeAll()
+    }
+
+    /// The error of an exchange whose answer was still waiting (its delay, or the writer) when the replayer stopped.
+    static func stoppedBeforeAnswer(waitedMs: Double, scheduledMs: Double) -> String {
+        String(format: "the replayer stopped (Ctrl-C or SIGTERM) after %.1f ms, before its answer (scheduled at %.1f ms); the client did not give up",
+               waitedMs, scheduledMs)
+    }
+
+    /// Answers not yet sent when the replayer stops are recorded as cut short by the replayer, in the order they came,
+    /// before the connections close: closing them would otherwise record each as its client giving up (`clientGaveUp`).
+    private func recordAnswersCutShort() {
+        let pending = perConnection.value.pending.values.sorted { $0.startedNanos < $1.startedNanos }
+        perConnection.value.pending.removeAll()
+        let now = EventLoop.nowNanos()
+        for p in pending {
+            if let t = p.timer { loop.cancel(t) }
+            let waited = Double(now &- p.startedNanos) / 1e6
+            var record = p.record
+            record.error = Replayer.stoppedBeforeAnswer(waitedMs: waited, scheduledMs: p.annotation.scheduledDelayMs ?? 0)
+            finishRecord(record, p.annotation, status: nil, headers: [], body: [], actualMs: nil,
+                         outcome: "replayer stopped after \(String(format: "%.1f", waited)) ms")
+        }
     }
 
     func connectionID(_ peer: ServerPeer, at: Double) -> Int64 {

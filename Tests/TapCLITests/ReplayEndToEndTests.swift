@@ -161,6 +161,24 @@ import TapCore
         }
     }
 
+    /// Ctrl-C while an answer waits for its delay: the replay session records that exchange as cut short by the replayer,
+    /// not as a client that gave up (the closing of its connection made it look like one before).
+    @Test func ctrlCWithAnAnswerStillDelayedRecordsItAsCutShort() throws {
+        try withFixture { f in
+            let (session, _) = try slowSession(f)
+            let out = f.path("cut.3dstape")
+            let (rep, port) = try replayer(f, session, out, ["--timing", "fixed:8s", "--quiet"])
+            let client = try Spawned("/usr/bin/env", ["curl", "-sS", "--max-time", "15", "http://127.0.0.1:\(port)/slow?ms=50"])
+            defer { client.stop() }
+            // The replayer names the connection in its session once it holds the request: stop then, not after a fixed time.
+            let deadline = Date().addingTimeInterval(8)
+            while (try? sqlite(out, "SELECT count(*) FROM connections")) != "1", Date() < deadline { usleep(20_000) }
+            try stop(rep)
+            #expect(try sqlite(out, "SELECT e.client_abort_at IS NULL, e.error LIKE 'the replayer stopped%', r.outcome LIKE 'replayer stopped after%' "
+                               + "FROM exchanges e JOIN replay_matches r ON r.exchange_id = e.id") == "1|1|1")
+        }
+    }
+
     @Test func seededJitterGivesTheSameScheduleTwiceAndMissesNameTheField() throws {
         try withFixture { f in
             let (session, _) = try slowSession(f)

@@ -15,7 +15,7 @@ import TapTestSupport
         let replayer: Replayer
         let port: UInt16
 
-        init(_ options: ReplayOptions, tls: Bool, report: @escaping @Sendable (ReplayLine) -> Void = { _ in }) throws {
+        init(_ options: ReplayOptions, tls: Bool, stoppedByUser: Bool = false, report: @escaping @Sendable (ReplayLine) -> Void = { _ in }) throws {
             let engine = ReplayEngine(catalog: try ReplayEngineTests.catalog("sample-reverse.3dstape"), options: options,
                                       identity: try ReplayEngineTests.Trust().identity)
             stack = try ServiceStack.background("3dstape-test-replay-pipeline")
@@ -27,7 +27,7 @@ import TapTestSupport
             }
             port = try replayer.start(on: HostPort(host: "127.0.0.1", port: 0), tls: serverTLS, intercepting: nil, scheme: tls ? "https" : "http").port
             self.replayer = replayer
-            stack.onStop { replayer.stop() }
+            stack.onStop { replayer.stop(byUser: stoppedByUser) }
             stack.start()
         }
     }
@@ -67,6 +67,31 @@ import TapTestSupport
         #expect(waited >= 0.25, "the answer kept its delay (\(waited) s)")
         #expect(running.replayer.counts.answered == 1 && running.replayer.counts.aborted == 0, "\(running.replayer.counts)")
     }
+    /// A replayer stopped (Ctrl-C) while an answer waits for its delay records that exchange as cut short by the replayer,
+    /// not as a client that gave up (which the closing of its connection made it look like before).
+    @Test func anAnswerStillDelayedWhenTheReplayerStopsIsRecordedAsCutShortNotAsGivenUp() throws {
+        var options = ReplayOptions()
+        options.schedule.rules = [try #require(DelayRule.parse("path:/chunked=5s"))]
+        let lines = Locked<[ReplayLine]>([])
+        let running = try Running(options, tls: false, stoppedByUser: true) { line in lines.withLock { $0.append(line) } }
+        let client = try PipelineClient(port: running.port)
+        try client.send("GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n")
+        // Stop once the replayer holds the request (read on its loop), not after a fixed time.
+        let unanswered = Locked(0)
+        let replayer = running.replayer
+        let deadline = Date().addingTimeInterval(5)
+        while unanswered.withLock({ $0 }) == 0, Date() < deadline {
+            running.stack.loop.execute { let n = replayer.held.unanswered; unanswered.withLock { $0 = n } }
+            usleep(10_000)
+        }
+        #expect(unanswered.withLock { $0 } == 1)
+        running.stack.stop()
+        let line = try #require(lines.withLock { $0.first })
+        #expect(line.outcome.hasPrefix("replayer stopped after ") && line.status == nil, "\(line.outcome)")
+        #expect(running.replayer.counts.aborted == 0, "\(running.replayer.counts)")
+        _ = client
+    }
+
     /// A client that closes its connection (a FIN, as `close()` sends) while its answer is delayed gave up then: the
     /// answer still goes out (the FIN could be a half-close), and the line and record carry the moment of the FIN, not of
     /// the answer (merged, the half-close handling had made a timed-out client look as if it waited the whole delay).
