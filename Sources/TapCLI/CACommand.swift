@@ -6,11 +6,10 @@ import TapIdentity
 
 /// `3dstape ca`: the interception CA that clients trust for recording HTTPS.
 struct CACommand: Command {
-    let name = "ca"
-    let usesUserKeys = true
-    let abstract = "Create, show or export the interception CA (init | show | export)"
-    let usage = "3dstape ca init|show|export [--format pem|der|base64|mobileconfig] [--out FILE]\n       3dstape ca export --ds DIR [--ds-key rsa|ec]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "ca", abstract: "Create, show or export the interception CA (init | show | export)",
+                           usage: "init|show|export [--format pem|der|base64|mobileconfig] [--out FILE]",
+                                  "export --ds DIR [--ds-key rsa|ec]",
+                           maxPositionals: 1, usesUserKeys: true, options: [format.spec, out.spec, ds.spec, dsKey.spec, force.spec])
     /// The export formats of the CA certificate.
     enum Format: String, Sendable, CaseIterable { case pem, der, base64, mobileconfig }
     static let format = Option("format", "pem|der|base64|mobileconfig",
@@ -22,7 +21,6 @@ struct CACommand: Command {
     static let dsKey = Option("ds-key", "rsa|ec", SandboxCommand.dsKeyChoice, default: .rsa,
                               help: "with --ds: the DS key type the client encrypts deviceData to (default rsa)")
     static let force = Flag("force", help: "replace files that exist (a symlink is replaced, never followed)")
-    let options: [OptionSpec] = [format.spec, out.spec, ds.spec, dsKey.spec, force.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let home = UserHome.resolve()

@@ -9,10 +9,12 @@ import TapStore
 /// `3dstape check`: runs failure scenarios against a client (an SDK's UI test, a 3DS Server, `3dstape client`) and says
 /// pass or fail for each, judged from the replay session against the scenario's expectation: for CI.
 struct CheckCommand: RunsAgainstReplay {
-    let name = "check"
-    let abstract = "Run failure scenarios against a client and judge what it did: pass/fail per scenario, JUnit for CI"
-    let usage = "3dstape check SESSION [--scenario NAME]... [--all] [--expect FILE] [--runs N] [--listen HOST:PORT] [--command-timeout D] "
-        + "[--junit FILE] [--json] [--report DIR] " + CheckCommand.commandUsage
+    let spec = CommandSpec.againstReplay(name: "check",
+                                         abstract: "Run failure scenarios against a client and judge what it did: pass/fail per scenario, JUnit for CI",
+                                         usage: "SESSION [--scenario NAME]... [--all] [--expect FILE] [--runs N] [--listen HOST:PORT] [--command-timeout D] "
+                                             + "[--junit FILE] [--json] [--report DIR]",
+                                         options: [scenario.spec, all.spec, expect.spec, runs.spec, listen.spec, allowRemote.spec,
+                                                   commandTimeout.spec, junit.spec, report.spec, json.spec])
     static let scenario = Option("scenario", "NAME", CustomValue { (n, o) throws(InvalidArguments) -> ReplayScenario in
         guard let s = ReplayScenario.named(n) else { throw InvalidArguments("--\(o) \(n): no such scenario; '3dstape scenarios' lists them") }
         return s
@@ -28,8 +30,6 @@ struct CheckCommand: RunsAgainstReplay {
     static let report = Option("report", "DIR", PathValue(),
                                help: "where the replay sessions, command logs, report.json and index.html go (default sessions/check-<time>)")
     static let json = Flag("json", help: "print the verdicts as JSON")
-    let options: [OptionSpec] = [scenario.spec, all.spec, expect.spec, runs.spec, listen.spec, allowRemote.spec, commandTimeout.spec, junit.spec,
-                                 report.spec, json.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let (path, command) = try sessionAndCommand(args)

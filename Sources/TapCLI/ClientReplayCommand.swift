@@ -14,12 +14,15 @@ import TapStore
 /// `3dstape client-replay`: re-sends a recorded session's client side (the SDK and the 3DS Server) to live servers with
 /// fresh IDs and keys, compares every answer with the recording, and can drive it as load.
 struct ClientReplayCommand: Command {
-    let name = "client-replay"
-    let abstract = "Re-send a recorded session's client side to a live DS/ACS with fresh IDs and keys, and compare the answers"
-    let usage = "3dstape client-replay SESSION (--certs DIR | --ds-cert PEM --ds-root PEM [--ds-id ID]) [--target URL] [--map HOST=URL]... [--card PAN]... [--secret [N=]VALUE]... "
-        + "[--transaction N]... [--concurrency N] [--rate R] [--speed F] [--repeat N] [--rreq-listen HOST:PORT] [--proxy URL] [--ca PEM] "
-        + "[--jwt-secret SECRET] [--session OUT] [--json] [--quiet]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "client-replay",
+                           abstract: "Re-send a recorded session's client side to a live DS/ACS with fresh IDs and keys, and compare the answers",
+                           usage: "SESSION (--certs DIR | --ds-cert PEM --ds-root PEM [--ds-id ID]) [--target URL] [--map HOST=URL]... [--card PAN]... [--secret [N=]VALUE]... "
+                               + "[--transaction N]... [--concurrency N] [--rate R] [--speed F] [--repeat N] [--rreq-listen HOST:PORT] [--proxy URL] [--ca PEM] "
+                               + "[--jwt-secret SECRET] [--session OUT] [--json] [--quiet]",
+                           maxPositionals: 1,
+                           options: [certs.spec, dsCert.spec, dsRoot.spec, dsID.spec, jwtSecret.spec, target.spec, map.spec, card.spec, secret.spec,
+                                     transaction.spec, concurrency.spec, rate.spec, speed.spec, repeatCount.spec, rreqListen.spec, allowRemote.spec,
+                                     rreqTimeout.spec, timeout.spec, proxy.spec, ca.spec, session.spec, json.spec, quiet.spec])
     static let certs = Option("certs", "DIR", PathValue(), help: "the target DS's certificates as 'sandbox certs --out DIR' or 'ca export --ds DIR' writes them")
     static let dsCert = Option("ds-cert", "PEM", PathValue(), help: "instead of --certs: the target DS's encryption certificate (deviceData is encrypted to it)")
     static let dsRoot = Option("ds-root", "PEM", PathValue(), help: "with --ds-cert: the roots acsSignedContent must chain to")
@@ -79,11 +82,6 @@ struct ClientReplayCommand: Command {
     }, help: "where the live run is written (default sessions/client-replay-<time>-<pid>.3dstape)")
     static let json = Flag("json", help: "one JSON object per transaction, then a summary")
     static let quiet = Flag("quiet", help: "print only the transactions that differ and the summary")
-    let options: [OptionSpec] = [
-        certs.spec, dsCert.spec, dsRoot.spec, dsID.spec, jwtSecret.spec, target.spec, map.spec, card.spec, secret.spec, transaction.spec,
-        concurrency.spec, rate.spec, speed.spec, repeatCount.spec, rreqListen.spec, allowRemote.spec, rreqTimeout.spec, timeout.spec, proxy.spec,
-        ca.spec, session.spec, json.spec, quiet.spec,
-    ]
 
     /// Everything the options ask for, checked before a connection is made.
     struct Plan {

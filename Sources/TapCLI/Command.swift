@@ -6,24 +6,57 @@ import TapCore
 import TapHTTP
 import TapNet
 
-/// A `3dstape` subcommand: its name, help, options, and what it does.
+/// A `3dstape` subcommand: what it is called and takes (`spec`), and what it does.
 protocol Command: Sendable {
-    var name: String { get }
-    var abstract: String { get }
-    var usage: String { get }
-    var options: [OptionSpec] { get }
-    var maxPositionals: Int { get }
-    /// Whether the command uses the keys in ~/.3dstape (it then warns, once at start, when other users can read them).
-    var usesUserKeys: Bool { get }
-    /// Whether the command runs another command given after `--` (an unknown option then hints at `--`).
-    var runsACommand: Bool { get }
+    /// Its name, help, options and positionals, which dispatch, parsing and `--help` read.
+    var spec: CommandSpec { get }
     /// Runs with parsed and validated arguments; returns the exit status (`ExitStatus`).
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32
 }
 
-extension Command {
-    var usesUserKeys: Bool { false }
-    var runsACommand: Bool { false }
+/// What 3dstape knows of a subcommand before it runs it: the name it is called by, its help (abstract, usage, options),
+/// the most positionals it takes, and whether it uses the user's keys or runs another command. One value a command:
+/// `runMain` dispatches on `name`, parses with `parse` and answers `--help` with `help`.
+struct CommandSpec: Sendable {
+    let name: String
+    /// One line: `3dstape --help` lists it, the command's own help starts with it.
+    let abstract: String
+    /// The usage lines, each `3dstape NAME …`, the second and later indented to stand under the first in `help`.
+    let usage: String
+    let maxPositionals: Int
+    /// Whether the command uses the keys in ~/.3dstape (it then warns, once at start, when other users can read them).
+    let usesUserKeys: Bool
+    /// Whether the command runs another command given after `--` (an unknown option then hints at `--`).
+    let runsACommand: Bool
+    let options: [OptionSpec]
+
+    /// `usage`: what follows `3dstape NAME` on each usage line (a command used two ways has two).
+    init(name: String, abstract: String, usage: String..., maxPositionals: Int, usesUserKeys: Bool = false, runsACommand: Bool = false,
+         options: [OptionSpec]) {
+        self.name = name
+        self.abstract = abstract
+        self.usage = usage.map { "3dstape \(name) \($0)" }.joined(separator: "\n" + String(repeating: " ", count: CommandSpec.usageHeading.count))
+        self.maxPositionals = maxPositionals
+        self.usesUserKeys = usesUserKeys
+        self.runsACommand = runsACommand
+        self.options = options
+    }
+
+    /// What `help` puts before the first usage line.
+    static let usageHeading = "USAGE: "
+
+    /// `3dstape NAME --help`: the abstract, the usage and the options (`--help` last).
+    var help: String {
+        "\(abstract)\n\n\(CommandSpec.usageHeading)\(usage)\n\nOPTIONS:\n" + ArgumentParser.helpTable(options + [.flag("help", help: "show this help")])
+    }
+
+    /// The command's arguments parsed, and every value checked before anything starts: a `UsageError` (unknown option,
+    /// too many positionals …) or an `InvalidArguments` (a value its option refuses).
+    func parse(_ arguments: [String]) throws -> ParsedArguments {
+        let parsed = try ArgumentParser.parse(arguments, options: options, maxPositionals: maxPositionals)
+        try ArgumentParser.validate(parsed, options: options)
+        return parsed
+    }
 }
 
 /// A failure to report as `3dstape: <message>` with exit status 1 (`ExitStatus.problemFound`).

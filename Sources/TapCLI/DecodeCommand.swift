@@ -7,10 +7,9 @@ import TapJOSE
 
 /// `3dstape decode`: detects and decodes a JWS, JWE, JWT, base64url JSON, form body or JSON.
 struct DecodeCommand: Command {
-    let name = "decode"
-    let abstract = "Decode a JWS, JWE, JWT, creq/cres/threeDSMethodData value, form body or JSON"
-    let usage = "3dstape decode [FILE|-] [--key PEM]... [--cek HEX]... [--trust PEM]... [--secret TEXT]... [--ds-id ID]... [--json]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "decode", abstract: "Decode a JWS, JWE, JWT, creq/cres/threeDSMethodData value, form body or JSON",
+                           usage: "[FILE|-] [--key PEM]... [--cek HEX]... [--trust PEM]... [--secret TEXT]... [--ds-id ID]... [--json]",
+                           maxPositionals: 1, options: [key.spec, cek.spec, trust.spec, secret.spec, dsID.spec, json.spec, noMask.spec])
     static let key = Option("key", "PEM", PathValue(), repeatable: true, help: "private key (PEM, DER or JWK) for an RSA-OAEP-256 or ECDH-ES JWE")
     /// 16 or 32 bytes; a refusal shows only the first 8 digits (the rest is a key).
     static let cek = Option("cek", "HEX", CustomValue { (hex, o) throws(InvalidArguments) -> [UInt8] in
@@ -22,7 +21,6 @@ struct DecodeCommand: Command {
     static let dsID = Option("ds-id", "ID", TextValue(), repeatable: true, help: "directoryServerID for EC deviceData (default: try the known ones)")
     static let json = Flag("json", help: "print one JSON object: kind, header, payload, verified, error (and fields)")
     static let noMask = Flag("no-mask", help: "show PANs and OTP entries unmasked")
-    let options: [OptionSpec] = [key.spec, cek.spec, trust.spec, secret.spec, dsID.spec, json.spec, noMask.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         var keys = DecodeKeys()

@@ -17,12 +17,12 @@ import TapStore
 
 /// `3dstape demo`: the sandbox, the recorder and the client on one machine, a set of flows, a session.
 struct DemoCommand: Command {
-    let name = "demo"
-    let usesUserKeys = true
-    let abstract = "Run sandbox + recorder + client for a set of 3DS flows, write the session and show it"
-    let usage = "3dstape demo [--out FILE] [--channel app|browser|all] [--gateway pxp|trustpayments] [--quiet] "
-        + "[--sandbox-listen HOST:PORT] [--record-listen HOST:PORT] [--replay-listen HOST:PORT]"
-    let maxPositionals = 0
+    let spec = CommandSpec(name: "demo", abstract: "Run sandbox + recorder + client for a set of 3DS flows, write the session and show it",
+                           usage: "[--out FILE] [--channel app|browser|all] [--gateway pxp|trustpayments] [--quiet] "
+                               + "[--sandbox-listen HOST:PORT] [--record-listen HOST:PORT] [--replay-listen HOST:PORT]",
+                           maxPositionals: 0, usesUserKeys: true,
+                           options: [out.spec, channel.spec, gateway.spec, quiet.spec, sandboxListen.spec, recordListen.spec, replayListen.spec,
+                                     allowRemote.spec])
     static let out = Option("out", "FILE", CustomValue { (out, o) throws(InvalidArguments) in
         guard !out.isEmpty else { throw InvalidArguments("--\(o): expected a file name") }
         return out
@@ -39,8 +39,6 @@ struct DemoCommand: Command {
     static let replayListen = Option("replay-listen", "HOST:PORT", HostPortValue(),
                                      help: "the address of the replay that follows the recording (default 127.0.0.1:0)")
     static let allowRemote = Flag("allow-remote", help: "let those addresses be ones other machines can reach (the sandbox has no login)")
-    let options: [OptionSpec] = [out.spec, channel.spec, gateway.spec, quiet.spec, sandboxListen.spec, recordListen.spec, replayListen.spec,
-                                 allowRemote.spec]
 
     /// What the options ask for, every one checked before anything starts.
     struct Plan {
@@ -191,7 +189,8 @@ struct DemoCommand: Command {
         stack.stop()
         if !plan.quiet { io.out("") }
         if !plan.quiet {
-            _ = try ShowCommand().run(try ArgumentParser.parse([out], options: ShowCommand().options, maxPositionals: 1), io)
+            let show = ShowCommand()
+            _ = try show.run(try show.spec.parse([out]), io)
             // The app channel, in clear: what key substitution recovered from the JWE bodies.
             let clear = try SessionReader(path: out).exchanges().flatMap { x in
                 x.messages.filter { $0.messageLocation == .jwe && $0.isDecrypted }.map { (x.id, $0) }

@@ -67,22 +67,25 @@ struct InProcessReplay {
 
 /// A command that runs a client (the command after `--`) against an `InProcessReplay` (`check`, `timeouts`): what the two
 /// share is declared here once: the session and the command from the positionals, the replayer's `--listen` address
-/// (loopback unless `--allow-remote`), the end of the usage line, and that it uses the user's keys and runs a command.
+/// (loopback unless `--allow-remote`), and in its spec (`CommandSpec.againstReplay`) the end of the usage line and that it
+/// uses the user's keys and runs a command.
 protocol RunsAgainstReplay: Command {}
 
-extension RunsAgainstReplay {
-    var usesUserKeys: Bool { true }
-    var runsACommand: Bool { true }
-    /// The session, then the command to run and its arguments.
-    var maxPositionals: Int { 256 }
+extension CommandSpec {
+    /// The spec of a `RunsAgainstReplay` command: after `usage` comes the command to run, and what its arguments'
+    /// placeholders become; the positionals are the session, then the command and its arguments.
+    static func againstReplay(name: String, abstract: String, usage: String, options: [OptionSpec]) -> CommandSpec {
+        CommandSpec(name: name, abstract: abstract, usage: usage + " -- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)",
+                    maxPositionals: 256, usesUserKeys: true, runsACommand: true, options: options)
+    }
+}
 
-    /// How the usage line ends: the command, and what its arguments' placeholders become.
-    static var commandUsage: String { "-- CMD [ARGS…]   ({url} and {proxy} in ARGS become the replayer's address)" }
+extension RunsAgainstReplay {
     static var allowRemote: Flag { Flag("allow-remote", help: "let --listen be an address other machines can reach") }
 
     /// The session (the first positional) and the command to run (the rest, after `--`), both required.
     func sessionAndCommand(_ args: ParsedArguments) throws -> (session: String, command: [String]) {
-        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
+        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(spec.usage)") }
         let command = Array(args.positionals.dropFirst())
         guard !command.isEmpty else { throw InvalidArguments("no command to run: put it after --, e.g. -- 3dstape client --ds {url} …") }
         return (path, command)

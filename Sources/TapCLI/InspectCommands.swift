@@ -8,11 +8,9 @@ import TapStore
 
 /// `3dstape ls`: the sessions in a directory.
 struct LsCommand: Command {
-    let name = "ls"
-    let abstract = "List the *.3dstape session files in DIR (default sessions/): label, created, exchanges, 3DS transactions, outcome"
-    let usage = "3dstape ls [DIR] [--json]"
-    let maxPositionals = 1
-    let options: [OptionSpec] = [JSONList.flag.spec]
+    let spec = CommandSpec(name: "ls",
+                           abstract: "List the *.3dstape session files in DIR (default sessions/): label, created, exchanges, 3DS transactions, outcome",
+                           usage: "[DIR] [--json]", maxPositionals: 1, options: [JSONList.flag.spec])
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let dir = args.positionals.first ?? "sessions"
@@ -44,10 +42,9 @@ struct LsCommand: Command {
 
 /// `3dstape show`: a session's timeline, or one exchange in full.
 struct ShowCommand: Command {
-    let name = "show"
-    let abstract = "Show a session's timeline, or one exchange in full with headers and decoded bodies"
-    let usage = "3dstape show SESSION [--exchange N] [--json] [--profile emv|pxp|trustpayments] [--jwt-secret SECRET]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "show", abstract: "Show a session's timeline, or one exchange in full with headers and decoded bodies",
+                           usage: "SESSION [--exchange N] [--json] [--profile emv|pxp|trustpayments] [--jwt-secret SECRET]", maxPositionals: 1,
+                           options: [exchange.spec, json.spec, profile.spec, jwtSecret.spec])
     static let exchange = Option("exchange", "N", CustomValue { (n, o) throws(InvalidArguments) -> Int64 in
         guard let id = Int64(n) else { throw InvalidArguments("--\(o) \(n): expected a number") }
         return id
@@ -60,7 +57,6 @@ struct ShowCommand: Command {
                                     + "trustpayments: Trust Payments' JWT requests and responses")
     static let jwtSecret = Option("jwt-secret", "SECRET", TextValue(),
                                   help: "trustpayments: the shared secret that verifies the HS256 JWTs (a response that does not verify exits 1)")
-    let options: [OptionSpec] = [exchange.spec, json.spec, profile.spec, jwtSecret.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
@@ -258,12 +254,9 @@ enum Table {
 
 /// `3dstape decrypt`: opens a session's recorded app-channel messages with a key log, in place.
 struct DecryptCommand: Command {
-    let name = "decrypt"
-    let abstract = "Decrypt a session's recorded app-channel CReq/CRes with a key log (in place)"
-    let usage = "3dstape decrypt SESSION --keylog FILE"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "decrypt", abstract: "Decrypt a session's recorded app-channel CReq/CRes with a key log (in place)",
+                           usage: "SESSION --keylog FILE", maxPositionals: 1, options: [keylog.spec])
     static let keylog = Option("keylog", "FILE", PathValue(), help: "lines 'CEK <acsTransID> <64 hex digits>' (as 'sandbox --keylog' writes)")
-    let options: [OptionSpec] = [keylog.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file") }

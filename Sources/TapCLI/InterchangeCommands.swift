@@ -9,11 +9,11 @@ import TapStore
 
 /// `3dstape diff`: two sessions compared transaction by transaction.
 struct DiffCommand: Command {
-    let name = "diff"
-    let abstract = "Compare two sessions: transactions paired by order and shape (a replay: by what it matched), per-message element changes, "
-        + "statuses, outcomes, timings"
-    let usage = "3dstape diff A B [--json] [--pair-by match|shape] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]"
-    let maxPositionals = 2
+    let spec = CommandSpec(name: "diff",
+                           abstract: "Compare two sessions: transactions paired by order and shape (a replay: by what it matched), per-message element changes, "
+                               + "statuses, outcomes, timings",
+                           usage: "A B [--json] [--pair-by match|shape] [--timing-tolerance DURATION] [--ignore-field NAME]... [--max-pairing-steps N]",
+                           maxPositionals: 2, options: [json.spec, pairBy.spec, timingTolerance.spec, ignoreField.spec, maxPairingSteps.spec])
     static let json = Flag("json", help: "print the differences as JSON")
     static let pairBy = Option("pair-by", "match|shape",
                                ChoiceValue<SessionDiff.PairBy>([("match", .match), ("shape", .shape)], refusal: { "--\($0) \($1): expected match or shape" }),
@@ -29,7 +29,6 @@ struct DiffCommand: Command {
                                         WholeNumberValue(1...Int.max, refusal: { "--\($0) \($1): expected a positive number" }),
                                         help: "give up (exit 2) when pairing would take more steps (default \(SessionDiff.defaultMaxPairingSteps), "
                                             + "a few seconds; it grows with the transactions times those left unpaired)")
-    let options: [OptionSpec] = [json.spec, pairBy.spec, timingTolerance.spec, ignoreField.spec, maxPairingSteps.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard args.positionals.count == 2 else { throw InvalidArguments("give two session files: 3dstape diff A B") }
@@ -88,10 +87,10 @@ struct DiffCommand: Command {
 
 /// `3dstape export`: a session as HAR 1.2, a sequence diagram (Mermaid or SVG), or JSON lines.
 struct ExportCommand: Command {
-    let name = "export"
-    let abstract = "Export a session as HAR 1.2 (Chrome DevTools, mitmproxy), a sequence diagram (Mermaid or SVG), or JSON lines (jq)"
-    let usage = "3dstape export SESSION --format har|mermaid|svg|jsonl [--out FILE] [--force]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "export",
+                           abstract: "Export a session as HAR 1.2 (Chrome DevTools, mitmproxy), a sequence diagram (Mermaid or SVG), or JSON lines (jq)",
+                           usage: "SESSION --format har|mermaid|svg|jsonl [--out FILE] [--force]", maxPositionals: 1,
+                           options: [format.spec, out.spec, force.spec])
     static let format = Option("format", "FORMAT",
                                ChoiceValue([("har", "har"), ("mermaid", "mermaid"), ("svg", "svg"), ("jsonl", "jsonl")],
                                            refusal: { "--\($0) \($1): expected har, mermaid, svg or jsonl" }),
@@ -99,7 +98,6 @@ struct ExportCommand: Command {
     /// `-` is standard output.
     static let out = Option("out", "FILE", PathValue(), help: "write to FILE (created 0600; default standard output)")
     static let force = Flag("force", help: "replace FILE if it exists")
-    let options: [OptionSpec] = [format.spec, out.spec, force.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
@@ -131,13 +129,11 @@ struct ExportCommand: Command {
 
 /// `3dstape import`: a HAR file becomes a session (masked, 3DS messages decoded, timings kept).
 struct ImportCommand: Command {
-    let name = "import"
-    let abstract = "Turn a HAR file (Chrome DevTools, Charles, Proxyman, mitmproxy) into a session: masked, 3DS messages decoded, timings kept"
-    let usage = "3dstape import FILE.har [--session OUT] [--name LABEL]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "import",
+                           abstract: "Turn a HAR file (Chrome DevTools, Charles, Proxyman, mitmproxy) into a session: masked, 3DS messages decoded, timings kept",
+                           usage: "FILE.har [--session OUT] [--name LABEL]", maxPositionals: 1, options: [session.spec, label.spec])
     static let session = Option("session", "OUT", PathValue(), help: "the session file to create (default sessions/<FILE>.3dstape)")
     static let label = Option("name", "LABEL", TextValue(), help: "the session's label (default: the HAR file's name)")
-    let options: [OptionSpec] = [session.spec, label.spec]
     /// The largest HAR file imported (refused before it is read).
     static let limit = 512 << 20
     /// Exchanges waiting for the session writer beyond which reading pauses, so memory holds a bounded part of the file.

@@ -14,11 +14,13 @@ import TapStore
 
 /// `3dstape record`: the recording proxy.
 struct RecordCommand: Command {
-    let name = "record"
-    let usesUserKeys = true
-    let abstract = "Run the recording proxy and write every exchange to a session file"
-    let usage = "3dstape record --session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--pass-through PATTERN...] [--intercept PATTERN...] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]"
-    let maxPositionals = 0
+    let spec = CommandSpec(name: "record", abstract: "Run the recording proxy and write every exchange to a session file",
+                           usage: "--session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--pass-through PATTERN...] [--intercept PATTERN...] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]",
+                           maxPositionals: 0, usesUserKeys: true,
+                           options: [listen.spec, session.spec, reverse.spec, upstreamCA.spec, insecureUpstream.spec, clientCert.spec,
+                                     clientKey.spec, passThrough.spec, intercept.spec, label.spec, noMask.spec, keylog.spec, decrypt.spec,
+                                     dsCert.spec, dsRoot.spec, dsID.spec, upstreamTimeout.spec, headerTimeout.spec, idleTimeout.spec, maxBody.spec,
+                                     maxSessionSize.spec, quiet.spec, jsonLines.spec] + remoteListeningOptions)
     static let listen = Option("listen", "HOST:PORT", HostPortValue(), repeatable: true, help: "address to listen on (default 127.0.0.1:8080)")
     static let session = Option("session", "FILE", PathValue(), help: "the session file to create (default sessions/<time>.3dstape)")
     static let reverse = Option("reverse", "URL", UpstreamURLValue(), help: "reverse mode: send every request to this upstream (http or https)")
@@ -53,12 +55,6 @@ struct RecordCommand: Command {
                                        help: "stop recording when the session file reaches SIZE (e.g. 512MiB); traffic keeps flowing, as on a full disk")
     static let quiet = Flag("quiet", help: "print only the summary")
     static let jsonLines = Flag("json-lines", help: "print each exchange as one JSON line")
-
-    let options: [OptionSpec] = [
-        listen.spec, session.spec, reverse.spec, upstreamCA.spec, insecureUpstream.spec, clientCert.spec, clientKey.spec, passThrough.spec,
-        intercept.spec, label.spec, noMask.spec, keylog.spec, decrypt.spec, dsCert.spec, dsRoot.spec, dsID.spec, upstreamTimeout.spec,
-        headerTimeout.spec, idleTimeout.spec, maxBody.spec, maxSessionSize.spec, quiet.spec, jsonLines.spec,
-    ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let listens = try args.listenAddresses(Self.listen, default: "127.0.0.1:8080")

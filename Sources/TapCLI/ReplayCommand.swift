@@ -13,13 +13,15 @@ import TapStore
 
 /// `3dstape replay`: serves a recorded session as its servers, deterministically, with timing control.
 struct ReplayCommand: Command {
-    let name = "replay"
-    let usesUserKeys = true
-    let abstract = "Serve a recorded session as the DS, ACS and every other server in it, with timing control"
-    let usage = "3dstape replay SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
-        + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--pass-through PATTERN...] [--repeat last|cycle|miss] [--ignore-field NAME]... "
-        + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME [--partial]] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "replay", abstract: "Serve a recorded session as the DS, ACS and every other server in it, with timing control",
+                           usage: "SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
+                               + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--pass-through PATTERN...] [--repeat last|cycle|miss] [--ignore-field NAME]... "
+                               + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME [--partial]] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]",
+                           maxPositionals: 1, usesUserKeys: true,
+                           options: [listen.spec, tls.spec, publicURL.spec, timing.spec, jitter.spec, seed.spec, delay.spec, onMiss.spec,
+                                     passThrough.spec, repeatMode.spec, ignoreField.spec, sign.spec, fault.spec, scenario.spec, partial.spec,
+                                     faults.spec, jwtSecret.spec, session.spec, headerTimeout.spec, idleTimeout.spec, quiet.spec,
+                                     jsonLines.spec] + remoteListeningOptions)
     static let listen = Option("listen", "HOST:PORT", HostPortValue(), repeatable: true,
                                help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients")
     static let tls = Flag("tls", help: "serve HTTPS to direct clients (leaf from 3dstape's CA, as for intercepted CONNECT)")
@@ -88,14 +90,8 @@ struct ReplayCommand: Command {
     static let signingChoice = ChoiceValue<SignatureAlgorithm>([("PS256", .ps256), ("ES256", .es256)], normalise: { $0.uppercased() },
                                                                refusal: { "--\($0) \($1): expected PS256 or ES256" })
 
-    let options: [OptionSpec] = [
-        listen.spec, tls.spec, publicURL.spec, timing.spec, jitter.spec, seed.spec, delay.spec, onMiss.spec, passThrough.spec, repeatMode.spec,
-        ignoreField.spec, sign.spec, fault.spec, scenario.spec, partial.spec, faults.spec, jwtSecret.spec, session.spec, headerTimeout.spec,
-        idleTimeout.spec, quiet.spec, jsonLines.spec,
-    ] + remoteListeningOptions
-
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(usage)") }
+        guard let path = args.positionals.first else { throw InvalidArguments("which session? usage: \(spec.usage)") }
         var options = try ReplayCommand.options(args)
         let passThrough = try args.all(Self.passThrough).flatMap { $0 }
         let headerTimeout = try args.value(Self.headerTimeout, default: 30), idleTimeout = try args.value(Self.idleTimeout, default: 120)
@@ -259,11 +255,9 @@ struct ReplayView: Sendable {
 
 /// `3dstape scenarios`: the named failure scenarios `replay --scenario` applies.
 struct ScenariosCommand: Command {
-    let name = "scenarios"
-    let abstract = "List the named 3DS failure scenarios for 'replay --scenario' (rules, expected behaviour, what SDKs show)"
-    let usage = "3dstape scenarios [--json]"
-    let maxPositionals = 0
-    let options: [OptionSpec] = [JSONList.flag.spec]
+    let spec = CommandSpec(name: "scenarios",
+                           abstract: "List the named 3DS failure scenarios for 'replay --scenario' (rules, expected behaviour, what SDKs show)",
+                           usage: "[--json]", maxPositionals: 0, options: [JSONList.flag.spec])
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         if args.has(JSONList.flag) {

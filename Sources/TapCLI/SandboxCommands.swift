@@ -33,11 +33,13 @@ func refuseExistingClientCertificates(in directory: String) throws {
 
 /// `3dstape sandbox`: the DS + ACS simulator.
 struct SandboxCommand: Command {
-    let name = "sandbox"
-    let usesUserKeys = true
-    let abstract = "Run the built-in DS + ACS simulator ('sandbox certs --out DIR' writes what clients trust)"
-    let usage = "3dstape sandbox [--listen HOST:PORT] [--tls] [--keylog FILE] [--ds-key rsa|ec] [--sign PS256|ES256] [--ares-delay S] [--proxy URL]\n       3dstape sandbox certs --out DIR [--ds-key rsa|ec]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "sandbox", abstract: "Run the built-in DS + ACS simulator ('sandbox certs --out DIR' writes what clients trust)",
+                           usage: "[--listen HOST:PORT] [--tls] [--keylog FILE] [--ds-key rsa|ec] [--sign PS256|ES256] [--ares-delay S] [--proxy URL]",
+                                  "certs --out DIR [--ds-key rsa|ec]",
+                           maxPositionals: 1, usesUserKeys: true,
+                           options: [listen.spec, tls.spec, keylog.spec, gatewaySecret.spec, dsKey.spec, sign.spec, aresDelay.spec, proxy.spec,
+                                     out.spec, force.spec, badSignature.spec, headerTimeout.spec, idleTimeout.spec,
+                                     quiet.spec] + remoteListeningOptions)
     static let listen = Option("listen", "HOST:PORT", HostPortValue(), help: "address to listen on (default 127.0.0.1:9443)")
     static let tls = Flag("tls", help: "serve HTTPS with the sandbox TLS certificate (issued by the sandbox DS root)")
     static let keylog = Option("keylog", "FILE", PathValue(), help: "append each app-channel CEK as 'CEK <acsTransID> <hex>'")
@@ -57,11 +59,6 @@ struct SandboxCommand: Command {
 
     /// `rsa` or `ec`, as `--ds-key` takes it (sandbox and ca export).
     static let dsKeyChoice = ChoiceValue<DSKeyType>([("rsa", .rsa), ("ec", .ec)], refusal: { option, _ in "--\(option): expected rsa or ec" })
-
-    let options: [OptionSpec] = [
-        listen.spec, tls.spec, keylog.spec, gatewaySecret.spec, dsKey.spec, sign.spec, aresDelay.spec, proxy.spec, out.spec, force.spec,
-        badSignature.spec, headerTimeout.spec, idleTimeout.spec, quiet.spec,
-    ] + remoteListeningOptions
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let listens = args.positionals.first == "certs" ? [] : try args.listenAddresses(Self.listen, default: "127.0.0.1:9443")
@@ -104,11 +101,12 @@ struct SandboxCommand: Command {
 
 /// `3dstape client`: an SDK-like client plus 3DS Server.
 struct ClientCommand: Command {
-    let name = "client"
-    let usesUserKeys = true
-    let abstract = "Play a 3DS SDK and 3DS Server: AReq, acsSignedContent check, the encrypted challenge, RReq"
-    let usage = "3dstape client --ds URL --card PAN --certs DIR [--channel app|browser] [--message-version V] [--enc A128CBC-HS256|A128GCM] [--answer TEXT | --select N... | --oob] [--cancel] [--proxy URL] [--ca PEM] [--timeout D] [--ares-timeout D] [--cres-timeout D] [--rreq-timeout D] [--rreq-listen HOST:PORT] [--misbehave WHAT] [--gateway pxp|trustpayments] [--gateway-secret S] [--json]"
-    let maxPositionals = 0
+    let spec = CommandSpec(name: "client", abstract: "Play a 3DS SDK and 3DS Server: AReq, acsSignedContent check, the encrypted challenge, RReq",
+                           usage: "--ds URL --card PAN --certs DIR [--channel app|browser] [--message-version V] [--enc A128CBC-HS256|A128GCM] [--answer TEXT | --select N... | --oob] [--cancel] [--proxy URL] [--ca PEM] [--timeout D] [--ares-timeout D] [--cres-timeout D] [--rreq-timeout D] [--rreq-listen HOST:PORT] [--misbehave WHAT] [--gateway pxp|trustpayments] [--gateway-secret S] [--json]",
+                           maxPositionals: 0, usesUserKeys: true,
+                           options: [ds.spec, card.spec, certs.spec, channel.spec, messageVersion.spec, enc.spec, answer.spec, select.spec, oob.spec,
+                                     cancel.spec, proxy.spec, ca.spec, timeout.spec, aresTimeout.spec, cresTimeout.spec, rreqTimeout.spec,
+                                     rreqListen.spec, allowRemote.spec, misbehave.spec, gateway.spec, gatewaySecret.spec, json.spec])
     static let ds = Option("ds", "URL", TextValue(), help: "the DS (its /ds/areq, or the base URL)")
     static let card = Option("card", "PAN", TextValue(), help: "the card number (see the sandbox test cards)")
     static let certs = Option("certs", "DIR", PathValue(), help: "a directory as 'sandbox certs' writes it (DS root, DS certificate, ds.json)")
@@ -159,11 +157,6 @@ struct ClientCommand: Command {
         return secret
     }, help: "the Trust Payments-style gateway's HS256 secret (default: the sandbox's test secret)")
     static let json = Flag("json", help: "print the outcome as JSON")
-    let options: [OptionSpec] = [
-        ds.spec, card.spec, certs.spec, channel.spec, messageVersion.spec, enc.spec, answer.spec, select.spec, oob.spec, cancel.spec, proxy.spec,
-        ca.spec, timeout.spec, aresTimeout.spec, cresTimeout.spec, rreqTimeout.spec, rreqListen.spec, allowRemote.spec, misbehave.spec, gateway.spec,
-        gatewaySecret.spec, json.spec,
-    ]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         guard let ds = try args.value(Self.ds), let dsURL = HTTPURL(ds) else { throw InvalidArguments("--ds URL is required (http://host:port)") }

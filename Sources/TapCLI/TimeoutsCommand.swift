@@ -10,10 +10,12 @@ import TapStore
 
 /// `3dstape timeouts`: sweeps the delay of one message across replays and finds when the client gives up.
 struct TimeoutsCommand: RunsAgainstReplay {
-    let name = "timeouts"
-    let abstract = "Sweep the delay of one message over replays of a session and find when a client gives up"
-    let usage = "3dstape timeouts SESSION --message MATCH [--from DURATION] [--to DURATION] [--step DURATION | --bisect] [--runs N] "
-        + "[--report DIR] [--json] [--listen HOST:PORT] " + TimeoutsCommand.commandUsage
+    let spec = CommandSpec.againstReplay(name: "timeouts",
+                                         abstract: "Sweep the delay of one message over replays of a session and find when a client gives up",
+                                         usage: "SESSION --message MATCH [--from DURATION] [--to DURATION] [--step DURATION | --bisect] [--runs N] "
+                                             + "[--report DIR] [--json] [--listen HOST:PORT]",
+                                         options: [message.spec, from.spec, to.spec, step.spec, bisect.spec, runs.spec, report.spec, seed.spec,
+                                                   commandTimeout.spec, json.spec, listen.spec, allowRemote.spec])
     static let message = Option("message", "MATCH", TextValue(),
                                 help: "the answer to delay, as for replay --delay: CRes, CRes#2, ARes, exchange:7, path:/acs/challenge")
     // Delays from 0 to 24 hours; steps from 1 ms (the sweep rounds each delay to the millisecond), at most 1,000 delays.
@@ -29,8 +31,6 @@ struct TimeoutsCommand: RunsAgainstReplay {
     static let json = Flag("json", help: "print the result as JSON")
     static let listen = Option("listen", "HOST:PORT", HostPortValue(),
                                help: "the in-process replayer's address, the same for every run (default 127.0.0.1:0, a free port each run)")
-    let options: [OptionSpec] = [message.spec, from.spec, to.spec, step.spec, bisect.spec, runs.spec, report.spec, seed.spec, commandTimeout.spec,
-                                 json.spec, listen.spec, allowRemote.spec]
 
     /// The most delays one sweep tries (each is a replay and a run of the command).
     static let mostDelays = 1000

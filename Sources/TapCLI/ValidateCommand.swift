@@ -8,13 +8,11 @@ import TapStore
 
 /// `3dstape validate`: every 3DS message of a session checked against its version's rules.
 struct ValidateCommand: Command {
-    let name = "validate"
-    let abstract = "Check every 3DS message of a session against its version's rules (2.1.0, 2.2.0, 2.3.1); exit 1 on errors"
-    let usage = "3dstape validate SESSION [--json] [--rules]"
-    let maxPositionals = 1
+    let spec = CommandSpec(name: "validate",
+                           abstract: "Check every 3DS message of a session against its version's rules (2.1.0, 2.2.0, 2.3.1); exit 1 on errors",
+                           usage: "SESSION [--json] [--rules]", maxPositionals: 1, options: [json.spec, rules.spec])
     static let json = Flag("json", help: "print the findings as a JSON array")
     static let rules = Flag("rules", help: "list the rules instead (element rules by message, then the rules across a transaction)")
-    let options: [OptionSpec] = [json.spec, rules.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         if args.has(Self.rules) { printRules(io); return 0 }

@@ -8,14 +8,13 @@ import TapWeb
 
 /// `3dstape web`: the web inspector over session files.
 struct WebCommand: Command {
-    let name = "web"
-    let abstract = "Browse sessions in a web page: timeline waterfall, decrypted 3DS messages, sequence diagrams, validation, diffs; live while recording"
-    let usage = "3dstape web [DIR | SESSION...] [--listen HOST:PORT] [--open] [--allow-remote]"
-    let maxPositionals = 64
+    let spec = CommandSpec(name: "web",
+                           abstract: "Browse sessions in a web page: timeline waterfall, decrypted 3DS messages, sequence diagrams, validation, diffs; live while recording",
+                           usage: "[DIR | SESSION...] [--listen HOST:PORT] [--open] [--allow-remote]", maxPositionals: 64,
+                           options: [listen.spec, open.spec, allowRemote.spec])
     static let listen = Option("listen", "HOST:PORT", HostPortValue(), help: "address to serve on (default 127.0.0.1:8470; port 0 picks a free one)")
     static let open = Flag("open", help: "open the page in the desktop's browser (xdg-open)")
     static let allowRemote = Flag("allow-remote", help: "serve on an address other machines can reach (the page has no login; sessions hold masked card data)")
-    let options: [OptionSpec] = [listen.spec, open.spec, allowRemote.spec]
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
         let listen = try args.listenAddresses(Self.listen, default: "127.0.0.1:8470")[0]

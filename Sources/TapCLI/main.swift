@@ -11,14 +11,11 @@ let version = "0.1.0"
 func topLevelHelp() -> String {
     var lines = ["3dstape \(version): record, replay and inspect EMV 3-D Secure 2.x traffic", "",
                  "USAGE: 3dstape <command> [options]", "", "COMMANDS:"]
-    let width = (commands.map(\.name.count).max() ?? 0) + 2
-    for c in commands { lines.append("  " + c.name + String(repeating: " ", count: width - c.name.count) + c.abstract) }
+    let specs = commands.map(\.spec)
+    let width = (specs.map(\.name.count).max() ?? 0) + 2
+    for c in specs { lines.append("  " + c.name + String(repeating: " ", count: width - c.name.count) + c.abstract) }
     lines += ["", "Run '3dstape <command> --help' for a command's options."]
     return lines.joined(separator: "\n")
-}
-
-func commandHelp(_ c: any Command) -> String {
-    "\(c.abstract)\n\nUSAGE: \(c.usage)\n\nOPTIONS:\n" + ArgumentParser.helpTable(c.options + [.flag("help", help: "show this help")])
 }
 
 func runMain() -> Int32 {
@@ -30,37 +27,36 @@ func runMain() -> Int32 {
     }
     if first == "--help" || first == "-h" || first == "help" { io.out(topLevelHelp()); return ExitStatus.ok }
     if first == "--version" { io.out("3dstape \(version)"); return ExitStatus.ok }
-    guard let command = commands.first(where: { $0.name == first }) else {
+    guard let command = commands.first(where: { $0.spec.name == first }) else {
         io.err("3dstape: unknown command '\(first)'; run '3dstape --help' for the list")
         return ExitStatus.usage
     }
     argv.removeFirst()
+    let spec = command.spec
     let ownArguments = argv.prefix { $0 != "--" } // what follows `--` belongs to a command 3dstape runs (timeouts)
-    if ownArguments.contains("--help") || ownArguments.contains("-h") { io.out(commandHelp(command)); return ExitStatus.ok }
+    if ownArguments.contains("--help") || ownArguments.contains("-h") { io.out(spec.help); return ExitStatus.ok }
     // Commands that use the keys in ~/.3dstape check, once at start, that no other user can read them.
-    if command.usesUserKeys {
+    if spec.usesUserKeys {
         for warning in UserHome.resolve().permissionWarnings() { io.err("3dstape: warning: \(warning)") }
     }
     do {
-        let parsed = try ArgumentParser.parse(argv, options: command.options, maxPositionals: command.maxPositionals)
-        try ArgumentParser.validate(parsed, options: command.options) // every value checked before anything starts
-        return try command.run(parsed, io)
+        return try command.run(try spec.parse(argv), io)
     } catch let e as UsageError {
         // One line: what is wrong, and where the options are (a command that runs another wants that one after --).
-        let runsACommand = command.runsACommand && !argv.contains("--")
+        let runsACommand = spec.runsACommand && !argv.contains("--")
             && e.message.hasPrefix("unknown option")
-        io.err("3dstape \(command.name): \(TerminalText.escaped(e.message))"
-               + (runsACommand ? "; the command to run goes after --, e.g. -- 3dstape client --ds {url} …" : "; '3dstape \(command.name) --help' lists the options"))
+        io.err("3dstape \(spec.name): \(TerminalText.escaped(e.message))"
+               + (runsACommand ? "; the command to run goes after --, e.g. -- 3dstape client --ds {url} …" : "; '3dstape \(spec.name) --help' lists the options"))
         return ExitStatus.usage
     } catch let e as InvalidArguments {
-        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
+        io.err("3dstape: \(spec.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
         return ExitStatus.usage
     } catch let e as CommandFailure {
-        io.err("3dstape: \(command.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
+        io.err("3dstape: \(spec.name): \(TerminalText.escaped(e.message, keepingLineBreaks: true))")
         return ExitStatus.problemFound
     } catch {
         // Messages can quote a session, a HAR file or an argument.
-        io.err("3dstape: \(command.name): \(TerminalText.escaped("\(error)", keepingLineBreaks: true))")
+        io.err("3dstape: \(spec.name): \(TerminalText.escaped("\(error)", keepingLineBreaks: true))")
         return ExitStatus.problemFound
     }
 }

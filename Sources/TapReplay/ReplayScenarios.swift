@@ -144,10 +144,7 @@ extension ReplayScenario {
         ReplayScenario(name: "cres-undecryptable", rules: ["CRes#1=wrong-key"], summary: "a CRes encrypted with a key the SDK does not have",
                        expected: "the SDK sends Erro 302 (data decryption failure) to the ACS and ends the challenge",
                        surfaces: .challengeEndsWithErro("302")),
-        ReplayScenario(name: "challenge-rejected", rules: ["CRes=trans-status:N", "RReq=trans-status:N"],
-                       summary: "the challenge ends with transStatus N (final CRes and RReq)",
-                       expected: "the SDK completes the challenge; the 3DS Server takes N from the RReq and the payment is not authenticated",
-                       surfaces: .challengeCompleted(transStatus: "N")),
+        challengeCompleted("challenge-rejected", transStatus: "N"),
         ReplayScenario(name: "acs-timeout", rules: ["CRes#1=acs-timeout"], summary: "the ACS ends the challenge itself (its own timer)",
                        expected: "final CRes N; RReq with transStatus N, transStatusReason 14, challengeCancel 04",
                        surfaces: .challengeCompleted(transStatus: "N")),
@@ -173,96 +170,95 @@ extension ReplayScenario {
                        expected: "the 3DS Server reports the Erro to the requestor; no challenge starts", surfaces: .dsErro(code))
     }
 
-    /// Cake3DS2's receiver outcomes the base scenarios do not reach: completed with each other transStatus, and a
-    /// protocol error from an Erro the ACS sends.
-    static let cake: [ReplayScenario] = ["U", "A", "R"].map { st in
-        ReplayScenario(name: "challenge-completed-\(st.lowercased())", rules: ["CRes=trans-status:\(st)", "RReq=trans-status:\(st)"],
+    /// The challenge ends with transStatus `st` (N, U, A or R): the final CRes and the RReq carry it.
+    static func challengeCompleted(_ name: String, transStatus st: String) -> ReplayScenario {
+        ReplayScenario(name: name, rules: ["CRes=trans-status:\(st)", "RReq=trans-status:\(st)"],
                        summary: "the challenge ends with transStatus \(st) (final CRes and RReq)",
                        expected: "the SDK completes the challenge; the 3DS Server takes \(st) from the RReq"
                            + (st == "A" ? " (attempts: authenticated for liability)" : " and the payment is not authenticated"),
                        surfaces: .challengeCompleted(transStatus: st))
-    } + [
+    }
+
+    /// Cake3DS2's receiver outcomes the base scenarios do not reach: completed with each other transStatus, and a
+    /// protocol error from an Erro the ACS sends.
+    static let cake: [ReplayScenario] = ["U", "A", "R"].map { st in challengeCompleted("challenge-completed-\(st.lowercased())", transStatus: st) } + [
         ReplayScenario(name: "acs-erro-203", rules: ["CRes#1=erro:203"], summary: "the ACS answers the first CReq with Erro 203 (a data element invalid)",
                        expected: "the SDK ends the challenge and reports the ACS's protocol error; it sends nothing more to the ACS",
                        surfaces: .challengeEndsWithErro("203")),
     ]
 
+    /// One gateway's scenarios, from rows of (name, rules, summary, expected, what the SDKs surface).
+    static func onGateway(_ gateway: ScenarioGateway, _ rows: [(name: String, rules: [String], summary: String, expected: String, surfaces: SDKSurfaces)])
+        -> [ReplayScenario] {
+        rows.map { ReplayScenario(name: $0.name, rules: $0.rules, summary: $0.summary, expected: $0.expected, surfaces: $0.surfaces, gateway: gateway) }
+    }
+
     /// PXP Checkout: every `handleSubmitError` code and the four submit results, on a session through the PXP-style
     /// gateway. The guide names the codes but not their causes; where it does not say, the closest gateway or protocol
     /// cause is the rule (said in `expected`).
-    static let pxpCodes: [ReplayScenario] = {
-        func row(_ name: String, _ rules: [String], _ summary: String, _ expected: String, _ surfaces: SDKSurfaces) -> ReplayScenario {
-            ReplayScenario(name: name, rules: rules, summary: summary, expected: expected, surfaces: surfaces, gateway: .pxp)
-        }
-        return [
-            row("pxp-token-vault-exception", ["path:/pxp/tokens=pxp-error:TokenVaultUnavailable"], "card tokenisation answers 503 TokenVaultUnavailable",
-                "the SDK stops before any authentication (the guide does not say what triggers it: the token vault failing to store the card is the closest cause)",
-                .pxpGateway("TOKEN_VAULT_EXCEPTION")),
-            row("pxp-validation-exception", ["path:/pxp/tokens=pxp-error:InvalidCard"], "card tokenisation answers 400 InvalidCard",
-                "the SDK stops before any authentication (the guide does not say: a request the gateway refuses as invalid, HTTP 400)",
-                .pxpGateway("VALIDATION_EXCEPTION")),
-            row("pxp-unexpected-exception", ["path:/pxp/tokens=pxp-error:InternalError"], "card tokenisation answers 500 InternalError",
-                "the SDK stops (the guide does not say: a gateway error it has no code for)", .pxpGateway("UNEXPECTED_SDK_EXCEPTION")),
-            row("pxp-network-exception", ["path:/pxp/tokens=reset"], "the gateway resets the connection of the tokenisation call",
-                "the SDK stops and reports a network failure (the guide does not say: no answer at all)", .pxpGateway("NETWORK_SDK_EXCEPTION")),
-            row("pxp-pre-initiate-failed", ["path:/pxp/authentication/pre-initiate=pxp-error:PreInitiateFailed"],
-                "pre-initiation answers 422 PreInitiateFailed",
-                "onPostInitiateAuthentication gets a FailedAuthenticationResult; no AReq is sent", .pxpGateway("PRE_INITIATE_AUTHENTICATION_FAILED")),
-            row("pxp-transaction-authentication-rejected", ["path:/pxp/authentication/pre-initiate=pxp-state:AuthenticationRejected"],
-                "pre-initiation answers state AuthenticationRejected",
-                "no AReq is sent (the guide does not say: the gateway's own authentication state Rejected is the closest cause)",
-                .pxpGateway("TRANSACTION_AUTHENTICATION_REJECTED")),
-            row("pxp-transaction-authentication-invalid", ["path:/pxp/authentication/pre-initiate=pxp-state:AuthenticationFailed"],
-                "pre-initiation answers state AuthenticationFailed",
-                "no AReq is sent (the guide does not say: a state in which the authentication cannot go on is the closest cause)",
-                .pxpGateway("TRANSACTION_AUTHENTICATION_INVALID")),
-            row("pxp-requires-sca-exemption", ["path:/pxp/authentication/pre-initiate=sca-exemption:LowValue"],
-                "pre-initiation answers scaMandated false with the LowValue exemption applicable",
-                "no AReq is sent (the guide does not say: SCA waived for an exemption is the closest cause)",
-                .pxpGateway("TRANSACTION_AUTHENTICATION_REQUIRES_SCA_EXEMPTION")),
-            row("pxp-authentication-failed", ["ARes=erro:305"], "the DS answers the AReq with Erro 305 on a PXP payment",
-                "the 3DS Server reports the Erro; no challenge starts; no authorisation", .dsErro("305")),
-            row("pxp-challenge-timeout", ["CRes#1=hang"], "the ACS never answers the first CReq of a PXP payment",
-                "the SDK times out: Erro 402 to the ACS, challengeCancel 08; no authorisation", .challengeTimedOut),
-            row("pxp-authentication-rejected", ["CRes=trans-status:N", "RReq=trans-status:N"], "the challenge of a PXP payment ends with transStatus N",
-                "the challenge completes; the 3DS Server takes N from the RReq; the payment is not authenticated", .challengeCompleted(transStatus: "N")),
-            row("pxp-authorised", ["path:/pxp/transactions=pxp-state:Authorised"], "the authorisation answers state Authorised",
-                "onPostAuthorisation gets the authorised result; the payment stands", .pxpGateway("AuthorisedSubmitResult", trustPayments: "AUTH errorcode 0")),
-            row("pxp-captured", ["path:/pxp/transactions=pxp-state:Captured"], "the authorisation answers state Captured",
-                "onPostAuthorisation gets the captured result; the payment stands", .pxpGateway("CapturedSubmitResult", trustPayments: "AUTH errorcode 0")),
-            row("pxp-refused", ["path:/pxp/transactions=auth-refused"], "the authorisation answers state Refused (05 Do not honour)",
-                "onPostAuthorisation gets the refusal with its stateData; the payment is declined",
-                .pxpGateway("RefusedSubmitResult", trustPayments: "AUTH errorcode 70000 (see tp-auth-declined)")),
-            row("pxp-failed", ["path:/pxp/transactions=auth-failed"], "the authorisation answers state Failed",
-                "onPostAuthorisation gets the failure with its errorReason; no payment",
-                .pxpGateway("FailedSubmitResult", trustPayments: "AUTH errorcode 60010 (see tp-gateway-error)")),
-        ]
-    }()
+    static let pxpCodes = onGateway(.pxp, [
+        ("pxp-token-vault-exception", ["path:/pxp/tokens=pxp-error:TokenVaultUnavailable"], "card tokenisation answers 503 TokenVaultUnavailable",
+         "the SDK stops before any authentication (the guide does not say what triggers it: the token vault failing to store the card is the closest cause)",
+         .pxpGateway("TOKEN_VAULT_EXCEPTION")),
+        ("pxp-validation-exception", ["path:/pxp/tokens=pxp-error:InvalidCard"], "card tokenisation answers 400 InvalidCard",
+         "the SDK stops before any authentication (the guide does not say: a request the gateway refuses as invalid, HTTP 400)",
+         .pxpGateway("VALIDATION_EXCEPTION")),
+        ("pxp-unexpected-exception", ["path:/pxp/tokens=pxp-error:InternalError"], "card tokenisation answers 500 InternalError",
+         "the SDK stops (the guide does not say: a gateway error it has no code for)", .pxpGateway("UNEXPECTED_SDK_EXCEPTION")),
+        ("pxp-network-exception", ["path:/pxp/tokens=reset"], "the gateway resets the connection of the tokenisation call",
+         "the SDK stops and reports a network failure (the guide does not say: no answer at all)", .pxpGateway("NETWORK_SDK_EXCEPTION")),
+        ("pxp-pre-initiate-failed", ["path:/pxp/authentication/pre-initiate=pxp-error:PreInitiateFailed"],
+         "pre-initiation answers 422 PreInitiateFailed",
+         "onPostInitiateAuthentication gets a FailedAuthenticationResult; no AReq is sent", .pxpGateway("PRE_INITIATE_AUTHENTICATION_FAILED")),
+        ("pxp-transaction-authentication-rejected", ["path:/pxp/authentication/pre-initiate=pxp-state:AuthenticationRejected"],
+         "pre-initiation answers state AuthenticationRejected",
+         "no AReq is sent (the guide does not say: the gateway's own authentication state Rejected is the closest cause)",
+         .pxpGateway("TRANSACTION_AUTHENTICATION_REJECTED")),
+        ("pxp-transaction-authentication-invalid", ["path:/pxp/authentication/pre-initiate=pxp-state:AuthenticationFailed"],
+         "pre-initiation answers state AuthenticationFailed",
+         "no AReq is sent (the guide does not say: a state in which the authentication cannot go on is the closest cause)",
+         .pxpGateway("TRANSACTION_AUTHENTICATION_INVALID")),
+        ("pxp-requires-sca-exemption", ["path:/pxp/authentication/pre-initiate=sca-exemption:LowValue"],
+         "pre-initiation answers scaMandated false with the LowValue exemption applicable",
+         "no AReq is sent (the guide does not say: SCA waived for an exemption is the closest cause)",
+         .pxpGateway("TRANSACTION_AUTHENTICATION_REQUIRES_SCA_EXEMPTION")),
+        ("pxp-authentication-failed", ["ARes=erro:305"], "the DS answers the AReq with Erro 305 on a PXP payment",
+         "the 3DS Server reports the Erro; no challenge starts; no authorisation", .dsErro("305")),
+        ("pxp-challenge-timeout", ["CRes#1=hang"], "the ACS never answers the first CReq of a PXP payment",
+         "the SDK times out: Erro 402 to the ACS, challengeCancel 08; no authorisation", .challengeTimedOut),
+        ("pxp-authentication-rejected", ["CRes=trans-status:N", "RReq=trans-status:N"], "the challenge of a PXP payment ends with transStatus N",
+         "the challenge completes; the 3DS Server takes N from the RReq; the payment is not authenticated", .challengeCompleted(transStatus: "N")),
+        ("pxp-authorised", ["path:/pxp/transactions=pxp-state:Authorised"], "the authorisation answers state Authorised",
+         "onPostAuthorisation gets the authorised result; the payment stands", .pxpGateway("AuthorisedSubmitResult", trustPayments: "AUTH errorcode 0")),
+        ("pxp-captured", ["path:/pxp/transactions=pxp-state:Captured"], "the authorisation answers state Captured",
+         "onPostAuthorisation gets the captured result; the payment stands", .pxpGateway("CapturedSubmitResult", trustPayments: "AUTH errorcode 0")),
+        ("pxp-refused", ["path:/pxp/transactions=auth-refused"], "the authorisation answers state Refused (05 Do not honour)",
+         "onPostAuthorisation gets the refusal with its stateData; the payment is declined",
+         .pxpGateway("RefusedSubmitResult", trustPayments: "AUTH errorcode 70000 (see tp-auth-declined)")),
+        ("pxp-failed", ["path:/pxp/transactions=auth-failed"], "the authorisation answers state Failed",
+         "onPostAuthorisation gets the failure with its errorReason; no payment",
+         .pxpGateway("FailedSubmitResult", trustPayments: "AUTH errorcode 60010 (see tp-gateway-error)")),
+    ])
 
     /// Trust Payments: the v2 response list's cases, on a session through the Trust Payments-style gateway (the guide:
     /// verify every response JWT, then read each response's errorcode).
-    static let trustPaymentsCodes: [ReplayScenario] = {
-        func row(_ name: String, _ rules: [String], _ summary: String, _ expected: String, _ surfaces: SDKSurfaces) -> ReplayScenario {
-            ReplayScenario(name: name, rules: rules, summary: summary, expected: expected, surfaces: surfaces, gateway: .trustPayments)
-        }
-        return [
-            row("tp-auth-declined", ["path:/tp/jwt/=auth-refused"], "the AUTH response carries errorcode 70000 (Decline)",
-                "the payment is declined; the app says so",
-                .trustPaymentsGateway("AUTH errorcode 70000; TPError gatewayError", pxp: "RefusedSubmitResult (see pxp-refused)")),
-            row("tp-invalid-field", ["path:/tp/jwt/=tp-errorcode:THREEDQUERY=30000/pan"], "the THREEDQUERY response carries errorcode 30000 for the field pan",
-                "no authentication starts; the app names the invalid field",
-                .trustPaymentsGateway("THREEDQUERY errorcode 30000; TPError invalidField (pan)", pxp: "VALIDATION_EXCEPTION (see pxp-validation-exception)")),
-            row("tp-subscription-failed", ["path:/tp/jwt/=tp-errorcode:SUBSCRIPTION=30000/subscriptiontype"],
-                "THREEDQUERY and AUTH succeed, the SUBSCRIPTION response carries errorcode 30000",
-                "the payment stands: the app must not say it failed (the guide's v2 case); it says the subscription is not set up",
-                .trustPaymentsGateway("AUTH errorcode 0, SUBSCRIPTION errorcode 30000; TPError invalidField (subscriptiontype)",
-                                      pxp: "not applicable (no subscription request)")),
-            row("tp-jwt-unverified", ["path:/tp/jwt/=jwt-bad-signature"], "the response JWT's HS256 signature does not verify",
-                "the app must not trust the response: it verifies every response JWT first and stops",
-                .trustPaymentsGateway("verification fails; nothing in the responses is used", pxp: "not applicable (no response JWT)")),
-            row("tp-gateway-error", ["path:/tp/jwt/=tp-errorcode:AUTH=60010"], "the AUTH response carries errorcode 60010 (Bank system error)",
-                "no payment; the app reports the gateway's error",
-                .trustPaymentsGateway("AUTH errorcode 60010; TPError gatewayError", pxp: "FailedSubmitResult (see pxp-failed)")),
-        ]
-    }()
+    static let trustPaymentsCodes = onGateway(.trustPayments, [
+        ("tp-auth-declined", ["path:/tp/jwt/=auth-refused"], "the AUTH response carries errorcode 70000 (Decline)",
+         "the payment is declined; the app says so",
+         .trustPaymentsGateway("AUTH errorcode 70000; TPError gatewayError", pxp: "RefusedSubmitResult (see pxp-refused)")),
+        ("tp-invalid-field", ["path:/tp/jwt/=tp-errorcode:THREEDQUERY=30000/pan"], "the THREEDQUERY response carries errorcode 30000 for the field pan",
+         "no authentication starts; the app names the invalid field",
+         .trustPaymentsGateway("THREEDQUERY errorcode 30000; TPError invalidField (pan)", pxp: "VALIDATION_EXCEPTION (see pxp-validation-exception)")),
+        ("tp-subscription-failed", ["path:/tp/jwt/=tp-errorcode:SUBSCRIPTION=30000/subscriptiontype"],
+         "THREEDQUERY and AUTH succeed, the SUBSCRIPTION response carries errorcode 30000",
+         "the payment stands: the app must not say it failed (the guide's v2 case); it says the subscription is not set up",
+         .trustPaymentsGateway("AUTH errorcode 0, SUBSCRIPTION errorcode 30000; TPError invalidField (subscriptiontype)",
+                               pxp: "not applicable (no subscription request)")),
+        ("tp-jwt-unverified", ["path:/tp/jwt/=jwt-bad-signature"], "the response JWT's HS256 signature does not verify",
+         "the app must not trust the response: it verifies every response JWT first and stops",
+         .trustPaymentsGateway("verification fails; nothing in the responses is used", pxp: "not applicable (no response JWT)")),
+        ("tp-gateway-error", ["path:/tp/jwt/=tp-errorcode:AUTH=60010"], "the AUTH response carries errorcode 60010 (Bank system error)",
+         "no payment; the app reports the gateway's error",
+         .trustPaymentsGateway("AUTH errorcode 60010; TPError gatewayError", pxp: "FailedSubmitResult (see pxp-failed)")),
+    ])
 }
