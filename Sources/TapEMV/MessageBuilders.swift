@@ -70,88 +70,55 @@ struct MessageWriter {
 
 /// The EMV 3DS messages 3dstape writes (the sandbox's DS and ACS, the client's SDK and 3DS Server, the replayer's
 /// faults): each builder names its members once, in the order the messages carry them, and leaves out what is nil.
+/// A builder writes the members it is made with as it is made (`given`); those a caller sets afterwards are kept as
+/// properties and written after them, in their order.
 public enum ThreeDSMessage {
     /// An AReq from an app (`app` set) or a browser (`browser` set), as the client sends it.
     public struct AReq: Sendable {
-        public var threeDSServerTransID: String
-        public var version: MessageVersion
-        public var deviceChannel: DeviceChannel
-        public var messageCategory: MessageCategory
-        public var threeDSCompInd: String
-        public var threeDSRequestorAuthenticationInd: String
-        public var threeDSRequestorID: String
-        public var threeDSRequestorName: String
-        public var threeDSRequestorURL: String
-        public var threeDSServerRefNumber: String
-        public var threeDSServerOperatorID: String
-        public var threeDSServerURL: String
-        public var acquirerBIN: String
-        public var acquirerMerchantID: String
-        public var mcc: String
-        public var merchantCountryCode: String
-        public var merchantName: String
-        public var acctNumber: String
-        public var cardExpiryDate: String
-        public var acctType: String
-        public var purchaseAmount: String
-        public var purchaseCurrency: String
-        public var purchaseExponent: String
-        public var purchaseDate: String
-        public var transType: String
+        /// threeDSServerTransID to transType, written as the AReq was made.
+        let given: MessageWriter
         public var browser: Browser?
         public var app: App?
 
-        /// The browser members of a browser-based AReq.
+        /// The browser members of a browser-based AReq (`browserJavascriptEnabled` is written from 2.2.0 on: nil leaves
+        /// it out).
         public struct Browser: Sendable {
-            public var notificationURL: String
-            public var browserAcceptHeader: String
-            public var browserUserAgent: String
-            public var browserLanguage: String
-            public var browserIP: String
-            public var browserJavaEnabled: Bool
-            public var browserColorDepth: String
-            public var browserScreenHeight: String
-            public var browserScreenWidth: String
-            public var browserTZ: String
-            /// Written from 2.2.0 on.
-            public var browserJavascriptEnabled: Bool?
+            let given: MessageWriter
 
             public init(notificationURL: String, browserAcceptHeader: String, browserUserAgent: String, browserLanguage: String,
                         browserIP: String, browserJavaEnabled: Bool, browserColorDepth: String, browserScreenHeight: String,
                         browserScreenWidth: String, browserTZ: String, browserJavascriptEnabled: Bool?) {
-                self.notificationURL = notificationURL
-                self.browserAcceptHeader = browserAcceptHeader
-                self.browserUserAgent = browserUserAgent
-                self.browserLanguage = browserLanguage
-                self.browserIP = browserIP
-                self.browserJavaEnabled = browserJavaEnabled
-                self.browserColorDepth = browserColorDepth
-                self.browserScreenHeight = browserScreenHeight
-                self.browserScreenWidth = browserScreenWidth
-                self.browserTZ = browserTZ
-                self.browserJavascriptEnabled = browserJavascriptEnabled
+                var w = MessageWriter()
+                w.add(.notificationURL, notificationURL)
+                w.add(.browserAcceptHeader, browserAcceptHeader)
+                w.add(.browserUserAgent, browserUserAgent)
+                w.add(.browserLanguage, browserLanguage)
+                w.add(.browserIP, browserIP)
+                w.add(.browserJavaEnabled, JSON.bool(browserJavaEnabled))
+                w.add(.browserColorDepth, browserColorDepth)
+                w.add(.browserScreenHeight, browserScreenHeight)
+                w.add(.browserScreenWidth, browserScreenWidth)
+                w.add(.browserTZ, browserTZ)
+                w.add(.browserJavascriptEnabled, browserJavascriptEnabled.map(JSON.bool))
+                given = w
             }
         }
 
         /// The SDK members of an app-based AReq.
         public struct App: Sendable {
-            public var sdkAppID: String
-            public var sdkEncData: String
-            public var sdkEphemPubKey: JSON
-            public var sdkMaxTimeout: String
-            public var sdkReferenceNumber: String
-            public var sdkTransID: String
-            public var deviceRenderOptions: JSON
+            let given: MessageWriter
 
             public init(sdkAppID: String, sdkEncData: String, sdkEphemPubKey: JSON, sdkMaxTimeout: String, sdkReferenceNumber: String,
                         sdkTransID: String, deviceRenderOptions: JSON) {
-                self.sdkAppID = sdkAppID
-                self.sdkEncData = sdkEncData
-                self.sdkEphemPubKey = sdkEphemPubKey
-                self.sdkMaxTimeout = sdkMaxTimeout
-                self.sdkReferenceNumber = sdkReferenceNumber
-                self.sdkTransID = sdkTransID
-                self.deviceRenderOptions = deviceRenderOptions
+                var w = MessageWriter()
+                w.add(.sdkAppID, sdkAppID)
+                w.add(.sdkEncData, sdkEncData)
+                w.add(.sdkEphemPubKey, sdkEphemPubKey)
+                w.add(.sdkMaxTimeout, sdkMaxTimeout)
+                w.add(.sdkReferenceNumber, sdkReferenceNumber)
+                w.add(.sdkTransID, sdkTransID)
+                w.add(.deviceRenderOptions, deviceRenderOptions)
+                given = w
             }
         }
 
@@ -161,36 +128,6 @@ public enum ThreeDSMessage {
                     acquirerBIN: String, acquirerMerchantID: String, mcc: String, merchantCountryCode: String, merchantName: String,
                     acctNumber: String, cardExpiryDate: String, acctType: String, purchaseAmount: String, purchaseCurrency: String,
                     purchaseExponent: String, purchaseDate: String, transType: String, browser: Browser? = nil, app: App? = nil) {
-            self.threeDSServerTransID = threeDSServerTransID
-            self.version = version
-            self.deviceChannel = deviceChannel
-            self.messageCategory = messageCategory
-            self.threeDSCompInd = threeDSCompInd
-            self.threeDSRequestorAuthenticationInd = threeDSRequestorAuthenticationInd
-            self.threeDSRequestorID = threeDSRequestorID
-            self.threeDSRequestorName = threeDSRequestorName
-            self.threeDSRequestorURL = threeDSRequestorURL
-            self.threeDSServerRefNumber = threeDSServerRefNumber
-            self.threeDSServerOperatorID = threeDSServerOperatorID
-            self.threeDSServerURL = threeDSServerURL
-            self.acquirerBIN = acquirerBIN
-            self.acquirerMerchantID = acquirerMerchantID
-            self.mcc = mcc
-            self.merchantCountryCode = merchantCountryCode
-            self.merchantName = merchantName
-            self.acctNumber = acctNumber
-            self.cardExpiryDate = cardExpiryDate
-            self.acctType = acctType
-            self.purchaseAmount = purchaseAmount
-            self.purchaseCurrency = purchaseCurrency
-            self.purchaseExponent = purchaseExponent
-            self.purchaseDate = purchaseDate
-            self.transType = transType
-            self.browser = browser
-            self.app = app
-        }
-
-        public var json: JSON {
             var w = MessageWriter()
             w.add(.threeDSServerTransID, threeDSServerTransID)
             w.add(.messageType, kind: .aReq)
@@ -218,40 +155,23 @@ public enum ThreeDSMessage {
             w.add(.purchaseExponent, purchaseExponent)
             w.add(.purchaseDate, purchaseDate)
             w.add(.transType, transType)
-            if let b = browser {
-                w.add(.notificationURL, b.notificationURL)
-                w.add(.browserAcceptHeader, b.browserAcceptHeader)
-                w.add(.browserUserAgent, b.browserUserAgent)
-                w.add(.browserLanguage, b.browserLanguage)
-                w.add(.browserIP, b.browserIP)
-                w.add(.browserJavaEnabled, JSON.bool(b.browserJavaEnabled))
-                w.add(.browserColorDepth, b.browserColorDepth)
-                w.add(.browserScreenHeight, b.browserScreenHeight)
-                w.add(.browserScreenWidth, b.browserScreenWidth)
-                w.add(.browserTZ, b.browserTZ)
-                w.add(.browserJavascriptEnabled, b.browserJavascriptEnabled.map(JSON.bool))
-            }
-            if let a = app {
-                w.add(.sdkAppID, a.sdkAppID)
-                w.add(.sdkEncData, a.sdkEncData)
-                w.add(.sdkEphemPubKey, a.sdkEphemPubKey)
-                w.add(.sdkMaxTimeout, a.sdkMaxTimeout)
-                w.add(.sdkReferenceNumber, a.sdkReferenceNumber)
-                w.add(.sdkTransID, a.sdkTransID)
-                w.add(.deviceRenderOptions, a.deviceRenderOptions)
-            }
+            given = w
+            self.browser = browser
+            self.app = app
+        }
+
+        public var json: JSON {
+            var w = given
+            if let browser { w.members += browser.given.members }
+            if let app { w.members += app.given.members }
             return w.json
         }
     }
 
     /// An ARes, as a DS relays an ACS's answer.
     public struct ARes: Sendable {
-        public var ids: MessageIDs
-        public var version: MessageVersion
-        public var acsReferenceNumber: String
-        public var acsOperatorID: String
-        public var dsReferenceNumber: String
-        public var transStatus: TransStatus
+        /// The IDs, messageType, messageVersion and acsReferenceNumber to transStatus, written as the ARes was made.
+        let given: MessageWriter
         public var eci: String?
         public var authenticationValue: String?
         public var authenticationType: String?
@@ -265,20 +185,16 @@ public enum ThreeDSMessage {
 
         public init(ids: MessageIDs, version: MessageVersion, acsReferenceNumber: String, acsOperatorID: String, dsReferenceNumber: String,
                     transStatus: TransStatus) {
-            self.ids = ids
-            self.version = version
-            self.acsReferenceNumber = acsReferenceNumber
-            self.acsOperatorID = acsOperatorID
-            self.dsReferenceNumber = dsReferenceNumber
-            self.transStatus = transStatus
-        }
-
-        public var json: JSON {
             var w = MessageWriter(ids: ids, kind: .aRes, version: version.json)
             w.add(.acsReferenceNumber, acsReferenceNumber)
             w.add(.acsOperatorID, acsOperatorID)
             w.add(.dsReferenceNumber, dsReferenceNumber)
             w.add(.transStatus, transStatus)
+            given = w
+        }
+
+        public var json: JSON {
+            var w = given
             w.add(.eci, eci)
             w.add(.authenticationValue, authenticationValue)
             w.add(.authenticationType, authenticationType)
@@ -363,9 +279,8 @@ public enum ThreeDSMessage {
 
     /// A CRes that shows a challenge screen (challengeCompletionInd N).
     public struct ChallengeCRes: Sendable {
-        public var ids: MessageIDs
-        public var version: MessageVersion
-        public var acsUiType: ACSUIType
+        /// The IDs, messageType, messageVersion, challengeCompletionInd and acsUiType, written as the CRes was made.
+        let given: MessageWriter
         public var challengeInfoHeader: String?
         public var psImage: JSON?
         public var challengeInfoText: String?
@@ -379,15 +294,14 @@ public enum ThreeDSMessage {
         public var whyInfoText: String?
 
         public init(ids: MessageIDs, version: MessageVersion, acsUiType: ACSUIType) {
-            self.ids = ids
-            self.version = version
-            self.acsUiType = acsUiType
-        }
-
-        public var json: JSON {
             var w = MessageWriter(ids: ids, kind: .cRes, version: version.json)
             w.add(.challengeCompletionInd, YesNoIndicator.no)
             w.add(.acsUiType, acsUiType)
+            given = w
+        }
+
+        public var json: JSON {
+            var w = given
             w.add(.challengeInfoHeader, challengeInfoHeader)
             w.add(.psImage, psImage)
             w.add(.challengeInfoText, challengeInfoText)
@@ -416,13 +330,8 @@ public enum ThreeDSMessage {
 
     /// An RReq, as the ACS sends the outcome of a challenge or of decoupled authentication to the 3DS Server.
     public struct RReq: Sendable {
-        public var ids: MessageIDs
-        public var version: MessageVersion
-        public var messageCategory: MessageCategory
-        public var transStatus: TransStatus
-        public var eci: String
-        public var authenticationType: String
-        public var interactionCounter: String
+        /// The IDs, messageType, messageVersion and messageCategory to interactionCounter, written as the RReq was made.
+        let given: MessageWriter
         public var authenticationValue: String?
         public var transStatusReason: String?
         public var challengeCancel: String?
@@ -430,22 +339,17 @@ public enum ThreeDSMessage {
 
         public init(ids: MessageIDs, version: MessageVersion, messageCategory: MessageCategory, transStatus: TransStatus, eci: String,
                     authenticationType: String, interactionCounter: String) {
-            self.ids = ids
-            self.version = version
-            self.messageCategory = messageCategory
-            self.transStatus = transStatus
-            self.eci = eci
-            self.authenticationType = authenticationType
-            self.interactionCounter = interactionCounter
-        }
-
-        public var json: JSON {
             var w = MessageWriter(ids: ids, kind: .rReq, version: version.json)
             w.add(.messageCategory, messageCategory)
             w.add(.transStatus, transStatus)
             w.add(.eci, eci)
             w.add(.authenticationType, authenticationType)
             w.add(.interactionCounter, interactionCounter)
+            given = w
+        }
+
+        public var json: JSON {
+            var w = given
             w.add(.authenticationValue, authenticationValue)
             w.add(.transStatusReason, transStatusReason)
             w.add(.challengeCancel, challengeCancel)
@@ -489,26 +393,10 @@ public enum ThreeDSMessage {
 
     /// One entry of a PRes's `cardRangeData`.
     public struct CardRange: Sendable {
-        public var startRange: String
-        public var endRange: String
-        public var actionInd: String
-        public var acsStartProtocolVersion: MessageVersion
-        public var acsEndProtocolVersion: MessageVersion
-        public var threeDSMethodURL: String?
-        public var acsInfoInd: [String]
+        public let json: JSON
 
         public init(startRange: String, endRange: String, actionInd: String, acsStartProtocolVersion: MessageVersion,
                     acsEndProtocolVersion: MessageVersion, threeDSMethodURL: String?, acsInfoInd: [String]) {
-            self.startRange = startRange
-            self.endRange = endRange
-            self.actionInd = actionInd
-            self.acsStartProtocolVersion = acsStartProtocolVersion
-            self.acsEndProtocolVersion = acsEndProtocolVersion
-            self.threeDSMethodURL = threeDSMethodURL
-            self.acsInfoInd = acsInfoInd
-        }
-
-        public var json: JSON {
             var w = MessageWriter()
             w.add(.startRange, startRange)
             w.add(.endRange, endRange)
@@ -517,7 +405,7 @@ public enum ThreeDSMessage {
             w.add(.acsEndProtocolVersion, acsEndProtocolVersion)
             w.add(.threeDSMethodURL, threeDSMethodURL)
             w.add(.acsInfoInd, JSON.array(acsInfoInd.map(JSON.string)))
-            return w.json
+            json = w.json
         }
     }
 }

@@ -60,19 +60,21 @@ import TapCore
     }
 
     @Test func aReqBrowserAndApp() {
-        var a = ThreeDSMessage.AReq(threeDSServerTransID: "S", version: .v2_2, deviceChannel: .browser, messageCategory: .payment,
-                                    threeDSCompInd: "Y", threeDSRequestorAuthenticationInd: "01", threeDSRequestorID: "RID",
-                                    threeDSRequestorName: "RN", threeDSRequestorURL: "https://m.test", threeDSServerRefNumber: "REF",
-                                    threeDSServerOperatorID: "OP", threeDSServerURL: "http://l/3ds/rreq", acquirerBIN: "412345",
-                                    acquirerMerchantID: "M", mcc: "5999", merchantCountryCode: "826", merchantName: "Shop",
-                                    acctNumber: "4000000000001000", cardExpiryDate: "3012", acctType: "02", purchaseAmount: "1234",
-                                    purchaseCurrency: "978", purchaseExponent: "2", purchaseDate: "20260101000000", transType: "01")
+        func aReq(_ channel: DeviceChannel) -> ThreeDSMessage.AReq {
+            ThreeDSMessage.AReq(threeDSServerTransID: "S", version: .v2_2, deviceChannel: channel, messageCategory: .payment,
+                                threeDSCompInd: "Y", threeDSRequestorAuthenticationInd: "01", threeDSRequestorID: "RID",
+                                threeDSRequestorName: "RN", threeDSRequestorURL: "https://m.test", threeDSServerRefNumber: "REF",
+                                threeDSServerOperatorID: "OP", threeDSServerURL: "http://l/3ds/rreq", acquirerBIN: "412345",
+                                acquirerMerchantID: "M", mcc: "5999", merchantCountryCode: "826", merchantName: "Shop",
+                                acctNumber: "4000000000001000", cardExpiryDate: "3012", acctType: "02", purchaseAmount: "1234",
+                                purchaseCurrency: "978", purchaseExponent: "2", purchaseDate: "20260101000000", transType: "01")
+        }
+        var a = aReq(.browser)
         a.browser = .init(notificationURL: "http://l/3ds/notify", browserAcceptHeader: "text/html", browserUserAgent: "UA", browserLanguage: "en-GB",
                           browserIP: "192.0.2.10", browserJavaEnabled: false, browserColorDepth: "24", browserScreenHeight: "900",
                           browserScreenWidth: "1440", browserTZ: "0", browserJavascriptEnabled: true)
         #expect(a.json.compact == #"{"threeDSServerTransID":"S","messageType":"AReq","messageVersion":"2.2.0","deviceChannel":"02","messageCategory":"01","threeDSCompInd":"Y","threeDSRequestorAuthenticationInd":"01","threeDSRequestorID":"RID","threeDSRequestorName":"RN","threeDSRequestorURL":"https://m.test","threeDSServerRefNumber":"REF","threeDSServerOperatorID":"OP","threeDSServerURL":"http://l/3ds/rreq","acquirerBIN":"412345","acquirerMerchantID":"M","mcc":"5999","merchantCountryCode":"826","merchantName":"Shop","acctNumber":"4000000000001000","cardExpiryDate":"3012","acctType":"02","purchaseAmount":"1234","purchaseCurrency":"978","purchaseExponent":"2","purchaseDate":"20260101000000","transType":"01","notificationURL":"http://l/3ds/notify","browserAcceptHeader":"text/html","browserUserAgent":"UA","browserLanguage":"en-GB","browserIP":"192.0.2.10","browserJavaEnabled":false,"browserColorDepth":"24","browserScreenHeight":"900","browserScreenWidth":"1440","browserTZ":"0","browserJavascriptEnabled":true}"#)
-        a.browser = nil
-        a.deviceChannel = .app
+        a = aReq(.app)
         a.app = .init(sdkAppID: "APP", sdkEncData: "JWE", sdkEphemPubKey: .object([("kty", .string("EC"))]), sdkMaxTimeout: "05",
                       sdkReferenceNumber: "SREF", sdkTransID: "K", deviceRenderOptions: .object([("sdkInterface", .string("03"))]))
         #expect(a.json.compact.hasSuffix(#""transType":"01","sdkAppID":"APP","sdkEncData":"JWE","sdkEphemPubKey":{"kty":"EC"},"sdkMaxTimeout":"05","sdkReferenceNumber":"SREF","sdkTransID":"K","deviceRenderOptions":{"sdkInterface":"03"}}"#))
