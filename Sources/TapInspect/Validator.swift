@@ -14,15 +14,7 @@ public struct Finding: Sendable, Equatable {
     public var rule: String
     public var severity: Severity
     public var detail: String
-
-    public init(exchangeID: Int64, message: String, pointer: String, rule: String, severity: Severity, detail: String) {
-        self.exchangeID = exchangeID
-        self.message = message
-        self.pointer = pointer
-        self.rule = rule
-        self.severity = severity
-        self.detail = detail
-    }
+    // Made only by the validator: Swift's memberwise initialiser (internal) is all it needs.
 
     public var json: JSON {
         .object([("exchange", .number(String(exchangeID))), ("message", .string(message)), ("element", .string(pointer)),
