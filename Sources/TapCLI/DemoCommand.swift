@@ -196,8 +196,8 @@ struct DemoCommand: Command {
                 x.messages.filter { $0.messageLocation == .jwe && $0.isDecrypted }.map { (x.id, $0) }
             }
             if !clear.isEmpty {
-                io.out("\napp-channel CReq/CRes in clear (decrypted by key substitution; entries masked):")
-                for (id, m) in clear { io.out("  #\(id) \(TerminalText.escaped(m.type ?? "?")): \(TerminalText.escapedJSON(m.json?.compact ?? ""))") }
+                io.out("\napp-channel CReq/CRes in clear (decrypted by key substitution; entries masked; the transaction IDs left out):")
+                for (id, m) in clear { io.out("  #\(id) \(DemoCommand.inClear(m))") }
             }
         }
         failures += try replayAndCompare(out, flows: flows, recorded: outcomes, certs: certs, sandboxURL: sandbox.baseURL, listen: plan.replayer.bound,
@@ -311,6 +311,16 @@ struct DemoCommand: Command {
     /// The closing hints, true for the session just made: an exchange that holds a challenge message (an app CReq/CRes,
     /// else a browser challenge's creq form) to open in full, and a scenario whose rules apply to the session. Nil when
     /// the session has neither.
+    /// One decrypted app-channel message on a line: `CReq 2.2.0 {…}` with the members that tell its step of the challenge
+    /// first (the four transaction IDs, which the timeline's transaction already names, and its type and version left out
+    /// of the JSON), so that a terminal's width shows the counters, the UI type and the entries, not the IDs.
+    static func inClear(_ m: RecordedMessage) -> String {
+        let left: [String] = TransactionIDField.allCases.map(\.rawValue) + [EMVField.messageType.rawValue, EMVField.messageVersion.rawValue]
+        let members = left.reduce(m.json ?? .null) { $0.removing($1) }
+        let version = m.json?[.messageVersion]?.stringValue ?? ""
+        return TerminalText.escaped("\(m.type ?? "?") \(version)") + " " + TerminalText.escapedJSON(members.compact)
+    }
+
     static func hints(_ path: String) throws -> String? {
         var parts: [String] = []
         let session = TerminalText.escaped(path)

@@ -16,6 +16,10 @@ import TapCore
         #expect(!r.stdout.contains("(JWE)"))
         let clear = r.stdout.components(separatedBy: "app-channel CReq/CRes in clear").last ?? ""
         #expect(clear.contains(#""challengeDataEntry":"***""#) && clear.contains(#""acsUiType":"07""#), "every UI type's CRes is shown in clear")
+        let clearLines = (clear.components(separatedBy: "\n\n").first ?? "").split(separator: "\n").dropFirst()
+        #expect(clearLines.count == 32 && // 8 app-channel challenges, two round trips each
+                clearLines.allSatisfy { !$0.contains("TransID") && ($0.contains(" CReq 2.") || $0.contains(" CRes 2.")) },
+                "each message on one line, its type and version first, the IDs left out: \(clearLines.prefix(3))")
         #expect(r.stdout.contains("RReq 2.2.0 Y → RRes"))
         #expect(r.stdout.contains("session written to \(out)"))
         #expect(r.stdout.contains("replay: 20 of 20 outcomes matched the recording"), "the demo replays its session with the sandbox stopped")
