@@ -68,6 +68,8 @@ public struct HTTPParser: Sendable {
     /// Where the next trailer line starts once the last chunk has been read (nil before it), so trailers
     /// arriving in pieces are scanned once, not from the start on every read.
     var trailerOffset: Int?
+    /// Trailer fields read so far in the current message: capped by `maxHeaderCount`, as header fields are.
+    var trailerCount = 0
 
     /// The method of the request a response answers (HEAD responses have no body).
     public var requestMethod = "GET"
@@ -184,6 +186,7 @@ public struct HTTPParser: Sendable {
         scanFrom = 0
         chunkOffset = 0
         trailerOffset = nil
+        trailerCount = 0
         decoded = []
         return (h, raw, body, rawHead)
     }
@@ -400,6 +403,8 @@ public struct HTTPParser: Sendable {
                 throw HTTPParseError(.malformed, buffer[bare] == 0x0D ? "bare CR in a trailer" : "bare LF in a trailer")
             }
             _ = try parseField(p..<e)
+            trailerCount += 1
+            if trailerCount > limits.maxHeaderCount { throw HTTPParseError(.headTooLarge, "more than \(limits.maxHeaderCount) trailer fields") }
             trailerOffset = e + 2
         }
         return nil
@@ -408,13 +413,16 @@ public struct HTTPParser: Sendable {
     /// The size of a chunk-size line (RFC 9112 §7.1): hex digits only (no sign, no spaces), then optional
     /// extensions `;name` or `;name=value` with a token or a quoted-string value.
     static func chunkSize(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> Int {
-        let shown = String(decoding: line.prefix(20), as: UTF8.self).unicodeScalars
-            .map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined()
+        // Quoted in the error with control characters as '?', cut at 40 characters with '…' (a 22-digit size shows whole).
+        let shown = String(decoding: line.prefix(40), as: UTF8.self).unicodeScalars
+            .map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined() + (line.count > 40 ? "…" : "")
         func bad() -> HTTPParseError { HTTPParseError(.malformed, "invalid chunk size line '\(shown)'") }
         var i = line.startIndex
         var size = 0
         while i < line.endIndex, let digit = hexValue(line[i]) {
-            guard i - line.startIndex < 8 else { throw bad() }
+            guard i - line.startIndex < 8 else {
+                throw HTTPParseError(.malformed, "invalid chunk size line '\(shown)': more than 8 hex digits (this parser takes chunks under 4 GiB)")
+            }
             size = size * 16 + digit
             i += 1
         }

@@ -245,6 +245,36 @@ import TapCore
         #expect((try? q.nextRequest())?.head.target == "/")
     }
 
+    /// Trailer fields are counted against the header-field limit (300 small trailers passed where 201 headers did not).
+    @Test func trailerFieldsAreCountedLikeHeaderFields() throws {
+        func request(trailers n: Int) -> [UInt8] {
+            bytes("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + (0..<n).map { "T\($0): v\r\n" }.joined() + "\r\n")
+        }
+        var ok = HTTPParser(mode: .request)
+        ok.append(request(trailers: 200))
+        #expect(try ok.nextRequest()?.head.target == "/")
+        var tooMany = HTTPParser(mode: .request)
+        tooMany.append(request(trailers: 201))
+        #expect(throws: HTTPParseError(.headTooLarge, "more than 200 trailer fields")) { try tooMany.nextRequest() }
+        // The count starts again for the next message on the connection.
+        var twice = HTTPParser(mode: .request)
+        twice.append(request(trailers: 150) + request(trailers: 150))
+        #expect(try twice.nextRequest() != nil && twice.nextRequest() != nil)
+    }
+
+    /// A chunk size's error quotes enough of the line to show the digit that matters, and says what is wrong with it.
+    @Test func aLongChunkSizeIsQuotedWhole() {
+        var p = HTTPParser(mode: .request)
+        p.append(bytes("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000000000005\r\nabcde\r\n0\r\n\r\n"))
+        #expect(throws: HTTPParseError(.malformed, "invalid chunk size line '0000000000000000000005': more than 8 hex digits "
+                                       + "(this parser takes chunks under 4 GiB)")) { try p.nextRequest() }
+        let long = String(repeating: "1", count: 45)
+        var q = HTTPParser(mode: .request)
+        q.append(bytes("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\(long)\r\n"))
+        #expect(throws: HTTPParseError(.malformed, "invalid chunk size line '\(String(repeating: "1", count: 40))…': more than 8 hex digits "
+                                       + "(this parser takes chunks under 4 GiB)")) { try q.nextRequest() }
+    }
+
     /// Hop-by-hop removal in one pass: every listed name goes (any case, repeated), the rest keeps its order, and a
     /// copy that shares the fields is left as it was.
     @Test func removingSeveralFieldsAtOnce() {
