@@ -96,7 +96,7 @@ struct ShowCommand: Command {
                          x.status.map(String.init) ?? "-", threeDS + (x.error.map { "  ! \($0)" } ?? ""),
                          x.durationMs.map { String(format: "%.1f", $0) } ?? "-"])
         }
-        io.out(Table.render(rows))
+        io.out(Table.render(rows, shortened: [3: Table.urlWidth]))
         io.out("\(all.count) exchanges; '3dstape show \(TerminalText.escaped(path)) --exchange N' for one in full")
         if !events.isEmpty {
             // Events by kind (their rows: sqlite3, or --json); the writer's backpressure in full, since it bears on every timing above.
@@ -122,7 +122,7 @@ struct ShowCommand: Command {
                          x.messages.compactMap(\.type).joined(separator: " → "), l?.step ?? "-", l?.callback ?? "-"])
         }
         io.out(io.bold("session ") + TerminalText.escaped(path) + "  profile pxp (PXP Checkout's 3DS flow)")
-        io.out(Table.render(rows))
+        io.out(Table.render(rows, shortened: [2: Table.urlWidth]))
         return 0
     }
 
@@ -154,7 +154,7 @@ struct ShowCommand: Command {
         let unverified = Set(calls.enumerated().filter { $0.element.1.responseSignature == .doesNotVerify }.map { $0.offset + 1 })
         io.out(io.bold("session ") + TerminalText.escaped(path) + "  profile trustpayments (JWT requests and responses)")
         let red: (String) -> String = io.red
-        io.out(Table.render(rows) { row, column -> ((String) -> String)? in column == 5 && unverified.contains(row) ? red : nil })
+        io.out(Table.render(rows, shortened: [1: Table.urlWidth]) { row, column -> ((String) -> String)? in column == 5 && unverified.contains(row) ? red : nil })
         io.out("\(calls.count) JWT exchanges of \(all.count)" + (bad > 0 ? "; \(bad) response JWTs DO NOT VERIFY with the given secret" : "")
                + (secret == nil ? "; signatures not checked: give --jwt-secret" : ""))
         return bad > 0 ? 1 : 0
@@ -236,11 +236,14 @@ struct ShowCommand: Command {
 }
 
 /// Left-aligned text tables. Every cell goes through `TerminalText.escaped` (cells hold URLs, message types, labels and
-/// values from sessions); `style` may colour a cell afterwards, by row (0 is the header) and column.
+/// values from sessions); `style` may colour a cell afterwards, by row (0 is the header) and column. A column in
+/// `shortened` is cut to that many characters with `…` in the middle (`shortened(_:to:)`), so that one long URL does not
+/// pad every row of a timeline to its length.
 enum Table {
-    static func render(_ rows: [[String]], style: (_ row: Int, _ column: Int) -> ((String) -> String)? = { _, _ in nil }) -> String {
+    static func render(_ rows: [[String]], shortened: [Int: Int] = [:],
+                       style: (_ row: Int, _ column: Int) -> ((String) -> String)? = { _, _ in nil }) -> String {
         guard let first = rows.first else { return "" }
-        let rows = rows.map { $0.map { TerminalText.escaped($0) } }
+        let rows = rows.map { $0.enumerated().map { i, c in TerminalText.escaped(shortened[i].map { Table.shortened(c, to: $0) } ?? c) } }
         var widths = [Int](repeating: 0, count: first.count)
         for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
         return rows.enumerated().map { n, r in
@@ -250,6 +253,17 @@ enum Table {
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
+
+    /// `text` if it has at most `width` characters; else its start and its end around `…`, `width` characters in all
+    /// (a URL keeps its host and the end of its path).
+    static func shortened(_ text: String, to width: Int) -> String {
+        guard text.count > width, width >= 3 else { return text }
+        let head = (width - 1) / 2
+        return String(text.prefix(head)) + "…" + String(text.suffix(width - 1 - head))
+    }
+
+    /// The widest a URL column of a session's timeline gets (`show`, its profiles); `--exchange N` and `--json` give it whole.
+    static let urlWidth = 64
 }
 
 /// `3dstape decrypt`: opens a session's recorded app-channel messages with a key log, in place.

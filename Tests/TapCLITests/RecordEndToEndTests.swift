@@ -87,16 +87,19 @@ import TapCrypto
             let urls = (1...20).flatMap { ["-o", "/dev/null", "\(base)/keepalive/\($0)"] }
             let k = try sh(["curl", "-sS", "-v"] + urls)
             #expect(k.err.components(separatedBy: "Re-using existing connection").count - 1 == 19)
+            // One long URL: `show` cuts it in the middle instead of padding every row to its length.
+            let longPath = "/long/" + String(repeating: "a", count: 300) + "/end"
+            _ = try sh(["curl", "-sS", "-o", "/dev/null", "\(base)\(longPath)"])
             try stopRecorder(rec)
             #expect(rec.stdout.contains("AReq →ARes"), "live line: \(rec.stdout)")
 
             #expect(try sqlite(f.session, "PRAGMA integrity_check") == "ok")
-            #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges") == "24")
+            #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges") == "25")
             #expect(try sqlite(f.session, "SELECT count(DISTINCT connection_id) FROM exchanges WHERE path LIKE '/keepalive/%'") == "1")
             #expect(try sqlite(f.session, "SELECT group_concat(message_type, ',') FROM v_messages") == "AReq,ARes,Erro,RReq")
             #expect(try sqlite(f.session, "SELECT final_trans_status FROM v_transactions") == "Y")
             #expect(try sqlite(f.session, "SELECT response_content_encoding FROM exchanges WHERE path = '/gzip'") == "gzip")
-            #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges WHERE t_done >= t_first_byte AND t_first_byte >= t_request_sent") == "24")
+            #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges WHERE t_done >= t_first_byte AND t_first_byte >= t_request_sent") == "25")
             // The PAN is masked everywhere in the file, the gzip body (decoded for storage) included.
             let bytes = try Data(contentsOf: URL(fileURLWithPath: f.session))
             #expect(bytes.range(of: Data(pan.utf8)) == nil)
@@ -104,6 +107,10 @@ import TapCrypto
 
             let show = try CLIRunner.run(["show", f.session])
             #expect(show.status == 0 && show.stdout.contains("AReq 2.2.0 → ARes 2.2.0 Y"))
+            let rows = show.stdout.split(separator: "\n").filter { $0.first?.isNumber == true && $0.contains("http://") }
+            #expect(rows.count == 25 && show.stdout.contains("/long/a") && show.stdout.contains("a…aaaaaaaa") && show.stdout.contains("aaaa/end") && !show.stdout.contains(String(repeating: "a", count: 40)),
+                    "the long URL cut to 64 characters: \(rows.count) \(rows.suffix(2))")
+            #expect(rows.allSatisfy { $0.count < 170 }, "no row padded to the long URL: \(rows.map(\.count))")
             let one = try CLIRunner.run(["show", f.session, "--exchange", "1", "--json"])
             #expect(try JSON.parse(one.stdout)["request"]?["body"]?["acctNumber"]?.stringValue == "400000******1091")
             let ls = try CLIRunner.run(["ls", f.dir.path])
