@@ -221,7 +221,7 @@ import TapCore
             let client = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001067", "--answer", "1234",
                                             "--certs", certs], environment: f.env)
             #expect(client.status == 0, "\(client.stderr)")
-            usleep(700_000) // the replayer's RReq follows the final CRes at its recorded offset
+            #expect(SessionPolling.rreqRecorded(in: replayPath), "the replayer's RReq follows the final CRes at its recorded offset")
             replay.interrupt()
             #expect(try replay.wait() == 0)
 

@@ -50,7 +50,9 @@ import TapCore
             let r = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001067", "--answer", "1234",
                                        "--certs", certs, "--timeout", timeout, "--ares-timeout", "2", "--rreq-timeout", "5", "--json"],
                                       environment: env)
-            if scenario == "challenge-timeout" { usleep(600_000) } // the ACS's RReq follows the SDK's Erro at its recorded offset
+            if scenario == "challenge-timeout" { // the ACS's RReq follows the SDK's Erro at its recorded offset
+                #expect(SessionPolling.rreqRecorded(in: out), "\(scenario): the ACS's RReq")
+            }
             replay.interrupt()
             #expect(try replay.wait() == 0, "\(scenario): replayer exit; \(replay.stderr.suffix(300))")
             #expect(r.status == status && (r.stdout + r.stderr).contains(says), "\(scenario): exit \(r.status), \(r.stdout) \(r.stderr)")
@@ -124,7 +126,7 @@ import TapCore
         let r = try CLIRunner.run(["client", "--ds", "http://127.0.0.1:\(port)", "--card", "4000000000001067", "--answer", "1234",
                                    "--certs", certs, "--timeout", "2"], environment: env)
         #expect(r.status == 1, "\(name): the client reports the fault: \(r.stderr)")
-        usleep(600_000) // the ACS's RReq follows at its recorded offset (86 ms)
+        #expect(SessionPolling.rreqRecorded(in: out), "\(name): the ACS's RReq follows at its recorded offset (86 ms)")
         replay.interrupt()
         #expect(try replay.wait() == 0, "\(name): \(replay.stderr.suffix(300))")
         for _ in 0..<250 where !replay.stderr.contains("stopped:") { usleep(20_000) } // the pipe's reader may lag the exit
