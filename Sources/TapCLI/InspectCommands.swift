@@ -164,7 +164,7 @@ struct ShowCommand: Command {
     static func describe(_ r: ReplayAnnotation) -> String {
         var s = r.miss != nil ? "[miss]" : "[replayed #\(r.recordedExchangeID.map(String.init) ?? "-")"
         if r.miss == nil {
-            // The actual delay is unset when no answer went out (the client gave up first, a hang): shown as "-".
+            // The actual delay is unset when no answer went out (the client gave up first, a hang, the replayer stopped): "-".
             s += String(format: ", delay %.1f/", r.scheduledDelayMs ?? 0) + (r.actualDelayMs.map { String(format: "%.1f", $0) } ?? "-") + " ms"
             s += (r.faults.map { ", fault \($0)" } ?? "") + "]"
         }
@@ -193,7 +193,7 @@ struct ShowCommand: Command {
         if let r = x.replay {
             io.out("replay: " + safe(r.miss.map { "missed: \($0)" } ?? "matched recorded exchange #\(r.recordedExchangeID.map(String.init) ?? "-") by \(r.matchedBy ?? "-")")
                    + String(format: "; delay scheduled %.3f ms, actual %@", r.scheduledDelayMs ?? 0,
-                            r.actualDelayMs.map { String(format: "%.3f ms", $0) } ?? "none (the client gave up)")
+                            r.actualDelayMs.map { String(format: "%.3f ms", $0) } ?? "none (\(safe(r.outcome ?? "no answer went out")))")
                    + safe(r.faults.map { "; faults injected: \($0)" } ?? ""))
         }
         let t0 = x.requestStart

@@ -176,11 +176,15 @@ struct ReplayCommand: Command {
     }
 
     /// The closing count: answers, the clients' closing messages after a fault (apart from misses), misses, clients that
-    /// gave up, and what became of the RReqs (delivered, not delivered because the client had gone, dropped by a fault).
-    static func summary(_ c: (answered: Int, closing: Int, missed: Int, aborted: Int, rreqs: Int, rreqsUndelivered: Int, rreqsDropped: Int)) -> String {
+    /// gave up, answers cut short by the stop (Ctrl-C), and what became of the RReqs (delivered, not delivered because the
+    /// client had gone, dropped by a fault).
+    static func summary(_ c: (answered: Int, closing: Int, missed: Int, aborted: Int, rreqs: Int, rreqsUndelivered: Int, rreqsDropped: Int,
+                              cutShort: Int)) -> String {
         var parts = ["\(c.answered) answered"]
         if c.closing > 0 { parts.append("\(c.closing) closing message\(c.closing == 1 ? "" : "s") after a fault or the end answered as an ACS") }
-        parts += ["\(c.missed) missed", "\(c.aborted) clients gave up", "\(c.rreqs) RReqs delivered"]
+        parts += ["\(c.missed) missed", "\(c.aborted) clients gave up"]
+        if c.cutShort > 0 { parts.append("\(c.cutShort) answer\(c.cutShort == 1 ? "" : "s") cut short by the stop") }
+        parts.append("\(c.rreqs) RReqs delivered")
         if c.rreqsUndelivered > 0 { parts.append("\(c.rreqsUndelivered) RReq\(c.rreqsUndelivered == 1 ? "" : "s") not delivered (client gone)") }
         if c.rreqsDropped > 0 { parts.append("\(c.rreqsDropped) RReq\(c.rreqsDropped == 1 ? "" : "s") dropped by fault") }
         return parts.joined(separator: ", ")

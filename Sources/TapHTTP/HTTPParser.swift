@@ -413,15 +413,20 @@ public struct HTTPParser: Sendable {
     /// The size of a chunk-size line (RFC 9112 §7.1): hex digits only (no sign, no spaces), then optional
     /// extensions `;name` or `;name=value` with a token or a quoted-string value.
     static func chunkSize(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> Int {
-        // Quoted in the error with control characters as '?', cut at 40 characters with '…' (a 22-digit size shows whole).
-        let shown = String(decoding: line.prefix(40), as: UTF8.self).unicodeScalars
-            .map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined() + (line.count > 40 ? "…" : "")
-        func bad() -> HTTPParseError { HTTPParseError(.malformed, "invalid chunk size line '\(shown)'") }
+        // Quoted in the error with control characters as '?', cut at 40 characters (not bytes) with '…' past them.
+        func shown() -> String {
+            let scalars = String(decoding: line, as: UTF8.self).unicodeScalars
+            return scalars.prefix(40).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined() + (scalars.count > 40 ? "…" : "")
+        }
+        func bad() -> HTTPParseError { HTTPParseError(.malformed, "invalid chunk size line '\(shown())'") }
         var i = line.startIndex
+        while i < line.endIndex, line[i] == 0x30 { i += 1 } // leading zeros (1*HEXDIG allows them) are not counted
+        if i > line.startIndex, i == line.endIndex || hexValue(line[i]) == nil { i -= 1 } // a size of 0 keeps one digit
+        let digitsStart = i
         var size = 0
         while i < line.endIndex, let digit = hexValue(line[i]) {
-            guard i - line.startIndex < 8 else {
-                throw HTTPParseError(.malformed, "invalid chunk size line '\(shown)': more than 8 hex digits (this parser takes chunks under 4 GiB)")
+            guard i - digitsStart < 8 else {
+                throw HTTPParseError(.malformed, "invalid chunk size line '\(shown())': more than 8 significant hex digits (this parser takes chunks under 4 GiB)")
             }
             size = size * 16 + digit
             i += 1

@@ -392,7 +392,12 @@ struct ProxySessionMachine {
         guard !closed else { return }
         closed = true
         if var f = inFlight.take() {
-            if byRecorder {
+            fillUpstreamTimes(&f.record) // what did happen upstream (connected, request sent) before the end
+            if byRecorder, let finished = clientFinishedAt {
+                // The client had closed its side (a FIN) first: that moment is kept, as when the answer comes after it.
+                f.record.clientAbortAt = finished
+                f.record.error = "client closed its side of the connection (FIN) before the response; then the recorder stopped (Ctrl-C or SIGTERM)"
+            } else if byRecorder {
                 f.record.error = ProxySessionMachine.stoppedBeforeResponse
             } else {
                 f.record.clientAbortAt = env.wallClock()

@@ -61,7 +61,7 @@ public final class Replayer: @unchecked Sendable {
     /// would (`ReplayAnswer.closing`: an SDK's Erro, a challengeCancel CReq after it), counted apart from misses; misses;
     /// client aborts; RReqs delivered; RReqs nobody took (the 3DS Server's listener gone: refused, reset, closed);
     /// RReqs dropped by a `drop-rreq` fault.
-    public private(set) var counts = (answered: 0, closing: 0, missed: 0, aborted: 0, rreqs: 0, rreqsUndelivered: 0, rreqsDropped: 0)
+    public private(set) var counts = (answered: 0, closing: 0, missed: 0, aborted: 0, rreqs: 0, rreqsUndelivered: 0, rreqsDropped: 0, cutShort: 0)
 
     struct Pending {
         var timer: TimerHandle?
@@ -203,10 +203,12 @@ public final class Replayer: @unchecked Sendable {
         rreqs.closeAll()
     }
 
-    /// The error of an exchange whose answer was still waiting (its delay, or the writer) when the replayer stopped.
-    static func stoppedBeforeAnswer(waitedMs: Double, scheduledMs: Double) -> String {
-        String(format: "the replayer stopped (Ctrl-C or SIGTERM) after %.1f ms, before its answer (scheduled at %.1f ms); the client did not give up",
-               waitedMs, scheduledMs)
+    /// The error of an exchange whose answer was still waiting (its delay, or the writer) when the replayer stopped;
+    /// `scheduledMs` nil for a hang (no answer was due).
+    static func stoppedBeforeAnswer(waitedMs: Double, scheduledMs: Double?) -> String {
+        String(format: "the replayer stopped (Ctrl-C or SIGTERM) after %.1f ms, ", waitedMs)
+            + (scheduledMs.map { String(format: "before its answer (scheduled at %.1f ms)", $0) } ?? "while it held the answer (a hang: none was due)")
+            + "; the client did not give up"
     }
 
     /// Answers not yet sent when the replayer stops are recorded as cut short by the replayer, in the order they came,
@@ -219,7 +221,21 @@ public final class Replayer: @unchecked Sendable {
             if let t = p.timer { loop.cancel(t) }
             let waited = Double(now &- p.startedNanos) / 1e6
             var record = p.record
-            record.error = Replayer.stoppedBeforeAnswer(waitedMs: waited, scheduledMs: p.annotation.scheduledDelayMs ?? 0)
+            record.done = Date().timeIntervalSince1970
+            if let finished = p.finishedSendingNanos {
+                // The client had closed its side (a FIN) first: it gave up then, as `clientGaveUp` records it.
+                counts.aborted += 1
+                let atMs = Double(finished &- p.startedNanos) / 1e6
+                record.clientAbortAt = record.requestStart + atMs / 1000
+                record.error = String(format: "client closed its side of the connection (FIN) after %.1f ms, before its answer; then the "
+                                      + "replayer stopped (Ctrl-C or SIGTERM)", atMs)
+                finishRecord(record, p.annotation, status: nil, headers: [], body: [], actualMs: nil,
+                             outcome: String(format: "client gave up after %.1f ms (its FIN); replayer stopped after %.1f ms", atMs, waited))
+                continue
+            }
+            counts.cutShort += 1
+            let hang = p.timer == nil && p.heldSince == nil
+            record.error = Replayer.stoppedBeforeAnswer(waitedMs: waited, scheduledMs: hang ? nil : (p.annotation.scheduledDelayMs ?? 0))
             finishRecord(record, p.annotation, status: nil, headers: [], body: [], actualMs: nil,
                          outcome: "replayer stopped after \(String(format: "%.1f", waited)) ms")
         }

@@ -176,6 +176,9 @@ import TapCore
             try stop(rep)
             #expect(try sqlite(out, "SELECT e.client_abort_at IS NULL, e.error LIKE 'the replayer stopped%', r.outcome LIKE 'replayer stopped after%' "
                                + "FROM exchanges e JOIN replay_matches r ON r.exchange_id = e.id") == "1|1|1")
+            #expect(rep.stderr.contains("0 clients gave up, 1 answer cut short by the stop"), "the stop's count: \(rep.stderr.suffix(300))")
+            let one = try CLIRunner.run(["show", out, "--exchange", "1"])
+            #expect(one.stdout.contains("actual none (replayer stopped after ") && !one.stdout.contains("client gave up"), "\(one.stdout)")
         }
     }
 

@@ -298,13 +298,26 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
     @Test func aRecorderThatStopsMidExchangeRecordsItAsStoppedNotAsTheClientsAbort() throws {
         var h = try Harness.reverse()
         _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: 1000.1, tlsDoneAt: nil))
         h.env.advance(0.5)
         let a = h.feed(.recorderStopping)
         let r = try #require(a.records.first)
         #expect(r.clientAbortAt == nil && r.done == 1000.5 && r.error == ProxySessionMachine.stoppedBeforeResponse)
+        #expect(r.upstreamConnect == 1000.1 && r.requestSent == 1000, "what happened upstream before the stop is kept")
         #expect(a.names == ["record", "closeUpstream", "ended"])
         // The socket's close that follows changes nothing more.
         #expect(h.feed(.clientClosed(error: nil, tlsFailure: false)).isEmpty)
+    }
+
+    @Test func aClientThatSentItsFINBeforeTheStopKeepsThatMoment() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        h.env.advance(0.3)
+        _ = h.feed(.clientFinishedSending)
+        h.env.advance(0.5)
+        let r = try #require(h.feed(.recorderStopping).records.first)
+        #expect(r.clientAbortAt == 1000.3 && r.error?.hasPrefix("client closed its side of the connection (FIN) before the response; then the recorder stopped") == true,
+                "\(r.error ?? "")")
     }
 }
 

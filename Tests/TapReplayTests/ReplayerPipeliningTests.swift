@@ -92,6 +92,29 @@ import TapTestSupport
         _ = client
     }
 
+    /// A client that sent its FIN while its answer waited, then the replayer stopped: it gave up at its FIN, as when the
+    /// answer would have come after it.
+    @Test func aClientThatSentItsFINBeforeTheStopIsRecordedAsGivingUpThen() throws {
+        var options = ReplayOptions()
+        options.schedule.rules = [try #require(DelayRule.parse("path:/chunked=5s"))]
+        let lines = Locked<[ReplayLine]>([])
+        let running = try Running(options, tls: false, stoppedByUser: true) { line in lines.withLock { $0.append(line) } }
+        let client = try PipelineClient(port: running.port)
+        try client.send("GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n")
+        client.shutdownWrite()
+        let finished = Locked(false)
+        let replayer = running.replayer
+        let deadline = Date().addingTimeInterval(5)
+        while !finished.withLock({ $0 }), Date() < deadline {
+            running.stack.loop.execute { let n = replayer.held.unanswered; finished.withLock { $0 = n == 1 } }
+            usleep(100_000)
+        }
+        running.stack.stop()
+        let line = try #require(lines.withLock { $0.first })
+        #expect(line.outcome.hasPrefix("client gave up after ") && line.outcome.contains("(its FIN); replayer stopped after"), "\(line.outcome)")
+        #expect(running.replayer.counts.aborted == 1 && running.replayer.counts.cutShort == 0, "\(running.replayer.counts)")
+    }
+
     /// A client that closes its connection (a FIN, as `close()` sends) while its answer is delayed gave up then: the
     /// answer still goes out (the FIN could be a half-close), and the line and record carry the moment of the FIN, not of
     /// the answer (merged, the half-close handling had made a timed-out client look as if it waited the whole delay).
