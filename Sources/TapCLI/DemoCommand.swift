@@ -331,7 +331,10 @@ struct DemoCommand: Command {
             parts.append("'3dstape show \(session) --exchange \(x.id)' (a browser challenge's creq form in full)")
         }
         let catalog = try ReplayCatalog.load(path: path)
-        let applicable = ReplayScenario.all.filter { s in (try? s.faultRules()).map { ReplayFaults.problems($0, catalog: catalog).isEmpty } ?? false }
+        // As `replay --scenario` decides it: every rule applies, and the gateway the scenario needs (PXP, Trust Payments) was recorded.
+        let applicable = ReplayScenario.all.filter { s in
+            s.missingGateway(in: catalog) == nil && ((try? s.faultRules()).map { ReplayFaults.problems($0, catalog: catalog).isEmpty } ?? false)
+        }
         if let s = applicable.first(where: { $0.name == "challenge-timeout" }) ?? applicable.first {
             parts.append("'3dstape replay \(session) --scenario \(s.name)' (\(applicable.count) of the \(ReplayScenario.all.count) scenarios "
                          + "apply to this session; '3dstape scenarios' lists them)")

@@ -22,6 +22,11 @@ import TapCore
                 "each message on one line, its type and version first, the IDs left out: \(clearLines.prefix(3))")
         #expect(r.stdout.contains("RReq 2.2.0 Y → RRes"))
         #expect(r.stdout.contains("session written to \(out)"))
+        // The hint counts the scenarios as `replay --scenario` takes them: on a session without gateway calls, every
+        // scenario that needs none (the demo records every message kind), none of the PXP or Trust Payments ones.
+        guard case let .array(all) = try JSON.parse(try CLIRunner.run(["scenarios", "--json"]).stdout) else { Issue.record("no scenarios"); return }
+        let gatewayFree = all.filter { $0["gateway"] == .null }.count
+        #expect(gatewayFree > 0 && r.stdout.contains("(\(gatewayFree) of the \(all.count) scenarios apply to this session"), "\(r.stdout.suffix(600))")
         #expect(r.stdout.contains("replay: 20 of 20 outcomes matched the recording"), "the demo replays its session with the sandbox stopped")
         #expect(r.stdout.contains("validate: 0 errors, 0 warnings"), "the sandbox's messages follow the specification's rules")
         #expect(r.stdout.contains("diff: 20 transactions paired, no differences"), "the replay answers what the recording holds")
