@@ -67,52 +67,46 @@ import TapTestSupport
         #expect(waited >= 0.25, "the answer kept its delay (\(waited) s)")
         #expect(running.replayer.counts.answered == 1 && running.replayer.counts.aborted == 0, "\(running.replayer.counts)")
     }
-    /// A replayer stopped (Ctrl-C) while an answer waits for its delay records that exchange as cut short by the replayer,
-    /// not as a client that gave up (which the closing of its connection made it look like before).
-    @Test func anAnswerStillDelayedWhenTheReplayerStopsIsRecordedAsCutShortNotAsGivenUp() throws {
+    /// A `/chunked` request whose answer waits 5 s, on a replayer the user stops (Ctrl-C) once it holds the request
+    /// (read on its loop, after `beforeStop` ran on the client, not after a fixed time): the replay line it leaves, and
+    /// the replayer's counts.
+    func stoppedWhileAnAnswerWaits(_ beforeStop: (PipelineClient) -> Void = { _ in }) throws
+        -> (line: ReplayLine, counts: (answered: Int, closing: Int, missed: Int, aborted: Int, rreqs: Int, rreqsUndelivered: Int,
+                                      rreqsDropped: Int, cutShort: Int)) {
         var options = ReplayOptions()
         options.schedule.rules = [try #require(DelayRule.parse("path:/chunked=5s"))]
         let lines = Locked<[ReplayLine]>([])
         let running = try Running(options, tls: false, stoppedByUser: true) { line in lines.withLock { $0.append(line) } }
         let client = try PipelineClient(port: running.port)
         try client.send("GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n")
-        // Stop once the replayer holds the request (read on its loop), not after a fixed time.
+        beforeStop(client)
         let unanswered = Locked(0)
         let replayer = running.replayer
         let deadline = Date().addingTimeInterval(5)
-        while unanswered.withLock({ $0 }) == 0, Date() < deadline {
+        repeat { // at least one round, so that what `beforeStop` sent (a FIN) has reached the loop
             running.stack.loop.execute { let n = replayer.held.unanswered; unanswered.withLock { $0 = n } }
-            usleep(10_000)
-        }
+            usleep(50_000)
+        } while unanswered.withLock({ $0 }) == 0 && Date() < deadline
         #expect(unanswered.withLock { $0 } == 1)
         running.stack.stop()
-        let line = try #require(lines.withLock { $0.first })
-        #expect(line.outcome.hasPrefix("replayer stopped after ") && line.status == nil, "\(line.outcome)")
-        #expect(running.replayer.counts.aborted == 0, "\(running.replayer.counts)")
         _ = client
+        return (try #require(lines.withLock { $0.first }), running.replayer.counts)
+    }
+
+    /// A replayer stopped (Ctrl-C) while an answer waits for its delay records that exchange as cut short by the replayer,
+    /// not as a client that gave up (which the closing of its connection made it look like before).
+    @Test func anAnswerStillDelayedWhenTheReplayerStopsIsRecordedAsCutShortNotAsGivenUp() throws {
+        let (line, counts) = try stoppedWhileAnAnswerWaits()
+        #expect(line.outcome.hasPrefix("replayer stopped after ") && line.status == nil, "\(line.outcome)")
+        #expect(counts.aborted == 0 && counts.cutShort == 1, "\(counts)")
     }
 
     /// A client that sent its FIN while its answer waited, then the replayer stopped: it gave up at its FIN, as when the
     /// answer would have come after it.
     @Test func aClientThatSentItsFINBeforeTheStopIsRecordedAsGivingUpThen() throws {
-        var options = ReplayOptions()
-        options.schedule.rules = [try #require(DelayRule.parse("path:/chunked=5s"))]
-        let lines = Locked<[ReplayLine]>([])
-        let running = try Running(options, tls: false, stoppedByUser: true) { line in lines.withLock { $0.append(line) } }
-        let client = try PipelineClient(port: running.port)
-        try client.send("GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n")
-        client.shutdownWrite()
-        let finished = Locked(false)
-        let replayer = running.replayer
-        let deadline = Date().addingTimeInterval(5)
-        while !finished.withLock({ $0 }), Date() < deadline {
-            running.stack.loop.execute { let n = replayer.held.unanswered; finished.withLock { $0 = n == 1 } }
-            usleep(100_000)
-        }
-        running.stack.stop()
-        let line = try #require(lines.withLock { $0.first })
+        let (line, counts) = try stoppedWhileAnAnswerWaits { $0.shutdownWrite() }
         #expect(line.outcome.hasPrefix("client gave up after ") && line.outcome.contains("(its FIN); replayer stopped after"), "\(line.outcome)")
-        #expect(running.replayer.counts.aborted == 1 && running.replayer.counts.cutShort == 0, "\(running.replayer.counts)")
+        #expect(counts.aborted == 1 && counts.cutShort == 0, "\(counts)")
     }
 
     /// A client that closes its connection (a FIN, as `close()` sends) while its answer is delayed gave up then: the
