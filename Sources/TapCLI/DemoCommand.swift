@@ -308,9 +308,6 @@ struct DemoCommand: Command {
         return try ClientReplayCommand.execute(p, io) == 0 ? 0 : 1
     }
 
-    /// The closing hints, true for the session just made: an exchange that holds a challenge message (an app CReq/CRes,
-    /// else a browser challenge's creq form) to open in full, and a scenario whose rules apply to the session. Nil when
-    /// the session has neither.
     /// One decrypted app-channel message on a line: `CReq 2.2.0 {…}` with the members that tell its step of the challenge
     /// first (the four transaction IDs, which the timeline's transaction already names, and its type and version left out
     /// of the JSON), so that a terminal's width shows the counters, the UI type and the entries, not the IDs.
@@ -321,6 +318,9 @@ struct DemoCommand: Command {
         return TerminalText.escaped("\(m.type ?? "?") \(version)") + " " + TerminalText.escapedJSON(members.compact)
     }
 
+    /// The closing hints, true for the session just made: an exchange that holds a challenge message (an app CReq/CRes,
+    /// else a browser challenge's creq form) to open in full, and a scenario whose rules apply to the session. Nil when
+    /// the session has neither.
     static func hints(_ path: String) throws -> String? {
         var parts: [String] = []
         let session = TerminalText.escaped(path)
@@ -331,9 +331,11 @@ struct DemoCommand: Command {
             parts.append("'3dstape show \(session) --exchange \(x.id)' (a browser challenge's creq form in full)")
         }
         let catalog = try ReplayCatalog.load(path: path)
-        // As `replay --scenario` decides it: every rule applies, and the gateway the scenario needs (PXP, Trust Payments) was recorded.
+        // As `replay --scenario` decides it (`applicability`: every rule can apply, and a gateway scenario's gateway was
+        // recorded), then its start-up check of the rules; the catalog's answers indexed once for all the scenarios.
+        let coverage = RuleCoverage(catalog)
         let applicable = ReplayScenario.all.filter { s in
-            s.missingGateway(in: catalog) == nil && ((try? s.faultRules()).map { ReplayFaults.problems($0, catalog: catalog).isEmpty } ?? false)
+            (try? s.applicability(to: coverage)).map { $0.notApplicable.isEmpty && ReplayFaults.problems($0.applicable, coverage: coverage).isEmpty } ?? false
         }
         if let s = applicable.first(where: { $0.name == "challenge-timeout" }) ?? applicable.first {
             parts.append("'3dstape replay \(session) --scenario \(s.name)' (\(applicable.count) of the \(ReplayScenario.all.count) scenarios "
