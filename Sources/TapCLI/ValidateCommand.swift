@@ -11,11 +11,11 @@ struct ValidateCommand: Command {
     let spec = CommandSpec(name: "validate",
                            abstract: "Check every 3DS message of a session against its version's rules (2.1.0, 2.2.0, 2.3.1); exit 1 on errors",
                            usage: "SESSION [--json] [--rules]", maxPositionals: 1, options: [json.spec, rules.spec])
-    static let json = Flag("json", help: "print the findings as a JSON array")
+    static let json = Flag("json", help: "print the findings as a JSON array (with --rules: the rules as one JSON object)")
     static let rules = Flag("rules", help: "list the rules instead (element rules by message, then the rules across a transaction)")
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        if args.has(Self.rules) { printRules(io); return 0 }
+        if args.has(Self.rules) { printRules(io, json: args.has(Self.json)); return 0 }
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         let reader = try SessionReader(path: path)
         let exchanges = try reader.exchanges()
@@ -39,24 +39,38 @@ struct ValidateCommand: Command {
         return errors > 0 ? 1 : 0
     }
 
-    func printRules(_ io: Terminal) {
-        var rows = [["RULE", "REQUIRED", "FORMAT", "SINCE"]]
-        for r in ValidationRules.elements {
-            let presence: String
+    /// The rules: a table (a format over 60 characters cut with '…'), or with `--json` one object holding `elements` (id,
+    /// message, element, required, format, since) and `messageRules` (id, summary).
+    func printRules(_ io: Terminal, json: Bool) {
+        let elements = ValidationRules.elements.map { r -> (rule: ElementRule, required: String) in
             switch r.presence {
-            case .required: presence = "yes"
-            case .optional: presence = "no"
-            case let .when(c): presence = "when \(c)"
+            case .required: return (r, "yes")
+            case .optional: return (r, "no")
+            case let .when(c): return (r, "when \(c)")
             }
-            rows.append([r.id, presence, r.format.listing.prefix(60).description, r.since?.wire ?? MessageVersion.v2_1.wire])
         }
-        io.out(Table.render(rows))
+        let messageRules = Validator.transactionRules.map { ($0.id, $0.summary) } + [
+            ("CRes.final-elements", "a final CRes carries only IDs, counter, completion indicator and transStatus"),
+            ("ARes.3ri-status", "transStatus C, D or S is not valid for a 3RI transaction"),
+            ("<rule>.rfc4122", "a UUID of a version or variant outside RFC 4122 (a placeholder?), a warning"),
+            ("<rule>.format of a masked value", "the verdict masking stored with it (*** (malformed: …))"),
+        ]
+        if json {
+            io.json(.object([
+                ("elements", .array(elements.map { e in
+                    .object([("id", .string(e.rule.id)), ("message", .string(e.rule.message.rawValue)), ("element", .string(e.rule.element)),
+                             ("required", .string(e.required)), ("format", .string(e.rule.format.listing)),
+                             ("since", .string((e.rule.since ?? .v2_1).wire))])
+                })),
+                ("messageRules", .array(messageRules.map { .object([("id", .string($0.0)), ("summary", .string($0.1))]) })),
+            ]))
+            return
+        }
+        let cut = { (s: String) in s.count > 60 ? String(s.prefix(59)) + "…" : s }
+        io.out(Table.render([["RULE", "REQUIRED", "FORMAT", "SINCE"]]
+                            + elements.map { [$0.rule.id, $0.required, cut($0.rule.format.listing), ($0.rule.since ?? .v2_1).wire] }))
         io.out("")
-        for r in Validator.transactionRules { io.out("\(r.id): \(r.summary)") }
-        io.out("CRes.final-elements: a final CRes carries only IDs, counter, completion indicator and transStatus")
-        io.out("ARes.3ri-status: transStatus C, D or S is not valid for a 3RI transaction")
-        io.out("<rule>.rfc4122: a UUID of a version or variant outside RFC 4122 (a placeholder?), a warning")
-        io.out("<rule>.format of a masked value: the verdict masking stored with it (*** (malformed: …))")
-        io.out("\(ValidationRules.elements.count) element rules, \(Validator.transactionRules.count + 2) message and transaction rules")
+        for (id, summary) in messageRules { io.out("\(id): \(summary)") }
+        io.out("\(elements.count) element rules, \(messageRules.count - 2) message and transaction rules")
     }
 }

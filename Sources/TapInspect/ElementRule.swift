@@ -254,12 +254,31 @@ extension UInt8 {
 }
 
 extension ElementRule.Format {
-    /// The format as `validate --rules` lists it: the case as Swift writes it, a `values` set and the versions of `added`
-    /// sorted (a Set's and a Dictionary's own order changes from run to run).
+    /// The format as `validate --rules` lists it, in words: `one of 01, 02; from 2.2.0 also 03`, `UUID …`, `digits, 1–3
+    /// long`. A `values` set and the versions of `added` are sorted (a Set's and a Dictionary's own order changes from run
+    /// to run).
     public var listing: String {
-        guard case let .values(base, added) = self else { return String(describing: self) }
-        let later = Self.byVersion(added).map { "\(String(reflecting: $0.key)): \(String(reflecting: $0.value))" }
-        return "values(Set(\(String(reflecting: base.sorted()))), added: [\(later.isEmpty ? ":" : later.joined(separator: ", "))])"
+        switch self {
+        case .uuid: return "UUID (RFC 4122, 36 characters)"
+        case let .values(base, added):
+            let later = Self.byVersion(added).map { "from \($0.key) also " + $0.value.sorted().joined(separator: ", ") }
+            return (["one of " + base.sorted().joined(separator: ", ")] + later).joined(separator: "; ")
+        case let .numeric(lengths, atLeast): return "digits, \(Self.range(lengths)) long" + (atLeast.map { ", at least \($0)" } ?? "")
+        case let .signedNumeric(lengths): return "digits with an optional sign, \(Self.range(lengths)) long"
+        case let .text(max): return "text, 1–\(max) characters"
+        case .url: return "http(s) URL, at most 2048 characters"
+        case .cardNumber: return "13–19 digits (or masked: first 6, last 4)"
+        case .yearMonth: return "YYMM"
+        case .dateTime: return "YYYYMMDDHHMMSS, UTC"
+        case let .jose(parts): return parts == 3 ? "compact JWS (3 parts)" : parts == 5 ? "compact JWE (5 parts)" : "compact JOSE (\(parts) parts)"
+        case .ecPublicJWK: return "P-256 public JWK (kty EC, crv P-256, x, y)"
+        case .renderingType: return "{acsInterface: one of 01, 02; acsUiTemplate: \(ValidationRules.uiType.listing)}"
+        case .counter: return "counter, 3 digits, 000–255"
+        case let .base64(length): return "base64, \(length) characters"
+        case .boolean: return "true or false"
+        case .object: return "JSON object"
+        case .array: return "JSON array"
+        }
     }
 
     /// `added`'s versions, oldest first.

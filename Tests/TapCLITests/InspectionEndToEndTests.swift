@@ -35,10 +35,22 @@ import TapCore
         #expect(findings.contains { $0["rule"]?.stringValue == "tx.challenge-status" })
         let rules = try CLIRunner.run(["validate", "--rules"])
         #expect(rules.status == 0 && rules.stdout.contains("AReq.sdkEphemPubKey") && rules.stdout.contains("tx.sdk-counter"))
-        // The FORMAT column lists a value set sorted (it printed the Set in its own order, which changed from run to run).
-        #expect(rules.stdout.contains(#"values(Set(["2.1.0", "2.2.0", "2.3.1"]), added: [:])"#), "\(rules.stdout)")
-        #expect(rules.stdout.contains(#"values(Set(["01", "04", "05", "06", "07", "08"]), added: ["2  2.1.0"#))
-        #expect(rules.stdout.contains(#"values(Set(["A", "C", "N", "R", "U", "Y"]), added: ["2.2.0":  2.1.0"#))
+        // The FORMAT column lists a value set sorted (it printed the Set in its own order, which changed from run to run),
+        // in words (it printed Swift's description of the case: `values(Set(["2.1.0", …]), added: [:])`).
+        #expect(rules.stdout.contains("AReq.messageVersion") && rules.stdout.contains("one of 2.1.0, 2.2.0, 2.3.1 "), "\(rules.stdout)")
+        #expect(!rules.stdout.contains("values(Set(") && !rules.stdout.contains("added: ["))
+        #expect(rules.stdout.contains("UUID (RFC 4122, 36 characters)"))
+        // --json: the same rules, the formats whole.
+        let listed = try CLIRunner.run(["validate", "--rules", "--json"])
+        #expect(listed.status == 0)
+        let object = try JSON.parse(listed.stdout)
+        guard case let .array(elements)? = object["elements"], case let .array(messageRules)? = object["messageRules"] else {
+            Issue.record("not the rules object: \(listed.stdout.prefix(200))"); return
+        }
+        #expect(elements.contains { $0["id"]?.stringValue == "AReq.messageVersion" && $0["format"]?.stringValue == "one of 2.1.0, 2.2.0, 2.3.1"
+            && $0["required"]?.stringValue == "yes" && $0["since"]?.stringValue == "2.1.0" })
+        #expect(messageRules.contains { $0["id"]?.stringValue == "tx.sdk-counter" })
+        #expect(rules.stdout.contains("\(elements.count) element rules, \(messageRules.count - 2) message and transaction rules"))
         #expect(try CLIRunner.run(["validate", "--rules"]).stdout == rules.stdout)
     }
 

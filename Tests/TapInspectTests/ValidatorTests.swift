@@ -230,19 +230,20 @@ import TapStore
         #expect(!Self.rules(tx).contains("AReq.acctNumber.format"))
     }
 
-    /// `validate --rules` lists a format's value set and its later versions sorted: one listing whatever order the Set and
+    /// `validate --rules` lists a format in words, a value set and its later versions sorted: one listing whatever order the Set and
     /// the Dictionary hold them in (their order changes from run to run, and with how they were built).
     @Test func aFormatIsListedInOneOrder() {
         let values = (0..<40).map { String(format: "%02d", $0) }
         let added = ["2.3.1": ["41"], "2.10.0": ["43"], "2.2.0": ["40", "42"]]
-        let expected = "values(Set([" + values.map { "\"\($0)\"" }.joined(separator: ", ")
-            + #"]), added: ["2.2.0": ["40", "42"], "2.3.1": ["41"], "2.10.0": ["43"]])"#
+        let expected = "one of " + values.joined(separator: ", ") + "; from 2.2.0 also 40, 42; from 2.3.1 also 41; from 2.10.0 also 43"
         for order in [values, values.reversed(), values.shuffled()] {
             var set = Set<String>(minimumCapacity: order.count * 3)
             for v in order { set.insert(v) }
             #expect(ElementRule.Format.values(set, added: added).listing == expected)
         }
-        #expect(ElementRule.Format.text(max: 64).listing == "text(max: 64)")
+        #expect(ElementRule.Format.text(max: 64).listing == "text, 1–64 characters")
+        #expect(ElementRule.Format.numeric(1...3, atLeast: 5).listing == "digits, 1–3 long, at least 5")
+        #expect(ElementRule.Format.jose(parts: 5).listing == "compact JWE (5 parts)")
     }
 }
 
