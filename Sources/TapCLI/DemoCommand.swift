@@ -220,7 +220,7 @@ struct DemoCommand: Command {
         let recorded = try SessionReader(path: recording).exchanges()
         let findings = Validator.validate(recorded)
         let errors = findings.filter { $0.severity == .error }.count
-        io.out("validate: \(errors) errors, \(findings.count - errors) warnings in the recording's 3DS messages ('3dstape validate \(recording)')")
+        io.out("validate: \(counted(errors, "error")), \(counted(findings.count - errors, "warning")) in the recording's 3DS messages ('3dstape validate \(recording)')")
         let replay = (recording as NSString).deletingPathExtension + "-replay.3dstape"
         var options = SessionDiff.Options()
         options.timingTolerance = nil

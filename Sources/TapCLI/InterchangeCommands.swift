@@ -119,7 +119,7 @@ struct ExportCommand: Command {
             do { try SecureFile.create(out, contents: Array(text.utf8), mode: 0o600, replace: args.has(Self.force)) } catch {
                 throw CommandFailure(error.description)
             }
-            io.err("\(exchanges.count) exchanges written to \(TerminalText.escaped(out)) (\(format))")
+            io.err("\(counted(exchanges.count, "exchange")) written to \(TerminalText.escaped(out)) (\(format))")
         } else {
             StandardStreams.out(Data(text.utf8))
         }

@@ -152,11 +152,11 @@ struct RecordCommand: Command {
         let s = server.stats
         let types = tally.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         io.err("")
-        io.err("stopped: \(s.exchanges) exchanges on \(s.connections) connections, \(s.errors) errors; 3DS messages: "
+        io.err("stopped: \(counted(s.exchanges, "exchange")) on \(counted(s.connections, "connection")), \(counted(s.errors, "error")); 3DS messages: "
                + (types.isEmpty ? "none" : TerminalText.escaped(types)))
         if let line = s.backpressureSummary { io.err(line) }
-        if let e = writer.writeError { io.err("recording stopped early: \(e); \(writer.exchangesDropped) exchanges were not recorded") }
-        io.err("session: \(TerminalText.escaped(sessionPath)) (\(writer.exchangesWritten) exchanges written)")
+        if let e = writer.writeError { io.err("recording stopped early: \(e); \(counted(writer.exchangesDropped, "exchange")) not recorded") }
+        io.err("session: \(TerminalText.escaped(sessionPath)) (\(counted(writer.exchangesWritten, "exchange")) written)")
         return writer.writeError == nil ? 0 : 1
     }
 

@@ -181,12 +181,12 @@ struct ReplayCommand: Command {
     static func summary(_ c: (answered: Int, closing: Int, missed: Int, aborted: Int, rreqs: Int, rreqsUndelivered: Int, rreqsDropped: Int,
                               cutShort: Int)) -> String {
         var parts = ["\(c.answered) answered"]
-        if c.closing > 0 { parts.append("\(c.closing) closing message\(c.closing == 1 ? "" : "s") after a fault or the end answered as an ACS") }
+        if c.closing > 0 { parts.append("\(counted(c.closing, "closing message")) after a fault or the end answered as an ACS") }
         parts += ["\(c.missed) missed", "\(c.aborted) clients gave up"]
-        if c.cutShort > 0 { parts.append("\(c.cutShort) answer\(c.cutShort == 1 ? "" : "s") cut short by the stop") }
+        if c.cutShort > 0 { parts.append("\(counted(c.cutShort, "answer")) cut short by the stop") }
         parts.append("\(c.rreqs) RReqs delivered")
-        if c.rreqsUndelivered > 0 { parts.append("\(c.rreqsUndelivered) RReq\(c.rreqsUndelivered == 1 ? "" : "s") not delivered (client gone)") }
-        if c.rreqsDropped > 0 { parts.append("\(c.rreqsDropped) RReq\(c.rreqsDropped == 1 ? "" : "s") dropped by fault") }
+        if c.rreqsUndelivered > 0 { parts.append("\(counted(c.rreqsUndelivered, "RReq")) not delivered (client gone)") }
+        if c.rreqsDropped > 0 { parts.append("\(counted(c.rreqsDropped, "RReq")) dropped by fault") }
         return parts.joined(separator: ", ")
     }
 

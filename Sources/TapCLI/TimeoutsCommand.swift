@@ -152,7 +152,7 @@ struct TimeoutsCommand: RunsAgainstReplay {
         try ReportDirectory.write(TimeoutsCommand.html(results, match: matchText, command: command, waited: waited, gaveUp: gaveUp),
                                   to: (report as NSString).appendingPathComponent("index.html"))
         if let interrupted {
-            io.err("timeouts: \(interrupted) after \(results.count) run\(results.count == 1 ? "" : "s"); the command's process group was ended; "
+            io.err("timeouts: \(interrupted) after \(counted(results.count, "run")); the command's process group was ended; "
                    + "report of the runs so far: \((report as NSString).appendingPathComponent("report.json"))")
         }
         // No run reached the message: the sweep found nothing, most often because the command failed on its own (a usage
@@ -161,7 +161,7 @@ struct TimeoutsCommand: RunsAgainstReplay {
         if neverReached, let last = results.last {
             let log = (last.session as NSString).deletingPathExtension + ".log"
             let line = FileManager.default.contents(atPath: log).flatMap { CheckObservation.lastLine(in: [UInt8]($0)) }
-            io.err("timeouts: the command never asked for \(TerminalText.escaped(matchText)) in \(results.count) run\(results.count == 1 ? "" : "s")"
+            io.err("timeouts: the command never asked for \(TerminalText.escaped(matchText)) in \(counted(results.count, "run"))"
                    + (last.exitCode.map { " (exit status \($0))" } ?? "") + (line.map { "; its last line: \($0)" } ?? "")
                    + "; its output: \(TerminalText.escaped(log))")
         }

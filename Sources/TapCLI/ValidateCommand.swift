@@ -32,9 +32,9 @@ struct ValidateCommand: Command {
                     [String($0.exchangeID), $0.message, $0.pointer.isEmpty ? "-" : $0.pointer, $0.severity.rawValue, $0.rule, ThreeDSContent.printable($0.detail)]
                 }))
             }
-            io.out("\(TerminalText.escaped(path)): \(messages) messages in \(transactions.count) transactions checked"
+            io.out("\(TerminalText.escaped(path)): \(counted(messages, "message")) in \(counted(transactions.count, "transaction")) checked"
                    + (encrypted > 0 ? " (\(encrypted) still encrypted, not checked: 'decrypt' with a key log opens them)" : "")
-                   + "; \(errors) errors, \(findings.count - errors) warnings")
+                   + "; \(counted(errors, "error")), \(counted(findings.count - errors, "warning"))")
         }
         return errors > 0 ? 1 : 0
     }

@@ -32,7 +32,7 @@ struct WebCommand: Command {
         let host = bound.host.contains(":") ? "[\(bound.host)]" : bound.host
         let url = "http://\(host):\(bound.port)/"
         let served = catalog.entries()
-        io.out("3dstape web: \(url)  (\(served.count) session\(served.count == 1 ? "" : "s"); read-only; Ctrl-C stops)")
+        io.out("3dstape web: \(url)  (\(counted(served.count, "session")); read-only; Ctrl-C stops)")
         if args.has(Self.open) {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/env")

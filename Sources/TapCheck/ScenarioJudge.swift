@@ -102,14 +102,14 @@ public enum ScenarioJudge {
                 let point = t.erros.isEmpty ? "the fault" : "the Erro"
                 let disallowed = after.filter { c in !(c.cancel.map(allow.contains) ?? false) }
                 if !disallowed.isEmpty {
-                    return (false, "\(disallowed.count) CReq\(disallowed.count == 1 ? "" : "s") after \(point)"
+                    return (false, "\(counted(disallowed.count, "CReq")) after \(point)"
                         + (disallowed.compactMap(\.cancel).isEmpty ? "" : " (challengeCancel \(disallowed.compactMap(\.cancel).joined(separator: ", ")))"))
                 }
                 if let seen = after.first?.cancel { return (true, "a challengeCancel \(seen) CReq after \(point) (allowed)") }
                 return (true, "no CReq after \(point)")
             }
         case .noCReq:
-            return each { t in t.creqs.isEmpty ? (true, "no CReq") : (false, "\(t.creqs.count) CReq\(t.creqs.count == 1 ? "" : "s") sent") }
+            return each { t in t.creqs.isEmpty ? (true, "no CReq") : (false, "\(counted(t.creqs.count, "CReq")) sent") }
         case let .givesUp(within):
             return each { t in
                 if let after = t.gaveUpAfter {
@@ -140,7 +140,7 @@ public enum ScenarioJudge {
             guard let status = o.exitStatus else { return (false, "the command \(o.commandProblem ?? "has no exit status")") }
             return (status == want, "exit status \(status)")
         case let .retries(n):
-            return each { t in (t.retries >= n, t.retries == 0 ? "no retry" : "\(t.retries) retr\(t.retries == 1 ? "y" : "ies")") }
+            return each { t in (t.retries >= n, t.retries == 0 ? "no retry" : counted(t.retries, "retry", "retries")) }
         case let .result(field, want):
             guard let r = o.result else { return (false, "no 3dstape-result line") }
             var v: JSON? = r

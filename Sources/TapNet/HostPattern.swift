@@ -127,7 +127,7 @@ public struct HostRouting: Sendable, Equatable {
         var text = intercept.isEmpty ? "CONNECT intercepted" : "CONNECT intercepted only for " + Self.listed(intercept) + ", others tunnelled"
         if !passThrough.isEmpty {
             let n = passThrough.count
-            text += (intercept.isEmpty ? " except " : "; except ") + "\(n) pass-through pattern\(n == 1 ? "" : "s") (\(Self.listed(passThrough)))"
+            text += (intercept.isEmpty ? " except " : "; except ") + "\(counted(n, "pass-through pattern")) (\(Self.listed(passThrough)))"
         }
         return text
     }

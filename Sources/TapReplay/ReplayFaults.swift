@@ -308,7 +308,7 @@ public enum ReplayFaults {
             unshown += a.count * b.count - shown
         }
         if unshown > 0 {
-            out.append("… and \(unshown) more problem\(unshown == 1 ? "" : "s") with these \(entries.count) rules")
+            out.append("… and \(counted(unshown, "more problem")) with these \(entries.count) rules")
         }
         return out
     }

@@ -58,7 +58,7 @@ public enum ExpectationClause: Sendable, Equatable {
         case .rreqAnswered: return "the RReq is answered with an RRes"
         case .reportsFailure: return "the command reports failure (exit status not 0)"
         case let .exitStatus(s): return "exit status \(s)"
-        case let .retries(n): return "retries at least \(n) time\(n == 1 ? "" : "s")"
+        case let .retries(n): return "retries at least \(counted(n, "time"))"
         case let .result(field, value): return "3dstape-result \(field) = \(value)"
         }
     }
