@@ -196,7 +196,7 @@ struct LiveView: Sendable {
             let f = DateFormatter()
             f.dateFormat = "HH:mm:ss.SSS"
             let time = f.string(from: Date(timeIntervalSince1970: x.at))
-            var types = TerminalText.escaped((x.requestTypes + x.responseTypes.map { "→\($0)" }).joined(separator: " "))
+            var types = TerminalText.escaped((x.requestTypes + x.responseTypes.map { "→ \($0)" }).joined(separator: " "))
             if !types.isEmpty { types = "  " + types }
             let status = x.status.map(String.init) ?? "---"
             let statusText = colour ? (x.error != nil || (x.status ?? 500) >= 400 ? "\u{1B}[31m\(status)\u{1B}[0m" : "\u{1B}[32m\(status)\u{1B}[0m") : status

@@ -91,7 +91,7 @@ import TapCrypto
             let longPath = "/long/" + String(repeating: "a", count: 300) + "/end"
             _ = try sh(["curl", "-sS", "-o", "/dev/null", "\(base)\(longPath)"])
             try stopRecorder(rec)
-            #expect(rec.stdout.contains("AReq →ARes"), "live line: \(rec.stdout)")
+            #expect(rec.stdout.contains("AReq → ARes"), "live line: \(rec.stdout)")
 
             #expect(try sqlite(f.session, "PRAGMA integrity_check") == "ok")
             #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges") == "25")

@@ -143,7 +143,7 @@ import TapCore
                 #expect(Self.controls(rec.stdout + rec.stderr).isEmpty, "\(mode): \(Self.controls(rec.stdout + rec.stderr))")
                 #expect(rec.stderr.contains("3DS messages: AReq" + Self.shown), "the summary: \(rec.stderr)")
                 if mode.isEmpty {
-                    #expect(rec.stdout.contains("200  AReq" + Self.shown) && rec.stdout.contains("→ARes"), "\(rec.stdout)")
+                    #expect(rec.stdout.contains("200  AReq" + Self.shown) && rec.stdout.contains("→ ARes"), "\(rec.stdout)")
                 } else {
                     let line = try JSON.parse(String(rec.stdout.split(separator: "\n").first ?? ""))
                     #expect(line["request"]?.arrayValue?.first?.stringValue == "AReq" + Self.payload, "the JSON line keeps the value")
