@@ -204,11 +204,11 @@ struct DemoCommand: Command {
                                          quiet: plan.quiet, io)
         if plan.gateway == nil { failures += try clientReplay(out, flows: flows, keys: keys, listen: plan.sandbox.bound, quiet: plan.quiet, io) }
         if plan.quiet {
-            io.out("session written to \(TerminalText.escaped(out)) (\(writer.exchangesWritten) exchanges)")
+            io.out("session written to \(TerminalText.escaped(out)) (\(counted(writer.exchangesWritten, "exchange")))")
             return failures == 0 ? 0 : 1
         }
         try inspect(recording: out, io)
-        io.out("\nsession written to \(TerminalText.escaped(out)) (\(writer.exchangesWritten) exchanges)" + (try DemoCommand.hints(out).map { "; try " + $0 } ?? ""))
+        io.out("\nsession written to \(TerminalText.escaped(out)) (\(counted(writer.exchangesWritten, "exchange")))" + (try DemoCommand.hints(out).map { "; try " + $0 } ?? ""))
         let dir = (out as NSString).deletingLastPathComponent
         io.out("browse it: '3dstape web\(dir == "sessions" || dir.isEmpty ? "" : " \(dir)")', then open http://127.0.0.1:8470/ "
                + "(timeline, decrypted CReq/CRes, sequence diagrams, the replay beside the recording)")

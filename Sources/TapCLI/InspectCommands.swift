@@ -97,7 +97,7 @@ struct ShowCommand: Command {
                          x.durationMs.map { String(format: "%.1f", $0) } ?? "-"])
         }
         io.out(Table.render(rows, shortened: [3: Table.urlWidth]))
-        io.out("\(all.count) exchanges; '3dstape show \(TerminalText.escaped(path)) --exchange N' for one in full")
+        io.out("\(counted(all.count, "exchange")); '3dstape show \(TerminalText.escaped(path)) --exchange N' for one in full")
         if !events.isEmpty {
             // Events by kind (their rows: sqlite3, or --json); the writer's backpressure in full, since it bears on every timing above.
             let kinds = Dictionary(grouping: events, by: \.kind).map { "\($0.value.count) \(TerminalText.escaped($0.key))" }.sorted()

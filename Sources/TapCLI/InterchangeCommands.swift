@@ -188,7 +188,7 @@ struct ImportCommand: Command {
             throw CommandFailure("\(error)")
         }
         let (shownOut, shownFile) = (TerminalText.escaped(out), TerminalText.escaped(file))
-        io.out("\(shownOut): \(count) exchanges imported from \(shownFile) (masked); '3dstape show \(shownOut)' to read it")
+        io.out("\(shownOut): \(counted(count, "exchange")) imported from \(shownFile) (masked); '3dstape show \(shownOut)' to read it")
         return 0
     }
 

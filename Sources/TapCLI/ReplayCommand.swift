@@ -138,7 +138,7 @@ struct ReplayCommand: Command {
             writer.discard() // nothing was served: no empty session is left to block the next run's --session
             throw error
         }
-        io.err("replaying \(path) (\(catalog.flows.count) 3DS transactions, \(catalog.exchanges.count) exchanges) on "
+        io.err("replaying \(path) (\(counted(catalog.flows.count, "3DS transaction")), \(counted(catalog.exchanges.count, "exchange"))) on "
                + bound.map { "\(tls ? "https" : "http")://\($0)" }.joined(separator: ", ") + "; direct or as a proxy")
         io.err("replay session: \(TerminalText.escaped(out))   Ctrl-C to stop")
         stack.onStop { replayer.stop(byUser: true) } // Ctrl-C or SIGTERM: answers not yet sent were cut short by us

@@ -213,7 +213,12 @@ public final class Statement {
             case .null: rc = sqlite3_bind_null(handle, idx)
             case let .integer(n): rc = sqlite3_bind_int64(handle, idx, n)
             case let .real(d): rc = sqlite3_bind_double(handle, idx, d)
-            case let .text(t): rc = sqlite3_bind_text(handle, idx, t, -1, tap_sqlite_transient())
+            case var .text(t):
+                // By its length, not up to its first NUL (as `bindInPlace` does): text holding a NUL is stored whole.
+                rc = t.withUTF8 { p in
+                    sqlite3_bind_text64(handle, idx, UnsafeRawPointer(p.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                        .assumingMemoryBound(to: CChar.self), UInt64(p.count), tap_sqlite_transient(), UInt8(SQLITE_UTF8))
+                }
             case let .blob(b):
                 rc = b.withUnsafeBytes { p in
                     sqlite3_bind_blob64(handle, idx, p.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(p.count),
@@ -283,7 +288,10 @@ public final class Statement {
         switch sqlite3_column_type(handle, c) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, c))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, c))
-        case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(handle, c)))
+        case SQLITE_TEXT:
+            // By its length, not up to its first NUL: a text holding one (a URL from an imported HAR) comes back whole.
+            guard let p = sqlite3_column_text(handle, c) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: p, count: Int(sqlite3_column_bytes(handle, c))), as: UTF8.self))
         case SQLITE_BLOB:
             let n = Int(sqlite3_column_bytes(handle, c))
             guard n > 0, let p = sqlite3_column_blob(handle, c) else { return .blob([]) }

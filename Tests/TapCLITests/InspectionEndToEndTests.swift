@@ -74,6 +74,38 @@ import TapCore
         #expect(events.last?["detail"]?.stringValue == line)
     }
 
+    /// A HAR entry whose URL holds a NUL byte: imported, shown (escaped) and exported whole. SQLite's text was read up to its
+    /// first NUL, so `show`, `--json` and the exports printed `http://h.example/a`. One exchange is said as one.
+    @Test func aURLWithANulByteComesBackWhole() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = "http://h.example/a\u{0}b?x=1"
+        let entry = JSON.object([
+            ("startedDateTime", .string("2026-01-01T00:00:00.000Z")), ("time", .number("1")),
+            ("request", .object([("method", .string("GET")), ("url", .string(url)), ("httpVersion", .string("HTTP/1.1")),
+                                 ("headers", .array([])), ("queryString", .array([])), ("cookies", .array([])),
+                                 ("headersSize", .number("-1")), ("bodySize", .number("0"))])),
+            ("response", .object([("status", .number("200")), ("statusText", .string("OK")), ("httpVersion", .string("HTTP/1.1")),
+                                  ("headers", .array([])), ("cookies", .array([])),
+                                  ("content", .object([("size", .number("0")), ("mimeType", .string("text/plain"))])),
+                                  ("redirectURL", .string("")), ("headersSize", .number("-1")), ("bodySize", .number("0"))])),
+            ("cache", .object([])), ("timings", .object([("send", .number("0")), ("wait", .number("1")), ("receive", .number("0"))])),
+        ])
+        let har = dir.appendingPathComponent("nul.har").path
+        let doc = JSON.object([("log", .object([("version", .string("1.2")),
+                                                ("creator", .object([("name", .string("t")), ("version", .string("1"))])),
+                                                ("entries", .array([entry]))]))])
+        try Data(doc.compact.utf8).write(to: URL(fileURLWithPath: har))
+        let session = dir.appendingPathComponent("nul.3dstape").path
+        let imported = try CLIRunner.run(["import", har, "--session", session])
+        #expect(imported.status == 0 && imported.stdout.contains("1 exchange imported"), "\(imported.stdout)\(imported.stderr)")
+        let show = try CLIRunner.run(["show", session])
+        #expect(show.stdout.contains("http://h.example/a\\x00b?x=1") && show.stdout.contains("1 exchange; "), "\(show.stdout)")
+        let json = try JSON.parse(try CLIRunner.run(["show", session, "--json"]).stdout)
+        guard case let .array(exchanges)? = json["exchanges"] else { Issue.record("no exchanges in --json"); return }
+        #expect(exchanges.first?["url"]?.stringValue == url)
+    }
+
     @Test func exportHARImportItAndDiffGivesNoDifferences() throws {
         let dir = try Self.workspace()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -24,6 +24,19 @@ import Testing
         #expect(try db.integrityCheck() == ["ok"])
     }
 
+    /// Text is read back by its length: one holding a NUL byte (a URL in an imported HAR) comes back whole, where it was
+    /// cut at the NUL; empty text stays empty.
+    @Test func textWithANulByteIsReadWhole() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let db = try Database(path: path)
+        try db.execute("CREATE TABLE t(s TEXT)")
+        try db.run("INSERT INTO t VALUES(?)", [.text("http://h/a\u{0}b?c=é")])
+        try db.run("INSERT INTO t VALUES(?)", [.text("")])
+        #expect(try db.query("SELECT s FROM t ORDER BY rowid") == [[.text("http://h/a\u{0}b?c=é")], [.text("")]])
+        #expect(try db.query("SELECT length(CAST(s AS BLOB)) FROM t ORDER BY rowid") == [[.integer(17)], [.integer(0)]])
+    }
+
     /// `execute` binds in place (no copy): what it stores is what `bind` stores, empty text and blobs stay empty (not
     /// NULL), text keeps an embedded NUL byte, and the values can go as soon as it returns.
     @Test func executeInPlaceStoresWhatBindStores() throws {
