@@ -2,7 +2,9 @@
 """A small HTTP/1.1 upstream for 3dstape's end-to-end tests: an independent server (Python's http.server),
 plain or TLS. Prints "listening PORT" once ready; exits when stdin closes or on SIGTERM.
 
-  upstream.py [--tls CERT.pem KEY.pem] [--client-ca CA.pem]
+  upstream.py [--port N] [--tls CERT.pem KEY.pem [--client-ca CA.pem]]
+
+--port N listens on 127.0.0.1:N (default: a free port, the one printed); in a terminal, Ctrl-D or Ctrl-C stops it.
 
 Endpoints: POST /ds/areq (an ARes-like answer), /chunked, /gzip, /gzip2 (gzip inside gzip), /slow?ms=N (prints 'slow N started' when it begins), /close (close-delimited), /bad-chunk (a signed chunk size),
 /big?kb=N, anything else echoes method, path, headers and body length as JSON.
@@ -105,9 +107,14 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
     args = sys.argv[1:]
+    port = 0
+    if args[:1] == ["--port"]:
+        if len(args) < 2 or not args[1].isdigit() or not 0 < int(args[1]) < 65536:
+            sys.exit("upstream.py: --port takes a port number from 1 to 65535")
+        port, args = int(args[1]), args[2:]
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
     if args and args[0] == "--tls":
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(args[1], args[2])
@@ -118,7 +125,10 @@ def main():
     print(f"listening {server.server_address[1]}", flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
-    sys.stdin.read()  # exit when the parent closes stdin
+    try:
+        sys.stdin.read()  # exit when the parent closes stdin
+    except KeyboardInterrupt:
+        pass
     os._exit(0)
 
 
