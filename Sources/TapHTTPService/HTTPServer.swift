@@ -149,6 +149,11 @@ public final class HTTPServer: @unchecked Sendable {
     public var stampsArrivals = false
     /// Operational log lines (accepting paused for lack of file descriptors …).
     public var onLog: ((String) -> Void)?
+
+    /// Told, on the loop, of each request the server refused with an answer of its own (400 malformed, 408, 413, 431, 503
+    /// over --max-buffered …): the peer, and the status and message it answered. The replayer stores each as a `rejected`
+    /// event, as the recorder does.
+    public var onRefused: ((_ peer: ServerPeer, _ status: Int, _ message: String) -> Void)?
     /// Connections open now.
     public var connectionCount: Int { accepted.value.connections.count }
     /// Request bytes the connections hold now (what `maxBufferedBytes` caps).
@@ -355,7 +360,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
                     server.onLog?("request bytes held in memory reached --max-buffered (\(server.budget.limit) bytes): answering 503 to connections asking for more")
                 }
             case .ended: break // only ever the answer to `closed`, which `connectionClosed` feeds and performs itself
-            case .refusing: break // HTTPServer logs no refusal (its answer says it all)
+            case let .refusing(status, message): server.onRefused?(peer, status, message)
             case let .waitBeforeNextRequest(wait):
                 // HTTPServer's environment has no gate (`intakeWait` is nil); a pace, were there one, is timed here.
                 if case let .pace(seconds) = wait {

@@ -159,6 +159,10 @@ public final class Replayer: @unchecked Sendable {
             s.onTunnelEnded = { [weak self] report in self?.recordTunnel(report) }
         }
         s.onClientFinishedSending = { [weak self] peer in self?.clientFinishedSending(peer) }
+        // A request refused before it reached the replayer (malformed, too large, too slow): an event, as the recorder stores it.
+        s.onRefused = { [weak self] peer, status, message in
+            self?.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rejected", detail: "\(peer.address): \(status) \(message)"))
+        }
         s.onLog = { line in StandardStreams.err(Data("3dstape: replay: \(TerminalText.escaped(line))\n".utf8)) }
         let bound = try s.start(on: address)
         if servers.isEmpty {

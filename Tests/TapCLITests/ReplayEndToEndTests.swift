@@ -297,6 +297,9 @@ import TapCore
             #expect(huge.out == "431")
             #expect(try measured(port, 50) < 50, "still serving, with --timing none")
             try stop(rep)
+            // Each refusal is an event of the replay session, as the recorder stores its own (it stored none).
+            let events = try sqlite(f.path("m.3dstape"), "SELECT kind, substr(detail, instr(detail, ': ') + 2, 3) FROM events WHERE kind = 'rejected' ORDER BY id")
+            #expect(events == "rejected|400\nrejected|431", "\(events)")
         }
     }
 }
