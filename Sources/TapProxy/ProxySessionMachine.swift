@@ -149,8 +149,9 @@ struct ProxySessionMachine {
         /// once what is queued is out), while still reading from it.
         case shutdownClientWrite
         case shutdownUpstreamWrite
-        /// A finished exchange for the session writer.
-        case record(ExchangeRecord)
+        /// A finished exchange for the session writer. Boxed (`indirect`): an exchange's record is several hundred bytes,
+        /// and inline it would make every action that large, copied as such at each append and each read of the list.
+        indirect case record(ExchangeRecord)
         /// An event for the session file's `events` table.
         case note(kind: String, detail: String)
         /// The client refused the certificate minted for the intercepted `host` (the server hints why, once per host).
@@ -250,6 +251,11 @@ struct ProxySessionMachine {
     private var actions: [Action] = []
     /// The CONNECT being tunnelled untouched (`--pass-through`); once set, every event is the tunnel's.
     private(set) var passThrough: PassThrough?
+    /// Whether the connection is a CONNECT tunnelled untouched (`passThrough` set), asked without copying the tunnel's state.
+    var isPassThrough: Bool {
+        if case .none = passThrough { return false }
+        return true
+    }
 
     /// In reverse mode, the upstream's target, its path the upstream URL's base path; each request's is this one with
     /// the request target appended to that path.
@@ -283,10 +289,19 @@ struct ProxySessionMachine {
 
     /// Feeds one event; returns what the driver must do, in order.
     mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
-        defer { actions = [] } // empty between events
-        if passThrough != nil {
+        var out: [Action] = []
+        handle(event, env, into: &out)
+        return out
+    }
+
+    /// Feeds one event and appends what the driver must do, in order, to `out` (a buffer the driver keeps and empties,
+    /// so that no array is made per event).
+    mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment, into out: inout [Action]) {
+        swap(&actions, &out)
+        defer { swap(&actions, &out) } // `actions` is empty again between events
+        if isPassThrough {
             tunnelEvent(event, env)
-            return actions
+            return
         }
         switch event {
         case let .clientBytes(bytes): if !closed { feedClient(.received(bytes), env) }
@@ -302,7 +317,6 @@ struct ProxySessionMachine {
         case .clientDrained: clientDrained(env)
         case .written: if !closed { feedClient(.written, env) }
         }
-        return actions
     }
 
     // MARK: client side
