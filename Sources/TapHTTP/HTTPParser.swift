@@ -331,9 +331,12 @@ public struct HTTPParser: Sendable {
 
     func decideFraming(_ line: [String], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
         // Most heads have one Content-Length and no Transfer-Encoding: looked for in one pass, lists made only if present.
-        var hasTE = false, lengths: [String] = [], hosts = 0
+        // Of the Content-Length values, the first and whether another differs from it (no list made).
+        var hasTE = false, firstLength: String?, lengthsDiffer = false, hosts = 0
         for f in headers.fields {
-            if f.name.caseInsensitiveEquals("Content-Length") { lengths.append(f.value) } else if f.name.caseInsensitiveEquals("Transfer-Encoding") { hasTE = true }
+            if f.name.caseInsensitiveEquals("Content-Length") {
+                if let first = firstLength { lengthsDiffer = lengthsDiffer || f.value != first } else { firstLength = f.value }
+            } else if f.name.caseInsensitiveEquals("Transfer-Encoding") { hasTE = true }
             else if f.name.caseInsensitiveEquals("Host") { hosts += 1 }
         }
         // RFC 9112 §3.2: a request with more than one Host line is answered 400 (which one names the target is ambiguous).
@@ -352,11 +355,11 @@ public struct HTTPParser: Sendable {
                 if mode == .response { return .untilClose }
                 throw HTTPParseError(.unsupportedCoding, "Transfer-Encoding \(te.joined(separator: ", ")) is not supported")
             }
-            if !lengths.isEmpty { throw HTTPParseError(.malformed, "both Transfer-Encoding and Content-Length") }
+            if firstLength != nil { throw HTTPParseError(.malformed, "both Transfer-Encoding and Content-Length") }
             return .chunked
         }
-        if let first = lengths.first {
-            guard lengths.allSatisfy({ $0 == first }), first.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(first) else {
+        if let first = firstLength {
+            guard !lengthsDiffer, first.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(first) else {
                 throw HTTPParseError(.malformed, "invalid Content-Length")
             }
             if n > limits.maxBodyBytes { throw HTTPParseError(.bodyTooLarge, "body of \(n) bytes exceeds \(limits.maxBodyBytes)") }
