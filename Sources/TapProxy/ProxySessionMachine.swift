@@ -346,8 +346,8 @@ struct ProxySessionMachine {
                                   _ env: some ProxySessionEnvironment) {
         switch action {
         case let .deliver(number):
-            guard let request = client.takeDelivered() else { return }
-            next = forward(request, number: number, startedAt: client.deliveredStartedAt, env)
+            guard var request = client.takeDelivered() else { return }
+            next = forward(&request, number: number, startedAt: client.deliveredStartedAt, env)
         case .reportWhenWritten:
             actions.append(.reportWhenWritten)
         case let .write(head, body):
@@ -499,8 +499,8 @@ struct ProxySessionMachine {
 
     /// Forwards a request the client side delivered. Returns the answer to give back to the client side at once (a target
     /// the recorder cannot resolve, an answer of key substitution's, whose exchange is then `answerRecord`), or nil while
-    /// the upstream answers.
-    private mutating func forward(_ request: HTTPRequest, number: Int, startedAt: Double,
+    /// the upstream answers. The request's header fields become the upstream request's (`upstreamHead(taking:target:)`).
+    private mutating func forward(_ request: inout HTTPRequest, number: Int, startedAt: Double,
                                   _ env: some ProxySessionEnvironment) -> ServerConnectionMachine.Event? {
         let head = request.head
         let target: Target
@@ -516,8 +516,10 @@ struct ProxySessionMachine {
                                     host: target.hostHeader, path: target.path, upstream: target.addressText,
                                     request: captured, requestStart: startedAt)
         record.mask = config.mask
+        let (method, upgrade) = (head.method, head.headers["Upgrade"])
 
-        var out = upstreamHead(head, target: target)
+        _ = consume head // its fields are now the request's alone: taken (not copied) for the upstream's, and changed there
+        var out = upstreamHead(taking: &request.head, target: target)
         var forwardBody = request.rawBody
         var context: KeySubstitution.Context?
         if let sub = config.substitution {
@@ -545,12 +547,12 @@ struct ProxySessionMachine {
         let outHead = out.bytes
 
         inFlight = InFlight(number: number, record: record, keepAlive: client.keepAlive, target: target, substitution: context,
-                            upgrade: head.headers["Upgrade"])
+                            upgrade: upgrade)
         wait(for: .upstream, env)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
             // Changed in place: a copy of the link would share its parser's buffer, and the next read would copy it.
             upstream!.awaiting = true
-            upstream!.parser.requestMethod = head.method
+            upstream!.parser.requestMethod = method
             upstream!.firstByteAt = nil
             upstream!.requestSentAt = env.wallClock()
             actions.append(.writeUpstream(outHead, then: forwardBody))
@@ -558,7 +560,7 @@ struct ProxySessionMachine {
             if upstream != nil { actions.append(.closeUpstream) }
             var link = Upstream(target: target, parser: HTTPParser(mode: .response, limits: config.limits))
             link.awaiting = true
-            link.parser.requestMethod = head.method
+            link.parser.requestMethod = method
             link.pending = outHead + forwardBody
             upstream = link
             actions.append(.connectUpstream(target))
@@ -577,9 +579,11 @@ struct ProxySessionMachine {
         return .answeredRaw(number: number, head: answer.bytes, body: [], keepAlive: false)
     }
 
-    /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged).
-    func upstreamHead(_ head: HTTPRequestHead, target: Target) -> HTTPRequestHead {
-        var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
+    /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged). Its fields are
+    /// taken from `head` (left with none), so that they are changed where they are instead of copied first.
+    func upstreamHead(taking head: inout HTTPRequestHead, target: Target) -> HTTPRequestHead {
+        var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1")
+        swap(&out.headers, &head.headers)
         // Hop-by-hop fields, and in reverse mode with --auth the Authorization that was 3dstape's.
         let ownAuthorization: Bool
         if config.authorization != nil, case .reverse = config.mode { ownAuthorization = true } else { ownAuthorization = false }
