@@ -1,8 +1,17 @@
 /// String operations done on UTF-8 bytes, for the hot paths that handle ASCII protocol text (header names, compact JOSE).
 extension String {
-    /// ASCII case-insensitive comparison (header names are ASCII tokens).
+    /// ASCII case-insensitive comparison (header names are ASCII tokens). Inlined where it is called, the lengths
+    /// are compared there (most names looked up differ in length from most names looked at); the bytes apart.
+    @inlinable
     public func caseInsensitiveEquals(_ other: String) -> Bool {
-        guard utf8.count == other.utf8.count else { return false }
+        utf8.count == other.utf8.count && caseInsensitiveEqualsSameLength(other)
+    }
+
+    /// `caseInsensitiveEquals` for strings of the same length: the same bytes (names spelt alike), or each byte the
+    /// same letter in either case.
+    @usableFromInline
+    func caseInsensitiveEqualsSameLength(_ other: String) -> Bool {
+        if self == other { return true }
         func same(_ a: UInt8, _ b: UInt8) -> Bool { a == b || (a | 0x20 == b | 0x20 && (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A) }
         // Native strings (all that the parser makes) are compared on their contiguous bytes.
         if let r = utf8.withContiguousStorageIfAvailable({ a in

@@ -17,8 +17,7 @@ public final class BufferBudget {
 
     /// Records that `owner` now holds `bytes`. False when it holds more than `exempt` and the total is past the cap.
     public func hold(_ owner: ObjectIdentifier, _ bytes: Int) -> Bool {
-        total += bytes - (held[owner] ?? 0)
-        held[owner] = bytes
+        total += bytes - (held.updateValue(bytes, forKey: owner) ?? 0) // one lookup for the old count and the new
         return bytes <= BufferBudget.exempt || total <= limit
     }
 

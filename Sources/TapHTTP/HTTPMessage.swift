@@ -18,7 +18,8 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// Every value of `name`, comma-joined lists split and trimmed, lowercased.
     public func tokens(_ name: String) -> [String] {
         var out: [String] = []
-        forEachToken(name) { out.append(String(Substring($0)).lowercased()); return false }
+        // Each piece lies between ASCII separators of a valid UTF-8 value, so it is valid UTF-8 itself.
+        forEachToken(name) { out.append(String(decoding: $0, as: UTF8.self).lowercased()); return false }
         return out
     }
 
@@ -29,16 +30,32 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         }
     }
 
-    /// Calls `body` with each comma-separated, space-trimmed token of `name`'s values until it returns true.
+    /// Calls `body` with the bytes of each comma-separated, space-trimmed token of `name`'s values until it returns
+    /// true (pieces empty before trimming are skipped), read where the value's bytes lie: no list of pieces is made.
     @discardableResult
-    private func forEachToken(_ name: String, _ body: (Substring.UTF8View) -> Bool) -> Bool {
+    private func forEachToken(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
         for f in fields where f.name.caseInsensitiveEquals(name) {
-            for part in f.value.utf8.split(separator: 0x2C) { // ","
-                var (s, e) = (part.startIndex, part.endIndex)
-                while s < e, part[s] == 0x20 || part[s] == 0x09 { s = part.index(after: s) }
-                while e > s, part[part.index(before: e)] == 0x20 || part[part.index(before: e)] == 0x09 { e = part.index(before: e) }
-                if body(part[s..<e]) { return true }
+            let found = f.value.utf8.withContiguousStorageIfAvailable { HTTPHeaders.forEachToken(in: $0, body) }
+                ?? Array(f.value.utf8).withUnsafeBufferPointer { HTTPHeaders.forEachToken(in: $0, body) }
+            if found { return true }
+        }
+        return false
+    }
+
+    /// `forEachToken` over one value's bytes. Every index read is checked against the piece's bounds first, and those
+    /// lie within `0..<value.count`.
+    private static func forEachToken(in value: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
+        var pieceStart = 0
+        while pieceStart < value.count {
+            var pieceEnd = pieceStart
+            while pieceEnd < value.count, value[pieceEnd] != 0x2C { pieceEnd += 1 } // ","
+            var (s, e) = (pieceStart, pieceEnd)
+            if s < e {
+                while s < e, value[s] == 0x20 || value[s] == 0x09 { s += 1 }
+                while e > s, value[e - 1] == 0x20 || value[e - 1] == 0x09 { e -= 1 }
+                if body(UnsafeBufferPointer(rebasing: value[s..<e])) { return true }
             }
+            pieceStart = pieceEnd + 1
         }
         return false
     }
@@ -62,6 +79,10 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// Removes what a forwarder must not pass on: the hop-by-hop fields, the fields the `Connection` field names
     /// (`Connection: close, X-Session`; never Host or the framing), and `extra` (credentials that were the forwarder's own).
     public mutating func removeHopByHop(also extra: [String] = []) {
+        func named(_ f: (name: String, value: String), in names: [String]) -> Bool { names.contains { f.name.caseInsensitiveEquals($0) } }
+        // Nothing to remove unless a field is hop-by-hop or in `extra` (the fields `Connection` names go only with it,
+        // itself hop-by-hop): most requests have none, and are looked at once, without a list of names made.
+        guard fields.contains(where: { named($0, in: HTTPHeaders.hopByHop) || named($0, in: extra) }) else { return }
         var names = HTTPHeaders.hopByHop + extra
         if self["Connection"] != nil {
             names += tokens("Connection").filter { t in !HTTPHeaders.neverNominated.contains { $0.caseInsensitiveEquals(t) } }
@@ -92,14 +113,18 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         out.append(contentsOf: b.utf8)
         out.append(0x20)
         out.append(contentsOf: c.utf8)
-        out.append(contentsOf: [0x0D, 0x0A])
+        out.append(0x0D) // the separators a byte at a time: no array literal made for each
+        out.append(0x0A)
         for f in fields {
             out.append(contentsOf: f.name.utf8)
-            out.append(contentsOf: [0x3A, 0x20])
+            out.append(0x3A)
+            out.append(0x20)
             out.append(contentsOf: f.value.utf8)
-            out.append(contentsOf: [0x0D, 0x0A])
+            out.append(0x0D)
+            out.append(0x0A)
         }
-        out.append(contentsOf: [0x0D, 0x0A])
+        out.append(0x0D)
+        out.append(0x0A)
         return out
     }
 }

@@ -50,8 +50,16 @@ public struct HTTPParser: Sendable {
 
     enum Framing: Equatable { case none, length(Int), chunked, untilClose }
 
+    /// A start line split at its first two spaces: a request's method, target and version; a response's version,
+    /// status and reason phrase (nil without a second space; it may hold spaces itself).
+    struct StartLine {
+        var first: String
+        var second: String
+        var third: String?
+    }
+
     struct ParsedHead {
-        var startLine: [String]
+        var startLine: StartLine
         var headers: HTTPHeaders
         var headLength: Int
     }
@@ -106,7 +114,7 @@ public struct HTTPParser: Sendable {
     public mutating func nextRequest() throws(HTTPParseError) -> HTTPRequest? {
         guard let (h, raw, body, rawHead) = try nextMessage() else { return nil }
         let line = h.startLine
-        return HTTPRequest(head: HTTPRequestHead(method: line[0], target: line[1], version: line[2],
+        return HTTPRequest(head: HTTPRequestHead(method: line.first, target: line.second, version: line.third ?? "",
                                                  headers: h.headers),
                            rawHead: rawHead, rawBody: raw, body: body)
     }
@@ -122,10 +130,10 @@ public struct HTTPParser: Sendable {
     public mutating func nextResponse() throws(HTTPParseError) -> HTTPResponse? {
         while true {
             guard let (h, raw, body, rawHead) = try nextMessage() else { return nil }
-            guard let status = Int(h.startLine[1]) else { throw HTTPParseError(.malformed, "invalid status code") }
-            let reason = h.startLine.count > 2 ? h.startLine[2] : ""
+            guard let status = Int(h.startLine.second) else { throw HTTPParseError(.malformed, "invalid status code") }
+            let reason = h.startLine.third ?? ""
             if (100...199).contains(status), status != 101 { continue }
-            return HTTPResponse(head: HTTPResponseHead(status: status, reason: reason, version: h.startLine[0], headers: h.headers),
+            return HTTPResponse(head: HTTPResponseHead(status: status, reason: reason, version: h.startLine.first, headers: h.headers),
                                 rawHead: rawHead, rawBody: raw, body: body)
         }
     }
@@ -141,9 +149,9 @@ public struct HTTPParser: Sendable {
         buffer.removeAll()
         head = nil
         scanFrom = 0
-        guard let status = Int(h.startLine[1]) else { throw HTTPParseError(.malformed, "invalid status code") }
-        return HTTPResponse(head: HTTPResponseHead(status: status, reason: h.startLine.count > 2 ? h.startLine[2] : "",
-                                                   version: h.startLine[0], headers: h.headers),
+        guard let status = Int(h.startLine.second) else { throw HTTPParseError(.malformed, "invalid status code") }
+        return HTTPResponse(head: HTTPResponseHead(status: status, reason: h.startLine.third ?? "",
+                                                   version: h.startLine.first, headers: h.headers),
                             rawHead: rawHead, rawBody: body, body: body)
     }
 
@@ -212,7 +220,7 @@ public struct HTTPParser: Sendable {
     /// pieces kept (the start line's three parts, each field's name and value).
     static func parseHead(_ b: UnsafeBufferPointer<UInt8>, end: Int, mode: Mode, limits: HTTPLimits) throws(HTTPParseError) -> ParsedHead {
         let headEnd = end - 4 // where the final CRLFCRLF starts
-        var startLine: [String]?
+        var startLine: StartLine?
         var headers = HTTPHeaders()
         headers.fields.reserveCapacity(12)
         var lineStart = 0
@@ -232,44 +240,46 @@ public struct HTTPParser: Sendable {
             if brk >= headEnd { break }
             lineStart = brk + 2
         }
-        return ParsedHead(startLine: startLine ?? [], headers: headers, headLength: end)
+        // The first line is always read first (the loop runs at least once).
+        guard let startLine else { throw HTTPParseError(.malformed, "no start line") }
+        return ParsedHead(startLine: startLine, headers: headers, headLength: end)
     }
 
     /// The start line split at its first two spaces (a response's reason phrase may hold more, or be absent), checked.
-    static func parseStartLine(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>, mode: Mode) throws(HTTPParseError) -> [String] {
+    /// The parts are ranges within `line` (each space found lies in it), made Strings only once checked.
+    static func parseStartLine(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>, mode: Mode) throws(HTTPParseError) -> StartLine {
         let bytes = UnsafeBufferPointer(rebasing: b[line])
         guard ByteScan.isASCII(b, line) || String(validating: bytes, as: UTF8.self) != nil else {
             throw HTTPParseError(.malformed, "start line is not valid UTF-8")
         }
-        var parts: [Range<Int>] = []
-        var from = 0
-        while parts.count < 2, let sp = bytes[from...].firstIndex(of: 0x20) {
-            parts.append(from..<sp)
-            from = sp + 1
-        }
-        parts.append(from..<bytes.count)
+        let firstSpace = bytes.firstIndex(of: 0x20)
+        let secondSpace = firstSpace.flatMap { s in bytes[(s + 1)...].firstIndex(of: 0x20) }
+        let first = 0..<(firstSpace ?? bytes.count)
+        let second = firstSpace.map { s in (s + 1)..<(secondSpace ?? bytes.count) }
+        let third = secondSpace.map { s in (s + 1)..<bytes.count }
         func text(_ r: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[r]), as: UTF8.self) }
         func equals(_ r: Range<Int>, _ s: StaticString) -> Bool {
             r.count == s.utf8CodeUnitCount && memcmp(bytes.baseAddress! + r.lowerBound, s.utf8Start, r.count) == 0
         }
         switch mode {
         case .request:
-            guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy({ isToken(bytes[$0]) }), !parts[1].isEmpty,
-                  equals(parts[2], "HTTP/1.1") || equals(parts[2], "HTTP/1.0") else {
+            guard let target = second, let version = third, !first.isEmpty, first.allSatisfy({ isToken(bytes[$0]) }), !target.isEmpty,
+                  equals(version, "HTTP/1.1") || equals(version, "HTTP/1.0") else {
                 throw HTTPParseError(.malformed, "malformed request line")
             }
             // The request target is visible ASCII only (RFC 9112 §3.2, RFC 3986): no controls, spaces or raw non-ASCII.
-            guard parts[1].allSatisfy({ bytes[$0] > 0x20 && bytes[$0] < 0x7F }) else {
+            guard target.allSatisfy({ bytes[$0] > 0x20 && bytes[$0] < 0x7F }) else {
                 throw HTTPParseError(.malformed, "request target contains a control, space or non-ASCII byte")
             }
         case .response:
             // status-code = 3DIGIT (RFC 9112 §4)
-            guard parts.count >= 2, parts[0].count >= 7, memcmp(bytes.baseAddress! + parts[0].lowerBound, "HTTP/1.", 7) == 0,
-                  parts[1].count == 3, parts[1].allSatisfy({ bytes[$0] &- 0x30 <= 9 }) else {
+            guard let status = second, first.count >= 7, memcmp(bytes.baseAddress! + first.lowerBound, "HTTP/1.", 7) == 0,
+                  status.count == 3, status.allSatisfy({ bytes[$0] &- 0x30 <= 9 }) else {
                 throw HTTPParseError(.malformed, "malformed status line")
             }
         }
-        return parts.map(text)
+        guard let second else { throw HTTPParseError(.malformed, "malformed start line") } // checked above for either mode
+        return StartLine(first: text(first), second: text(second), third: third.map(text))
     }
 
     /// One `name: value` line of a header or trailer section (CRLF already removed), checked as RFC 9110 §5.5 asks:
@@ -329,11 +339,14 @@ public struct HTTPParser: Sendable {
         }
     }
 
-    func decideFraming(_ line: [String], _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
+    func decideFraming(_ line: StartLine, _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
         // Most heads have one Content-Length and no Transfer-Encoding: looked for in one pass, lists made only if present.
-        var hasTE = false, lengths: [String] = [], hosts = 0
+        // Of the Content-Length values, the first and whether another differs from it (no list made).
+        var hasTE = false, firstLength: String?, lengthsDiffer = false, hosts = 0
         for f in headers.fields {
-            if f.name.caseInsensitiveEquals("Content-Length") { lengths.append(f.value) } else if f.name.caseInsensitiveEquals("Transfer-Encoding") { hasTE = true }
+            if f.name.caseInsensitiveEquals("Content-Length") {
+                if let first = firstLength { lengthsDiffer = lengthsDiffer || f.value != first } else { firstLength = f.value }
+            } else if f.name.caseInsensitiveEquals("Transfer-Encoding") { hasTE = true }
             else if f.name.caseInsensitiveEquals("Host") { hosts += 1 }
         }
         // RFC 9112 §3.2: a request with more than one Host line is answered 400 (which one names the target is ambiguous).
@@ -343,7 +356,7 @@ public struct HTTPParser: Sendable {
             throw HTTPParseError(.malformed, "empty Transfer-Encoding")
         }
         if mode == .response {
-            let status = Int(line[1]) ?? 0
+            let status = Int(line.second) ?? 0
             if requestMethod == "HEAD" || (100...199).contains(status) || status == 204 || status == 304 { return .none }
             if requestMethod == "CONNECT", (200...299).contains(status) { return .none }
         }
@@ -352,11 +365,11 @@ public struct HTTPParser: Sendable {
                 if mode == .response { return .untilClose }
                 throw HTTPParseError(.unsupportedCoding, "Transfer-Encoding \(te.joined(separator: ", ")) is not supported")
             }
-            if !lengths.isEmpty { throw HTTPParseError(.malformed, "both Transfer-Encoding and Content-Length") }
+            if firstLength != nil { throw HTTPParseError(.malformed, "both Transfer-Encoding and Content-Length") }
             return .chunked
         }
-        if let first = lengths.first {
-            guard lengths.allSatisfy({ $0 == first }), first.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(first) else {
+        if let first = firstLength {
+            guard !lengthsDiffer, first.utf8.allSatisfy({ $0 &- 0x30 <= 9 }), let n = Int(first) else {
                 throw HTTPParseError(.malformed, "invalid Content-Length")
             }
             if n > limits.maxBodyBytes { throw HTTPParseError(.bodyTooLarge, "body of \(n) bytes exceeds \(limits.maxBodyBytes)") }

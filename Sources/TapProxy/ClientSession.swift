@@ -74,12 +74,22 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         if !machine.closed { armTimer() }
     }
 
+    /// The machine's actions of the event being performed, kept between events so that no array is made per event.
+    private var actions: [ProxySessionMachine.Action] = []
+
     /// Feeds one event and performs its actions but `reportWhenWritten`; returns whether that was asked for.
     private func performAll(_ event: ProxySessionMachine.Event) -> Bool {
+        // Taken out while performed: an action may feed another event (a failed connect) and use the member meanwhile.
+        var list: [ProxySessionMachine.Action] = []
+        swap(&list, &actions)
+        machine.handle(event, self, into: &list)
         var written = false
-        for action in machine.handle(event, self) {
+        // Taken out of the list in order (reversed, then popped), so that no action is copied.
+        list.reverse()
+        while let action = list.popLast() {
             if case .reportWhenWritten = action { written = true } else { perform(action) }
         }
+        swap(&list, &actions)
         return written
     }
 
@@ -88,7 +98,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case let .writeClient(head, body):
             client.write(head, body)
             // A tunnel's upstream is read no faster than the client takes its bytes.
-            if machine.passThrough != nil, Self.tunnelOutput.shouldPause(unsent: client.unsentByteCount) { upstream?.connection?.pauseReading() }
+            if machine.isPassThrough, Self.tunnelOutput.shouldPause(unsent: client.unsentByteCount) { upstream?.connection?.pauseReading() }
         case let .closeClient(afterFlush): client.close(afterFlush: afterFlush)
         case .resetClient: client.reset()
         case let .startClientTLS(serverName, early):
@@ -104,7 +114,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case let .connectUpstream(target): connectUpstream(target)
         case let .writeUpstream(head, body):
             upstream?.connection?.write(head, body)
-            if machine.passThrough != nil, let c = upstream?.connection, Self.tunnelOutput.shouldPause(unsent: c.unsentByteCount) { client.pauseReading() }
+            if machine.isPassThrough, let c = upstream?.connection, Self.tunnelOutput.shouldPause(unsent: c.unsentByteCount) { client.pauseReading() }
         case .closeUpstream:
             upstream?.close()
             upstream = nil
@@ -155,7 +165,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
 
     /// The upstream took queued tunnel bytes: read the client again once little is left.
     fileprivate func upstreamDrained(_ driver: UpstreamDriver) {
-        guard driver === upstream, machine.passThrough != nil, !machine.readingPaused,
+        guard driver === upstream, machine.isPassThrough, !machine.readingPaused,
               let c = driver.connection, Self.tunnelOutput.shouldResume(unsent: c.unsentByteCount) else { return }
         client.resumeReading()
     }
@@ -180,7 +190,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     /// The client took queued tunnel bytes: read the upstream again once little is left.
     func connectionWroteQueued(_ connection: Connection) {
         if machine.pausedForOutput || machine.closingAfterFlush { return feed(.clientDrained) }
-        guard machine.passThrough != nil, Self.tunnelOutput.shouldResume(unsent: connection.unsentByteCount) else { return }
+        guard machine.isPassThrough, Self.tunnelOutput.shouldResume(unsent: connection.unsentByteCount) else { return }
         upstream?.connection?.resumeReading()
     }
 
@@ -242,7 +252,7 @@ final class UpstreamDriver: ConnectionDelegate {
     /// In a tunnel the upstream's FIN is passed on to the client and the connection stays open for the client's bytes;
     /// otherwise it closes, and the machine takes that as the upstream closing.
     func connectionInputEnded(_ c: Connection) -> Bool {
-        guard session.machine.passThrough != nil else { return false }
+        guard session.machine.isPassThrough else { return false }
         session.upstreamEvent(from: self, .upstreamFinishedSending)
         return true
     }

@@ -149,8 +149,9 @@ struct ProxySessionMachine {
         /// once what is queued is out), while still reading from it.
         case shutdownClientWrite
         case shutdownUpstreamWrite
-        /// A finished exchange for the session writer.
-        case record(ExchangeRecord)
+        /// A finished exchange for the session writer. Boxed (`indirect`): an exchange's record is several hundred bytes,
+        /// and inline it would make every action that large, copied as such at each append and each read of the list.
+        indirect case record(ExchangeRecord)
         /// An event for the session file's `events` table.
         case note(kind: String, detail: String)
         /// The client refused the certificate minted for the intercepted `host` (the server hints why, once per host).
@@ -250,6 +251,11 @@ struct ProxySessionMachine {
     private var actions: [Action] = []
     /// The CONNECT being tunnelled untouched (`--pass-through`); once set, every event is the tunnel's.
     private(set) var passThrough: PassThrough?
+    /// Whether the connection is a CONNECT tunnelled untouched (`passThrough` set), asked without copying the tunnel's state.
+    var isPassThrough: Bool {
+        if case .none = passThrough { return false }
+        return true
+    }
 
     /// In reverse mode, the upstream's target, its path the upstream URL's base path; each request's is this one with
     /// the request target appended to that path.
@@ -283,10 +289,19 @@ struct ProxySessionMachine {
 
     /// Feeds one event; returns what the driver must do, in order.
     mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment) -> [Action] {
-        defer { actions = [] } // empty between events
-        if passThrough != nil {
+        var out: [Action] = []
+        handle(event, env, into: &out)
+        return out
+    }
+
+    /// Feeds one event and appends what the driver must do, in order, to `out` (a buffer the driver keeps and empties,
+    /// so that no array is made per event).
+    mutating func handle(_ event: Event, _ env: some ProxySessionEnvironment, into out: inout [Action]) {
+        swap(&actions, &out)
+        defer { swap(&actions, &out) } // `actions` is empty again between events
+        if isPassThrough {
             tunnelEvent(event, env)
-            return actions
+            return
         }
         switch event {
         case let .clientBytes(bytes): if !closed { feedClient(.received(bytes), env) }
@@ -302,7 +317,6 @@ struct ProxySessionMachine {
         case .clientDrained: clientDrained(env)
         case .written: if !closed { feedClient(.written, env) }
         }
-        return actions
     }
 
     // MARK: client side
@@ -332,8 +346,8 @@ struct ProxySessionMachine {
                                   _ env: some ProxySessionEnvironment) {
         switch action {
         case let .deliver(number):
-            guard let request = client.takeDelivered() else { return }
-            next = forward(request, number: number, startedAt: client.deliveredStartedAt, env)
+            guard var request = client.takeDelivered() else { return }
+            next = forward(&request, number: number, startedAt: client.deliveredStartedAt, env)
         case .reportWhenWritten:
             actions.append(.reportWhenWritten)
         case let .write(head, body):
@@ -485,8 +499,8 @@ struct ProxySessionMachine {
 
     /// Forwards a request the client side delivered. Returns the answer to give back to the client side at once (a target
     /// the recorder cannot resolve, an answer of key substitution's, whose exchange is then `answerRecord`), or nil while
-    /// the upstream answers.
-    private mutating func forward(_ request: HTTPRequest, number: Int, startedAt: Double,
+    /// the upstream answers. The request's header fields become the upstream request's (`upstreamHead(taking:target:)`).
+    private mutating func forward(_ request: inout HTTPRequest, number: Int, startedAt: Double,
                                   _ env: some ProxySessionEnvironment) -> ServerConnectionMachine.Event? {
         let head = request.head
         let target: Target
@@ -502,8 +516,10 @@ struct ProxySessionMachine {
                                     host: target.hostHeader, path: target.path, upstream: target.addressText,
                                     request: captured, requestStart: startedAt)
         record.mask = config.mask
+        let (method, upgrade) = (head.method, head.headers["Upgrade"])
 
-        var out = upstreamHead(head, target: target)
+        _ = consume head // its fields are now the request's alone: taken (not copied) for the upstream's, and changed there
+        var out = upstreamHead(taking: &request.head, target: target)
         var forwardBody = request.rawBody
         var context: KeySubstitution.Context?
         if let sub = config.substitution {
@@ -531,12 +547,12 @@ struct ProxySessionMachine {
         let outHead = out.bytes
 
         inFlight = InFlight(number: number, record: record, keepAlive: client.keepAlive, target: target, substitution: context,
-                            upgrade: head.headers["Upgrade"])
+                            upgrade: upgrade)
         wait(for: .upstream, env)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
             // Changed in place: a copy of the link would share its parser's buffer, and the next read would copy it.
             upstream!.awaiting = true
-            upstream!.parser.requestMethod = head.method
+            upstream!.parser.requestMethod = method
             upstream!.firstByteAt = nil
             upstream!.requestSentAt = env.wallClock()
             actions.append(.writeUpstream(outHead, then: forwardBody))
@@ -544,7 +560,7 @@ struct ProxySessionMachine {
             if upstream != nil { actions.append(.closeUpstream) }
             var link = Upstream(target: target, parser: HTTPParser(mode: .response, limits: config.limits))
             link.awaiting = true
-            link.parser.requestMethod = head.method
+            link.parser.requestMethod = method
             link.pending = outHead + forwardBody
             upstream = link
             actions.append(.connectUpstream(target))
@@ -563,9 +579,11 @@ struct ProxySessionMachine {
         return .answeredRaw(number: number, head: answer.bytes, body: [], keepAlive: false)
     }
 
-    /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged).
-    func upstreamHead(_ head: HTTPRequestHead, target: Target) -> HTTPRequestHead {
-        var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1", headers: head.headers)
+    /// The request toward the upstream: origin-form, hop-by-hop headers removed (the body goes unchanged). Its fields are
+    /// taken from `head` (left with none), so that they are changed where they are instead of copied first.
+    func upstreamHead(taking head: inout HTTPRequestHead, target: Target) -> HTTPRequestHead {
+        var out = HTTPRequestHead(method: head.method, target: target.path, version: "HTTP/1.1")
+        swap(&out.headers, &head.headers)
         // Hop-by-hop fields, and in reverse mode with --auth the Authorization that was 3dstape's.
         let ownAuthorization: Bool
         if config.authorization != nil, case .reverse = config.mode { ownAuthorization = true } else { ownAuthorization = false }
