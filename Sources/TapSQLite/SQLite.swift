@@ -79,8 +79,15 @@ public final class Database {
     /// The file path.
     public let path: String
 
+    /// SQLite's memory statistics turned off, once, before the library's first use (`sqlite3_config` must come before
+    /// `sqlite3_initialize`, which the first open runs; later it is refused, harmlessly). 3dstape reads none of them
+    /// (`sqlite3_memory_used`, a soft heap limit), and with them every SQLite allocation and free took a mutex and
+    /// updated counters: the session writer paid ~2,000 instructions an exchange for that.
+    private static let libraryConfigured: Void = { _ = tap_sqlite_config_no_memstatus() }()
+
     /// Opens (or creates) the file. A file that is not SQLite fails on first use with `isNotADatabase`.
     public init(path: String, mode: OpenMode = .readWriteCreate) throws(SQLiteError) {
+        _ = Database.libraryConfigured
         var db: OpaquePointer?
         let flags: Int32
         switch mode {
