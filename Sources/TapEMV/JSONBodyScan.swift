@@ -23,33 +23,19 @@ enum JSONBodyScan {
     }
 
     static func scan(_ body: [UInt8]) -> Result? {
-        // What the scan found, taken out of the closure (the scanner's pointer is valid only inside it).
         let table = keyTable
-        let scanned: (splices: [(Range<Int>, [UInt8])], top: MessageFields, nonASCII: Bool)? = body.withUnsafeBufferPointer { u in
+        // The result is made inside the closures, by the scanner (whose pointers are valid only there): taking its findings
+        // out first copied them twice (~1,300 instructions an exchange).
+        return body.withUnsafeBufferPointer { u in
             table.names.withUnsafeBufferPointer { names in
                 table.entries.withUnsafeBufferPointer { entries in
                     table.starts.withUnsafeBufferPointer { starts in
                         var s = Scanner(u: u, names: names, entries: entries, starts: starts)
-                        return s.run() ? (s.splices, s.top, s.nonASCII) : nil
+                        return s.run() ? s.result(body) : nil
                     }
                 }
             }
         }
-        guard let s = scanned else { return nil }
-        // As the full parse does, invalid UTF-8 makes it not JSON at all.
-        if s.nonASCII, String(validating: body, as: UTF8.self) == nil { return nil }
-        var out = body
-        // Splices from the end, so that earlier offsets stay valid.
-        for (range, replacement) in s.splices.sorted(by: { $0.0.lowerBound > $1.0.lowerBound }) {
-            out.replaceSubrange(range, with: replacement)
-        }
-        var summary: MessageSummary?
-        if let type = s.top.messageType {
-            var m = MessageSummary(messageType: type)
-            m.fields = s.top
-            summary = m
-        }
-        return Result(stored: out, summary: summary, changed: !s.splices.isEmpty)
     }
 
     /// What a member's key means to the scan.
@@ -121,6 +107,26 @@ enum JSONBodyScan {
             self.names = names
             self.entries = entries
             self.starts = starts
+        }
+
+        /// The scan's result once `run` has succeeded on `body` (the bytes `u` points at): the body with its splices made,
+        /// and the summary; nil when a byte above 0x7F was seen and the body is not UTF-8.
+        func result(_ body: [UInt8]) -> Result? {
+            // As the full parse does, invalid UTF-8 makes it not JSON at all.
+            if nonASCII, String(validating: body, as: UTF8.self) == nil { return nil }
+            var out = body
+            // Splices from the end, so that earlier offsets stay valid (the scan made them in the order of the body: it
+            // only moves forward, and the ranges it splices do not overlap).
+            for (range, replacement) in splices.reversed() {
+                out.replaceSubrange(range, with: replacement)
+            }
+            var summary: MessageSummary?
+            if let type = top.messageType {
+                var m = MessageSummary(messageType: type)
+                m.fields = top
+                summary = m
+            }
+            return Result(stored: out, summary: summary, changed: !splices.isEmpty)
         }
 
         func key(_ r: Range<Int>) -> Key {
