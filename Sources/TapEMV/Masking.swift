@@ -53,11 +53,12 @@ public enum Masking {
             guard length < 64, credentialHeaderLengths >> UInt64(length) & 1 == 1 else { return false }
             return credentialHeaders.contains { name.caseInsensitiveEquals($0) }
         }
-        func mayHoldToken(_ value: String) -> Bool {
+        // A card number or a token, told in one look at the value's bytes.
+        func mayHoldCardOrToken(_ value: String) -> Bool {
             var v = value
-            return v.withUTF8 { u in nextTokenStart(u, from: 0) != nil }
+            return v.withUTF8 { u in nextTokenStart(u, from: 0) != nil || !ThreeDSContent.luhnRuns(u).isEmpty }
         }
-        guard headers.contains(where: { isCredential($0.0) || ThreeDSContent.hasLuhnRun($0.1) || mayHoldToken($0.1) }) else { return headers }
+        guard headers.contains(where: { isCredential($0.0) || mayHoldCardOrToken($0.1) }) else { return headers }
         return headers.map { name, value in
             if isCredential(name) {
                 let scheme = name.lowercased().hasSuffix("authorization") ? value.split(separator: " ").first.map { "\($0) " } ?? "" : ""
