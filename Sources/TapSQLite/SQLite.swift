@@ -51,6 +51,13 @@ public enum SQLiteValue: Sendable, Equatable {
         default: return nil
         }
     }
+    /// Whether SQLite is handed a pointer to this value's bytes (text, a blob).
+    var isTextOrBlob: Bool {
+        switch self {
+        case .text, .blob: return true
+        case .null, .integer, .real: return false
+        }
+    }
     /// The real (or integer as a real), or nil.
     public var real: Double? {
         switch self {
@@ -72,8 +79,15 @@ public final class Database {
     /// The file path.
     public let path: String
 
+    /// SQLite's memory statistics turned off, once, before the library's first use (`sqlite3_config` must come before
+    /// `sqlite3_initialize`, which the first open runs; later it is refused, harmlessly). 3dstape reads none of them
+    /// (`sqlite3_memory_used`, a soft heap limit), and with them every SQLite allocation and free took a mutex and
+    /// updated counters: the session writer paid ~2,000 instructions an exchange for that.
+    private static let libraryConfigured: Void = { _ = tap_sqlite_config_no_memstatus() }()
+
     /// Opens (or creates) the file. A file that is not SQLite fails on first use with `isNotADatabase`.
     public init(path: String, mode: OpenMode = .readWriteCreate) throws(SQLiteError) {
+        _ = Database.libraryConfigured
         var db: OpaquePointer?
         let flags: Int32
         switch mode {
@@ -194,6 +208,11 @@ public final class Statement {
     /// The SQL text.
     public let sql: String
 
+    /// Whether every parameter holds NULL (none bound since the statement was made or `execute` cleared them): `execute`
+    /// then neither clears them again nor binds its NULLs (the session writer's rows carry a dozen, and the two calls cost
+    /// 2,200 instructions an exchange).
+    private var parametersNull = true
+
     init(handle: OpaquePointer, database: Database, sql: String) {
         self.handle = handle
         self.database = database
@@ -206,6 +225,7 @@ public final class Statement {
     public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
+        parametersNull = false
         for (i, v) in values.enumerated() {
             let idx = Int32(i + 1)
             let rc: Int32
@@ -234,16 +254,32 @@ public final class Statement {
     /// returns, while the values are still alive. For the session writer, whose rows carry kilobytes of bodies.
     public func execute(_ values: [SQLiteValue]) throws(SQLiteError) {
         sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
-        let rc = values.withUnsafeBufferPointer { bindInPlace($0, from: 0) }
+        if !parametersNull { sqlite3_clear_bindings(handle) }
+        let rc = values.withUnsafeBufferPointer { v in
+            // Numbers first, in one loop (SQLite copies them); a NULL is what each parameter holds already. Then the text
+            // and blobs, each in its own scope.
+            for (i, value) in v.enumerated() {
+                let rc: Int32
+                switch value {
+                case let .integer(n): rc = sqlite3_bind_int64(handle, Int32(i + 1), n)
+                case let .real(d): rc = sqlite3_bind_double(handle, Int32(i + 1), d)
+                case .null, .text, .blob: continue
+                }
+                guard rc == SQLITE_OK else { return rc }
+            }
+            return bindInPlace(v, from: 0)
+        }
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle) // no pointer into `values` stays with SQLite
+        parametersNull = true
         guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw database.error(rc, sql: sql) }
     }
 
-    /// Binds `values[i...]` in place, one nested scope per value (each pointer is valid only inside its closure), and
-    /// steps to the end inside the innermost; returns SQLite's last result code.
-    private func bindInPlace(_ values: UnsafeBufferPointer<SQLiteValue>, from i: Int) -> Int32 {
+    /// Binds the text and blobs of `values[i...]` in place, one nested scope per value (each pointer is valid only inside
+    /// its closure), and steps to the end inside the innermost; returns SQLite's last result code.
+    private func bindInPlace(_ values: UnsafeBufferPointer<SQLiteValue>, from start: Int) -> Int32 {
+        var i = start
+        while i < values.count, !values[i].isTextOrBlob { i += 1 }
         guard i < values.count else {
             var rc = sqlite3_step(handle)
             while rc == SQLITE_ROW { rc = sqlite3_step(handle) }
@@ -252,9 +288,7 @@ public final class Statement {
         let idx = Int32(i + 1)
         func then(_ rc: Int32) -> Int32 { rc == SQLITE_OK ? bindInPlace(values, from: i + 1) : rc }
         switch values[i] {
-        case .null: return then(sqlite3_bind_null(handle, idx))
-        case let .integer(n): return then(sqlite3_bind_int64(handle, idx, n))
-        case let .real(d): return then(sqlite3_bind_double(handle, idx, d))
+        case .null, .integer, .real: preconditionFailure("only text and blobs are bound here")
         case var .text(t):
             return t.withUTF8 { p in
                 then(sqlite3_bind_text64(handle, idx, UnsafeRawPointer(p.baseAddress ?? UnsafePointer(bitPattern: 1)!)

@@ -69,6 +69,23 @@ import Testing
         #expect(try db.integrityCheck() == ["ok"])
     }
 
+    /// A NULL given to `execute` is stored as NULL whatever the statement held before: after a `bind` of other values,
+    /// and after an `execute` that bound them (`execute` binds no NULLs itself: it relies on the parameters being clear).
+    @Test func executeStoresNullsAfterBindAndAfterExecute() throws {
+        let db = try Database(path: ":memory:")
+        try db.execute("CREATE TABLE t(k INTEGER, a, b, c)")
+        let insert = try db.prepare("INSERT INTO t VALUES(?,?,?,?)")
+        try insert.bind([.integer(0), .text("bound"), .integer(5), .real(0.5)])
+        while try insert.step() {}
+        try insert.execute([.integer(1), .null, .null, .null])
+        try insert.execute([.integer(2), .blob([1, 2]), .text("x"), .integer(9)])
+        try insert.execute([.integer(3), .null, .null, .null])
+        #expect(try db.query("SELECT k, a, b, c FROM t ORDER BY k") == [
+            [.integer(0), .text("bound"), .integer(5), .real(0.5)], [.integer(1), .null, .null, .null],
+            [.integer(2), .blob([1, 2]), .text("x"), .integer(9)], [.integer(3), .null, .null, .null],
+        ])
+    }
+
     @Test func errorsCarrySQLiteMessages() throws {
         let db = try Database(path: ":memory:")
         #expect { try db.execute("SELEC 1") } throws: { error in
