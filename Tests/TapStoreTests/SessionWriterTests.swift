@@ -30,6 +30,33 @@ import TapEMV
         try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
     }
 
+    #if os(Linux)
+    /// The writer's thread runs `SessionWriter.lowerPriority` nice values below the thread that made it (read from
+    /// /proc for the thread named 3dstape-writer), so that the network loop runs first where the cores are all busy.
+    @Test func theWriterThreadYieldsToTheNetworkLoop() throws {
+        let path = try Self.tempPath()
+        defer { Self.removeTemp(path) }
+        let own = try #require(ThreadPriority.current)
+        let writer = try SessionWriter(path: path, meta: [], stages: [])
+        defer { writer.close() }
+        var nices: [Int32] = []
+        for _ in 0..<200 where nices.isEmpty { // the thread names itself as it starts
+            for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+                let dir = "/proc/self/task/\(task)"
+                guard (try? String(contentsOfFile: dir + "/comm", encoding: .utf8))?.hasPrefix("3dstape-writer") == true,
+                      let stat = try? String(contentsOfFile: dir + "/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { continue }
+                // Fields after the command's closing parenthesis: state is the 3rd field, nice the 19th.
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                if fields.count > 16, let nice = Int32(fields[16]) { nices.append(nice) }
+            }
+            if nices.isEmpty { usleep(5_000) }
+        }
+        #expect(!nices.isEmpty, "no thread named 3dstape-writer")
+        #expect(nices.contains(min(own + SessionWriter.lowerPriority, 19)), "\(nices), own \(own)")
+    }
+    #endif
+
     static func exchange(_ n: Int, body: Int) -> SessionEvent {
         var x = ExchangeRecord(connectionID: 1, seq: n, method: "POST", url: "http://127.0.0.1/x", host: "127.0.0.1", path: "/x", upstream: nil,
                                request: CapturedMessage(headers: [("Content-Type", "application/octet-stream")],
