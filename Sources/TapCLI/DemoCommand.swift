@@ -231,7 +231,7 @@ struct DemoCommand: Command {
             throw CommandFailure("diff: \(e.description)")
         }
         io.out("diff: \(diff.pairedTransactions) transactions paired, "
-               + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences") + " between the recording and its replay, timings aside "
+               + (diff.isEmpty ? "no differences" : counted(diff.changes.count, "difference")) + " between the recording and its replay, timings aside "
                + "('3dstape diff \(recording) \(replay)')")
     }
 
@@ -271,7 +271,7 @@ struct DemoCommand: Command {
         stack.stop()
         let c = replayer.counts
         if !quiet { io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "
-               + "\(c.rreqs) RReqs delivered; replay session \(replayPath)") }
+               + "\(counted(c.rreqs, "RReq")) delivered; replay session \(replayPath)") }
         return failures
     }
 

@@ -178,7 +178,7 @@ struct ShowCommand: Command {
         if let v = json?["messageVersion"]?.stringValue { s += " " + v }
         if let t = json?["transStatus"]?.stringValue { s += " " + t }
         if let e = json?["errorCode"]?.stringValue { s += " " + e }
-        if m.isDecrypted { s += " (decrypted)" }
+        if m.isDecrypted { s += m.wasImportedInClear ? " (imported in clear)" : " (decrypted)" }
         return s
     }
 

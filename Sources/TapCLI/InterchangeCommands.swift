@@ -64,7 +64,7 @@ struct DiffCommand: Command {
                 ? " by what the replay matched" + (diff.unreplayedTransactions > 0 ? " (\(diff.unreplayedTransactions) of A not replayed, not compared)" : "")
                 : ""
             io.out("\(diff.transactionsA) transactions in A, \(diff.transactionsB) in B, \(diff.pairedTransactions) paired\(how); "
-                   + (diff.isEmpty ? "no differences" : "\(diff.changes.count) differences"))
+                   + (diff.isEmpty ? "no differences" : counted(diff.changes.count, "difference")))
         }
         return diff.isEmpty ? 0 : 1
     }

@@ -15,7 +15,7 @@ import TapStore
 /// `3dstape record`: the recording proxy.
 struct RecordCommand: Command {
     let spec = CommandSpec(name: "record", abstract: "Run the recording proxy and write every exchange to a session file",
-                           usage: "--session FILE [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--pass-through PATTERN...] [--intercept PATTERN...] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]",
+                           usage: "[--session FILE] [--listen HOST:PORT]... [--reverse URL] [--upstream-ca PEM] [--insecure-upstream] [--client-cert PEM --client-key PEM] [--pass-through PATTERN...] [--intercept PATTERN...] [--name LABEL] [--no-mask] [--max-session-size SIZE] [--quiet|--json-lines]",
                            maxPositionals: 0, usesUserKeys: true,
                            options: [listen.spec, session.spec, reverse.spec, upstreamCA.spec, insecureUpstream.spec, clientCert.spec,
                                      clientKey.spec, passThrough.spec, intercept.spec, label.spec, noMask.spec, keylog.spec, decrypt.spec,

@@ -184,7 +184,7 @@ struct ReplayCommand: Command {
         if c.closing > 0 { parts.append("\(counted(c.closing, "closing message")) after a fault or the end answered as an ACS") }
         parts += ["\(c.missed) missed", "\(c.aborted) clients gave up"]
         if c.cutShort > 0 { parts.append("\(counted(c.cutShort, "answer")) cut short by the stop") }
-        parts.append("\(c.rreqs) RReqs delivered")
+        parts.append("\(counted(c.rreqs, "RReq")) delivered")
         if c.rreqsUndelivered > 0 { parts.append("\(counted(c.rreqsUndelivered, "RReq")) not delivered (client gone)") }
         if c.rreqsDropped > 0 { parts.append("\(counted(c.rreqsDropped, "RReq")) dropped by fault") }
         return parts.joined(separator: ", ")

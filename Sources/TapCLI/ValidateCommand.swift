@@ -40,7 +40,7 @@ struct ValidateCommand: Command {
     }
 
     /// The rules: a table (a format over 60 characters cut with '…'), or with `--json` one object holding `elements` (id,
-    /// message, element, required, format, since) and `messageRules` (id, summary).
+    /// message, element, required, format, since), `messageRules` and `findingNames` (id, summary).
     func printRules(_ io: Terminal, json: Bool) {
         let elements = ValidationRules.elements.map { r -> (rule: ElementRule, required: String) in
             switch r.presence {
@@ -52,8 +52,13 @@ struct ValidateCommand: Command {
         let messageRules = Validator.transactionRules.map { ($0.id, $0.summary) } + [
             ("CRes.final-elements", "a final CRes carries only IDs, counter, completion indicator and transStatus"),
             ("ARes.3ri-status", "transStatus C, D or S is not valid for a 3RI transaction"),
+        ]
+        // How a finding names the element rule it broke (`AReq.messageCategory.required`).
+        let findingNames = [
+            ("<rule>.required", "the element is missing where the rule requires it"),
+            ("<rule>.format", "the value does not have the rule's format (for a masked value: the verdict masking stored with it)"),
+            ("<rule>.version", "the element is not defined before the rule's SINCE version, a warning"),
             ("<rule>.rfc4122", "a UUID of a version or variant outside RFC 4122 (a placeholder?), a warning"),
-            ("<rule>.format of a masked value", "the verdict masking stored with it (*** (malformed: …))"),
         ]
         if json {
             io.json(.object([
@@ -63,6 +68,7 @@ struct ValidateCommand: Command {
                              ("since", .string((e.rule.since ?? .v2_1).wire))])
                 })),
                 ("messageRules", .array(messageRules.map { .object([("id", .string($0.0)), ("summary", .string($0.1))]) })),
+                ("findingNames", .array(findingNames.map { .object([("id", .string($0.0)), ("summary", .string($0.1))]) })),
             ]))
             return
         }
@@ -71,6 +77,9 @@ struct ValidateCommand: Command {
                             + elements.map { [$0.rule.id, $0.required, cut($0.rule.format.listing), ($0.rule.since ?? .v2_1).wire] }))
         io.out("")
         for (id, summary) in messageRules { io.out("\(id): \(summary)") }
-        io.out("\(elements.count) element rules, \(messageRules.count - 2) message and transaction rules")
+        io.out("")
+        io.out("a finding names an element rule it broke so:")
+        for (id, summary) in findingNames { io.out("  \(id): \(summary)") }
+        io.out("\(counted(elements.count, "element rule")), \(counted(messageRules.count, "message and transaction rule", "message and transaction rules"))")
     }
 }

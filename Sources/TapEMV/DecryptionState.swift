@@ -30,6 +30,10 @@ public struct DecryptionState: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var isDecrypted: Bool { outcome == .decrypted }
+    /// Held in clear because an import brought it so (a HAR's `_3dstape` field), not decrypted by this tool.
+    public var wasImportedInClear: Bool { isDecrypted && note.hasPrefix(DecryptionState.importedPrefix) }
+    /// How the note of a message imported in clear begins.
+    public static let importedPrefix = "decrypted: imported"
     public var description: String { note }
 }
 

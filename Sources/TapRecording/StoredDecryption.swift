@@ -10,6 +10,8 @@ extension RecordedMessage {
     public var decryptionState: DecryptionState? { DecryptionState(decryption) }
     /// Held in clear after an app-channel decryption.
     public var isDecrypted: Bool { decryptionState?.isDecrypted == true }
+    /// Held in clear because an import brought it so, not decrypted here.
+    public var wasImportedInClear: Bool { decryptionState?.wasImportedInClear == true }
     /// An app-channel JWE that was not decrypted (shown encrypted).
     public var isEncrypted: Bool { StoredDecryption.isEncrypted(location: location, decryption: decryption) }
 }

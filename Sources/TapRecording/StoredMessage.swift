@@ -30,7 +30,7 @@ public struct StoredMessage: Sendable {
         if let plain = captured.plaintext, plain.isObject, keys == nil || captured.plaintextNote != nil {
             let shown = mask ? Masking.mask(plain) : plain
             return ThreeDSContent.Found(location: .jwe, json: shown, summary: MessageSummary(shown),
-                                        decryption: captured.plaintextNote ?? "decrypted: imported in clear from the HAR's _3dstape field")
+                                        decryption: captured.plaintextNote ?? "\(DecryptionState.importedPrefix) in clear from the HAR's _3dstape field")
         }
         return ThreeDSContent.decryptAppChannel(jwe, body: stored, isRequest: isRequest, keys: keys, mask: mask)
     }

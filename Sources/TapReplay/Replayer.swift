@@ -55,6 +55,8 @@ public final class Replayer: @unchecked Sendable {
     /// Forwards that came back to this replayer, each answered 508 instead of being forwarded again.
     public private(set) var forwardLoops = 0
     private var loopLog = LogThrottle()
+    /// Paces the stderr lines of `refused`.
+    private var refusalLog = LogThrottle()
     /// Marks the 508 of a forwarding loop (with `viaName`), so that the forward it answers is recorded as the loop.
     static let loopHeader = "X-3dstape-Forwarding-Loop"
     /// Answers sent; the client's own closing messages after a fault or the end of its transaction, answered as an ACS
@@ -160,9 +162,8 @@ public final class Replayer: @unchecked Sendable {
         }
         s.onClientFinishedSending = { [weak self] peer in self?.clientFinishedSending(peer) }
         // A request refused before it reached the replayer (malformed, too large, too slow): an event, as the recorder stores it.
-        s.onRefused = { [weak self] peer, status, message in
-            self?.writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rejected", detail: "\(peer.address): \(status) \(message)"))
-        }
+        // Said on stderr too, as the recorder says it, at most once a second.
+        s.onRefused = { [weak self] peer, status, message in self?.refused(peer, status: status, message: message) }
         s.onLog = { line in StandardStreams.err(Data("3dstape: replay: \(TerminalText.escaped(line))\n".utf8)) }
         let bound = try s.start(on: address)
         if servers.isEmpty {
@@ -437,6 +438,16 @@ public final class Replayer: @unchecked Sendable {
         record.clientAbortAt = record.requestStart + waited / 1000
         record.error = String(format: "client gave up after %.1f ms (answer scheduled at %.1f ms)", waited, p.annotation.scheduledDelayMs ?? 0)
         finishRecord(record, p.annotation, status: nil, headers: [], body: [], actualMs: nil, outcome: "client gave up after \(String(format: "%.1f", waited)) ms")
+    }
+
+    /// A request the server refused before it reached the replayer (malformed, too large, too slow): a `rejected` event
+    /// of the session, and a line on stderr, at most once a second.
+    func refused(_ peer: ServerPeer, status: Int, message: String) {
+        let detail = "\(peer.address): \(status) \(message)"
+        writer?.submit(.note(at: Date().timeIntervalSince1970, kind: "rejected", detail: detail))
+        if refusalLog.allow(nowNanos: EventLoop.nowNanos()) {
+            StandardStreams.err(Data("3dstape: replay: \(ThreeDSContent.printable(detail))\n".utf8))
+        }
     }
 
     /// A request this replayer forwarded itself, come back (its Via names this replayer): `--on-miss forward:` or a live

@@ -300,6 +300,7 @@ import TapCore
             // Each refusal is an event of the replay session, as the recorder stores its own (it stored none).
             let events = try sqlite(f.path("m.3dstape"), "SELECT kind, substr(detail, instr(detail, ': ') + 2, 3) FROM events WHERE kind = 'rejected' ORDER BY id")
             #expect(events == "rejected|400\nrejected|431", "\(events)")
+            #expect(rep.stderr.contains("3dstape: replay: 127.0.0.1:") && rep.stderr.contains(": 400 "), "said on stderr as record says it: \(rep.stderr)")
         }
     }
 }

@@ -108,6 +108,8 @@ import TapCore
         #expect(none.decryptionState?.outcome == .noKey && none.decryptionState?.isDecrypted == false)
         #expect(DecryptionState(note: "decrypted: key log").outcome == .decrypted)
         #expect(DecryptionState(note: "decrypted: imported in clear from the HAR's _3dstape field").isDecrypted)
+        #expect(DecryptionState(note: "decrypted: imported in clear from the HAR's _3dstape field").wasImportedInClear)
+        #expect(!DecryptionState(note: "decrypted: key log").wasImportedInClear)
         #expect(DecryptionState(note: "encrypted: no key log for acsTransID x").outcome == .noKey)
         #expect(DecryptionState(note: "encrypted: the key log key for x does not open it (tag mismatch)").outcome == .failed)
         #expect(DecryptionState(note: "something else").outcome == .failed)
