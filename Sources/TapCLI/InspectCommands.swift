@@ -198,8 +198,14 @@ struct ShowCommand: Command {
         }
         let t0 = x.requestStart
         func ms(_ t: Double?) -> String { t.map { String(format: "+%.3f ms", ($0 - t0) * 1000) } ?? "-" }
+        // An upstream connection kept alive from an earlier exchange was made before this request started: its times are
+        // that connection's (stored so), said as such rather than as a negative offset.
+        func made(_ t: Double?) -> String {
+            guard let t, t < t0 else { return ms(t) }
+            return String(format: "%.3f ms before (a kept-alive connection)", (t0 - t) * 1000)
+        }
         io.out("timings: request start \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: t0)))"
-               + ", upstream connected \(ms(x.upstreamConnect)), TLS \(ms(x.tlsDone)), request sent \(ms(x.requestSent))"
+               + ", upstream connected \(made(x.upstreamConnect)), TLS \(made(x.tlsDone)), request sent \(ms(x.requestSent))"
                + ", first byte \(ms(x.firstByte)), done \(ms(x.done))" + (x.clientAbortAt.map { ", client aborted \(ms($0))" } ?? ""))
         for (title, headers, body, encoding, direction) in [("request", x.requestHeaders, x.requestBody, x.requestContentEncoding, MessageDirection.request),
                                                               ("response", x.responseHeaders, x.responseBody, x.responseContentEncoding, MessageDirection.response)] {

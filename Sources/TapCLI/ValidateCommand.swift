@@ -15,7 +15,11 @@ struct ValidateCommand: Command {
     static let rules = Flag("rules", help: "list the rules instead (element rules by message, then the rules across a transaction)")
 
     func run(_ args: ParsedArguments, _ io: Terminal) throws -> Int32 {
-        if args.has(Self.rules) { printRules(io, json: args.has(Self.json)); return 0 }
+        if args.has(Self.rules) {
+            guard args.positionals.isEmpty else { throw InvalidArguments("--rules lists the rules and reads no session: give one or the other") }
+            printRules(io, json: args.has(Self.json))
+            return 0
+        }
         guard let path = args.positionals.first else { throw InvalidArguments("give a session file (see '3dstape ls')") }
         let reader = try SessionReader(path: path)
         let exchanges = try reader.exchanges()

@@ -135,6 +135,21 @@ public enum ByteScan {
         v & SIMD16<UInt8>(repeating: 0xE0) .== SIMD16<UInt8>(repeating: 0x20)
     }
 
+    /// Whether `u` holds the byte `value`, sixteen bytes a step.
+    @inlinable public static func contains(_ u: UnsafeBufferPointer<UInt8>, byte value: UInt8) -> Bool {
+        var p = 0
+        let v = SIMD16<UInt8>(repeating: value)
+        while p + 16 <= u.count {
+            if any(block(u, p) .== v) { return true }
+            p += 16
+        }
+        while p < u.count {
+            if u[p] == value { return true }
+            p += 1
+        }
+        return false
+    }
+
     /// The first offset `from`, `from + 6`, `from + 12` … whose 8 bytes pass `eightCardBytes`, or nil: the card-number
     /// scan's skip over text, in one tight loop.
     @inlinable public static func nextCardWindow(_ u: UnsafeBufferPointer<UInt8>, from: Int) -> Int? {

@@ -41,8 +41,24 @@ extension ThreeDSContent {
     /// Masks each card number in `bytes` (see `luhnRuns`), the byte-level scan every stored body ends with.
     public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
         // Find the runs to mask without copying; copy only when there is one (most bodies have none).
-        let runs = bytes.withUnsafeBufferPointer { luhnRuns($0) }
-        return runs.isEmpty ? bytes : maskingRuns(bytes, runs)
+        let (runs, hasNUL) = bytes.withUnsafeBufferPointer { (luhnRuns($0), ByteScan.contains($0, byte: 0)) }
+        let masked = runs.isEmpty ? bytes : maskingRuns(bytes, runs)
+        return hasNUL ? maskingRunsAcrossNULs(masked) : masked
+    }
+
+    /// `bytes` with the card numbers that NUL bytes hide from `luhnRuns` masked: UTF-16 text (`4\0 0\0 0\0 …`) and a number
+    /// split by a NUL (`4000\0000000001091`). The bytes are scanned again with their NULs left out, and each number found
+    /// is masked in place (its digits; the NULs between them stay).
+    static func maskingRunsAcrossNULs(_ bytes: [UInt8]) -> [UInt8] {
+        var kept: [UInt8] = [], at: [Int] = []
+        kept.reserveCapacity(bytes.count)
+        at.reserveCapacity(bytes.count)
+        for (i, b) in bytes.enumerated() where b != 0 {
+            kept.append(b)
+            at.append(i)
+        }
+        let runs = kept.withUnsafeBufferPointer { luhnRuns($0) }
+        return runs.isEmpty ? bytes : maskingRuns(bytes, runs.map { at[$0.lowerBound]..<(at[$0.upperBound - 1] + 1) })
     }
 
     /// Card numbers as the bytes hold them: 13–19 ASCII digits that pass the Luhn check, written in one run

@@ -361,9 +361,11 @@ public struct HTTPParser: Sendable {
             if requestMethod == "CONNECT", (200...299).contains(status) { return .none }
         }
         if !te.isEmpty {
-            guard te.last == "chunked" else {
-                if mode == .response { return .untilClose }
-                throw HTTPParseError(.unsupportedCoding, "Transfer-Encoding \(te.joined(separator: ", ")) is not supported")
+            // Only `chunked`, alone, is decoded. A body under another transfer coding (`gzip, chunked`, `chunked, chunked`,
+            // or one read until the close) would be stored still coded, where masking cannot see a card number in it:
+            // refused, a request's with 501 and a response's as the upstream's failure (502).
+            guard te.count == 1, te[0].caseInsensitiveEquals("chunked") else {
+                throw HTTPParseError(.unsupportedCoding, "Transfer-Encoding \(te.joined(separator: ", ")) is not supported (only chunked)")
             }
             if firstLength != nil { throw HTTPParseError(.malformed, "both Transfer-Encoding and Content-Length") }
             return .chunked

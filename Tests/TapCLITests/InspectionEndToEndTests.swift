@@ -40,6 +40,8 @@ import TapCore
         #expect(rules.stdout.contains("AReq.messageVersion") && rules.stdout.contains("one of 2.1.0, 2.2.0, 2.3.1 "), "\(rules.stdout)")
         #expect(!rules.stdout.contains("values(Set(") && !rules.stdout.contains("added: ["))
         #expect(rules.stdout.contains("UUID (RFC 4122, 36 characters)"))
+        let both = try CLIRunner.run(["validate", "--rules", "sessions/demo-app.3dstape"])
+        #expect(both.status == 2 && both.stderr.contains("--rules lists the rules and reads no session"), "\(both.stderr)")
         // --json: the same rules, the formats whole.
         let listed = try CLIRunner.run(["validate", "--rules", "--json"])
         #expect(listed.status == 0)

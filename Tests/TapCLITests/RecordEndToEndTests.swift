@@ -96,6 +96,10 @@ import TapCrypto
             #expect(try sqlite(f.session, "PRAGMA integrity_check") == "ok")
             #expect(try sqlite(f.session, "SELECT count(*) FROM exchanges") == "25")
             #expect(try sqlite(f.session, "SELECT count(DISTINCT connection_id) FROM exchanges WHERE path LIKE '/keepalive/%'") == "1")
+            // The 20th keep-alive exchange reused the upstream connection the first made: show says so, not "+-12.3 ms".
+            let last = try sqlite(f.session, "SELECT id FROM exchanges WHERE path = '/keepalive/20'")
+            let shown = try CLIRunner.run(["show", f.session, "--exchange", last])
+            #expect(shown.stdout.contains("ms before (a kept-alive connection)") && !shown.stdout.contains("+-"), "\(shown.stdout.prefix(600))")
             #expect(try sqlite(f.session, "SELECT group_concat(message_type, ',') FROM v_messages") == "AReq,ARes,Erro,RReq")
             #expect(try sqlite(f.session, "SELECT final_trans_status FROM v_transactions") == "Y")
             #expect(try sqlite(f.session, "SELECT response_content_encoding FROM exchanges WHERE path = '/gzip'") == "gzip")

@@ -201,3 +201,45 @@ import TapJOSE
         #expect(Masking.maskHeaders(clean).map(\.1) == clean.map(\.1))
     }
 }
+
+/// NUL bytes between a card number's digits hid it from the byte scan: a UTF-16 body (`4\0 0\0 …`, either byte order)
+/// and a number split by one NUL were stored whole (a hostile client's find). They are masked in place.
+@Suite struct MaskingAcrossNULTests {
+    static func stored(_ bytes: [UInt8]) -> [UInt8] { ThreeDSContent.maskLuhnRuns(bytes) }
+
+    @Test func utf16BodiesAreMasked() {
+        let text = #"{"acctNumber":"4000000000001091"}"#
+        for bigEndian in [false, true] {
+            var bytes: [UInt8] = bigEndian ? [0xFE, 0xFF] : [0xFF, 0xFE]
+            for unit in text.utf16 {
+                let pair = [UInt8(unit & 0xFF), UInt8(unit >> 8)]
+                bytes += bigEndian ? pair.reversed() : pair
+            }
+            let out = Self.stored(bytes)
+            var units: [UInt16] = []
+            for k in stride(from: 2, to: out.count - 1, by: 2) {
+                let (high, low) = bigEndian ? (out[k], out[k + 1]) : (out[k + 1], out[k])
+                units.append(UInt16(high) << 8 | UInt16(low))
+            }
+            #expect(String(decoding: units, as: UTF16.self) == #"{"acctNumber":"400000******1091"}"#, "big-endian \(bigEndian)")
+        }
+    }
+
+    @Test func aNumberSplitByANulIsMaskedAndTheNulKept() {
+        let out = Self.stored(Array("pan=4000\u{0}000000001091&x=1".utf8))
+        #expect(String(decoding: out, as: UTF8.self) == "pan=4000\u{0}00******1091&x=1")
+        let plain = Array("no card here\u{0}12345 and 2024-01-01".utf8)
+        #expect(Self.stored(plain) == plain, "nothing else changes")
+    }
+
+    @Test func containsFindsAByteAnywhere() {
+        for n in [0, 1, 15, 16, 17, 40] {
+            for at in 0..<n {
+                var b = [UInt8](repeating: 0x41, count: n)
+                b[at] = 0
+                #expect(b.withUnsafeBufferPointer { ByteScan.contains($0, byte: 0) })
+            }
+            #expect(![UInt8](repeating: 0x41, count: n).withUnsafeBufferPointer { ByteScan.contains($0, byte: 0) })
+        }
+    }
+}

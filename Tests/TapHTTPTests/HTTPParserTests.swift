@@ -70,6 +70,9 @@ import TapCore
         ("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", .malformed), ("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", .malformed),
         ("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", .malformed),
         ("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", .unsupportedCoding),
+        // Only chunked, alone: a body under another coding would be stored still coded, out of masking's sight.
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", .unsupportedCoding),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", .unsupportedCoding),
         ("POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", .bodyTooLarge),
         ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", .malformed),
         ("GET / HTTP/1.1\r\n folded: x\r\n\r\n", .malformed),
@@ -78,6 +81,16 @@ import TapCore
         var p = HTTPParser(mode: .request)
         p.append(bytes(text))
         #expect { _ = try p.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == problem }
+    }
+
+    /// A response under a transfer coding other than chunked alone was read until the close and stored still coded (a
+    /// card number in a gzip-coded body went unmasked): refused, the proxy answers 502.
+    @Test func aResponseUnderAnotherTransferCodingIsRefused() {
+        for te in ["gzip", "gzip, chunked", "chunked, chunked"] {
+            var p = HTTPParser(mode: .response)
+            p.append(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: \(te)\r\n\r\nabc"))
+            #expect { _ = try p.nextResponse() } throws: { ($0 as? HTTPParseError)?.problem == .unsupportedCoding }
+        }
     }
 
     @Test func oversizedHeadIs431EvenBeforeItEnds() {
