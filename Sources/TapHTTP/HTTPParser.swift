@@ -355,6 +355,14 @@ public struct HTTPParser: Sendable {
         if mode == .request, hasTE, te.isEmpty {
             throw HTTPParseError(.malformed, "empty Transfer-Encoding")
         }
+        // An empty item (`chunked ,`, a second, empty field) would be forwarded as it came, and a recipient stricter than
+        // this parser frames the body otherwise (one read `chunked ,` as no body): refused rather than passed on.
+        if !te.isEmpty, headers.fields.contains(where: { f in
+            f.name.caseInsensitiveEquals("Transfer-Encoding")
+                && f.value.split(separator: ",", omittingEmptySubsequences: false).contains { $0.allSatisfy { $0 == " " || $0 == "\t" } }
+        }) {
+            throw HTTPParseError(.malformed, "an empty item in Transfer-Encoding")
+        }
         if mode == .response {
             let status = Int(line.second) ?? 0
             if requestMethod == "HEAD" || (100...199).contains(status) || status == 204 || status == 304 { return .none }

@@ -73,6 +73,8 @@ import TapCore
         // Only chunked, alone: a body under another coding would be stored still coded, out of masking's sight.
         ("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", .unsupportedCoding),
         ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", .unsupportedCoding),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked ,\r\n\r\n", .malformed),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding:\r\n\r\n", .malformed),
         ("POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", .bodyTooLarge),
         ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", .malformed),
         ("GET / HTTP/1.1\r\n folded: x\r\n\r\n", .malformed),
@@ -91,6 +93,9 @@ import TapCore
             p.append(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: \(te)\r\n\r\nabc"))
             #expect { _ = try p.nextResponse() } throws: { ($0 as? HTTPParseError)?.problem == .unsupportedCoding }
         }
+        var p = HTTPParser(mode: .response)
+        p.append(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: , chunked\r\n\r\nabc"))
+        #expect { _ = try p.nextResponse() } throws: { ($0 as? HTTPParseError)?.problem == .malformed }
     }
 
     @Test func oversizedHeadIs431EvenBeforeItEnds() {
