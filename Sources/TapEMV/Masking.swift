@@ -149,6 +149,41 @@ public enum Masking {
         }
     }
 
+    /// `json` with the card numbers in its keys' and strings' decoded text masked (`luhnRuns`, across NULs too), and
+    /// whether there was one: what the byte scan of the stored body cannot see when JSON escapes write the digits
+    /// (`\u0034000…`) or put an escaped NUL between them (`4000\u0000000…`).
+    static func maskingCardNumbersInText(_ json: JSON) -> (JSON, Bool) {
+        func text(_ s: String) -> String { String(decoding: ThreeDSContent.maskLuhnRuns(Array(s.utf8)), as: UTF8.self) }
+        switch json {
+        case let .object(members):
+            var out: [(String, JSON)]?
+            for (i, (key, value)) in members.enumerated() {
+                let maskedKey = text(key)
+                let (inner, changed) = maskingCardNumbersInText(value)
+                if changed || maskedKey != key {
+                    if out == nil { out = members }
+                    out?[i] = (maskedKey, inner)
+                }
+            }
+            return out.map { (.object($0), true) } ?? (json, false)
+        case let .array(items):
+            var out: [JSON]?
+            for (i, item) in items.enumerated() {
+                let (inner, changed) = maskingCardNumbersInText(item)
+                if changed {
+                    if out == nil { out = items }
+                    out?[i] = inner
+                }
+            }
+            return out.map { (.array($0), true) } ?? (json, false)
+        case let .string(s):
+            let masked = text(s)
+            return masked == s ? (json, false) : (.string(masked), true)
+        default:
+            return (json, false)
+        }
+    }
+
     /// A secret field's value as text to compare with `***`: a string as it is, any number, array or object as something
     /// that is not `***` (all are masked whole); nil for null and booleans, which hold nothing.
     static func secretValue(_ value: JSON) -> String? {

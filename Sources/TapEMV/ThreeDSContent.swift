@@ -38,6 +38,15 @@ public enum ThreeDSContent {
         }
     }
 
+    /// Whether `bytes` hold a JSON `\u` escape (a backslash, then `u`).
+    static func hasUnicodeEscape(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBufferPointer { b in
+            guard ByteScan.contains(b, byte: UInt8(ascii: "\\")), b.count > 1 else { return false }
+            for k in 0..<(b.count - 1) where b[k] == UInt8(ascii: "\\") && b[k + 1] == UInt8(ascii: "u") { return true }
+            return false
+        }
+    }
+
     /// Prepares a body for storage in one pass: masked (when `mask` is set, as `maskBody` does) and the 3DS
     /// messages found in the result, parsing a JSON body only once.
     /// `scan: false` always takes the full parse (the fuzzer compares the two paths).
@@ -50,8 +59,18 @@ public enum ThreeDSContent {
         }
         if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {
             guard mask else { return (body, MessageSummary(json).map { [Found(location: .body, json: json, summary: $0)] } ?? []) }
-            let (masked, changed) = Masking.masking(json)
-            let stored = maskLuhnRuns(changed ? masked.bytes : body)
+            let (walked, changed) = Masking.masking(json)
+            var masked = walked
+            var stored = maskLuhnRuns(changed ? walked.bytes : body)
+            // Digits written as JSON escapes (`\u0034…`), or split by an escaped NUL, hide a card number from the byte scan:
+            // where the stored body still holds a \u escape, its decoded text is scanned as well.
+            if hasUnicodeEscape(stored), let again = try? JSON.parse(stored) {
+                let (clean, found) = Masking.maskingCardNumbersInText(again)
+                if found {
+                    masked = clean
+                    stored = maskLuhnRuns(clean.bytes)
+                }
+            }
             let summary = MessageSummary(masked)
             return (stored, summary.map { [Found(location: .body, json: masked, summary: $0)] } ?? [])
         }
