@@ -63,9 +63,9 @@ public enum ThreeDSContent {
             var masked = walked
             var stored = maskLuhnRuns(changed ? walked.bytes : body)
             // Digits written as JSON escapes (`\u0034…`), or split by an escaped NUL, hide a card number from the byte scan:
-            // where the stored body still holds a \u escape, its decoded text is scanned as well.
-            if hasUnicodeEscape(stored), let again = try? JSON.parse(stored) {
-                let (clean, found) = Masking.maskingCardNumbersInText(again)
+            // where the body holds a \u escape, the decoded text of the tree already parsed is scanned as well.
+            if hasUnicodeEscape(body) {
+                let (clean, found) = Masking.maskingCardNumbersInText(walked)
                 if found {
                     masked = clean
                     stored = maskLuhnRuns(clean.bytes)
