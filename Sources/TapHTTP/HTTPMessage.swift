@@ -144,9 +144,13 @@ public struct HTTPRequestHead: Sendable, Equatable {
         self.headers = headers
     }
 
-    /// Whether the connection may carry another request after this one.
+    /// Whether the connection may carry another request after this one. Not after an HTTP/1.0 request that came with a
+    /// Transfer-Encoding, whose framing RFC 9112 §6.1 says to treat as faulty (close after answering it).
     public var keepAlive: Bool {
-        if version == "HTTP/1.0" { return headers.containsToken("Connection", "keep-alive") || headers.containsToken("Proxy-Connection", "keep-alive") }
+        if version == "HTTP/1.0" {
+            guard headers["Transfer-Encoding"] == nil else { return false }
+            return headers.containsToken("Connection", "keep-alive") || headers.containsToken("Proxy-Connection", "keep-alive")
+        }
         return !headers.containsToken("Connection", "close") && !headers.containsToken("Proxy-Connection", "close")
     }
 

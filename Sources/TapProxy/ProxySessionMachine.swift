@@ -186,6 +186,8 @@ struct ProxySessionMachine {
         var number: Int
         var record: ExchangeRecord
         var keepAlive: Bool
+        /// The request came as HTTP/1.0 (its answer is framed for it: ClientResponseHead).
+        var clientIsHTTP10: Bool
         var target: Target
         /// Set when key substitution rewrote the request and must rewrite the response.
         var substitution: KeySubstitution.Context?
@@ -516,7 +518,7 @@ struct ProxySessionMachine {
                                     host: target.hostHeader, path: target.path, upstream: target.addressText,
                                     request: captured, requestStart: startedAt)
         record.mask = config.mask
-        let (method, upgrade) = (head.method, head.headers["Upgrade"])
+        let (method, upgrade, clientIsHTTP10) = (head.method, head.headers["Upgrade"], head.version == "HTTP/1.0")
 
         _ = consume head // its fields are now the request's alone: taken (not copied) for the upstream's, and changed there
         var out = upstreamHead(taking: &request.head, target: target)
@@ -546,7 +548,8 @@ struct ProxySessionMachine {
         }
         let outHead = out.bytes
 
-        inFlight = InFlight(number: number, record: record, keepAlive: client.keepAlive, target: target, substitution: context,
+        inFlight = InFlight(number: number, record: record, keepAlive: client.keepAlive, clientIsHTTP10: clientIsHTTP10, target: target,
+                            substitution: context,
                             upgrade: upgrade)
         wait(for: .upstream, env)
         if let link = upstream, link.target.address == target.address, link.target.tls == target.tls, link.isUsable {
@@ -724,19 +727,24 @@ struct ProxySessionMachine {
                 break
             }
         }
-        // The client gets (and the session stores) the response as the client sees it.
+        // The client side writes it (as it came, but for the hop-by-hop parts: ClientResponseHead) and closes after it or
+        // takes the next request; the record follows the write.
+        let bodyless = f.record.method == "HEAD" || response.head.status == 204 || response.head.status == 304 || response.head.status < 200
+        let out = ClientResponseHead(HTTPResponseHead(status: response.head.status, reason: response.head.reason, version: response.head.version,
+                                                      headers: headers),
+                                     wireHead: wireHead, wireBody: wireBody, body: body, clientIsHTTP10: f.clientIsHTTP10,
+                                     clientKeepAlive: f.keepAlive, bodyless: bodyless)
+        // The session stores the response's content as the client sees it (after key substitution), its connection options
+        // as the upstream sent them, and the size of what the client got.
         f.record.status = response.head.status
-        f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: wireHead.count + wireBody.count)
+        f.record.response = CapturedMessage(headers: headers.fields.map { ($0.name, $0.value) }, body: body, wireSize: out.head.count + out.body.count)
         fillUpstreamTimes(&f.record)
         f.record.firstByte = firstByteAt
         f.record.done = env.wallClock()
         noteClientFinished(&f.record)
-        let closeDelimited = response.head.headers["Content-Length"] == nil && response.head.headers["Transfer-Encoding"] == nil
-            && !(response.head.status == 204 || response.head.status == 304 || f.record.method == "HEAD")
-        // The client side writes it as it came and closes after it or takes the next request; the record follows the write.
         let number = f.number
         answerRecord = f.record
-        feedClient(.answeredRaw(number: number, head: wireHead, body: wireBody, keepAlive: !closeDelimited), env)
+        feedClient(.answeredRaw(number: number, head: out.head, body: out.body, keepAlive: out.keepAlive), env)
     }
 
     private mutating func upstreamFailed(status: Int, _ message: String, closeUpstream: Bool, _ env: some ProxySessionEnvironment) {

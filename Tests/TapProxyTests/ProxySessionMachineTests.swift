@@ -264,14 +264,17 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         #expect(a.records.first?.error?.hasPrefix("upstream ds.example:8443 sent an invalid response") == true)
     }
 
-    @Test func aCloseDelimitedResponseEndsWithTheUpstreamAndClosesTheClient() throws {
+    @Test func aCloseDelimitedResponseEndsWithTheUpstreamAndReachesTheClientWithItsLength() throws {
         var h = try Harness.reverse()
         _ = h.client("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
-        #expect(h.upstream("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello ").isEmpty)
+        #expect(h.upstream("HTTP/1.0 200 OK\r\nConnection: close\r\nX-A: 1\r\n\r\nhello ").isEmpty)
         let a = h.feed(.upstreamClosed(nil))
-        #expect(a.names == ["writeClient", "record", "closeClient"])
+        // The body is whole once the upstream closed: the client gets its length, and its connection stays open.
+        #expect(a.names == ["writeClient", "record"])
+        #expect(a.clientWrites == ["HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 6\r\n\r\nhello "])
         #expect(a.records.first?.response?.body == Array("hello ".utf8))
+        #expect(a.records.first?.response?.headers.map(\.0) == ["Connection", "X-A"], "the session keeps the upstream's fields")
     }
 
     @Test func anUpstreamThatClosesAfterItsAnswerIsReopenedForTheNext() throws {
@@ -625,5 +628,68 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         _ = taken.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
         _ = taken.machine.handle(.upstreamBytes(Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)), taken.env)
         #expect(taken.feed(.written).names == ["writeUpstream"], "the kernel took it at once: no pause")
+    }
+}
+
+/// The hop-by-hop parts of a forwarded response (ClientResponseHead): the client's connection and framing are 3dstape's.
+@Suite struct ClientResponseFramingTests {
+    static let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+
+    /// Answers one request with `response` and returns what the client got and the actions.
+    static func answer(_ request: String, _ response: String) throws -> (String, [ProxySessionMachine.Action]) {
+        var h = try Harness.reverse()
+        _ = h.client(request)
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        let a = h.upstream(response)
+        return (a.clientWrites.joined(), a)
+    }
+
+    @Test func anHTTP10ClientGetsAChunkedAnswerDechunkedWithItsLength() throws {
+        let (got, a) = try Self.answer("GET / HTTP/1.0\r\nHost: a\r\n\r\n", Self.chunked)
+        #expect(got == "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        #expect(a.closesClient)
+        #expect(a.records.first?.response?.wireSize == got.utf8.count)
+        #expect(a.records.first?.response?.headers.contains { $0.0 == "Transfer-Encoding" } == true, "the session keeps the upstream's framing")
+    }
+
+    @Test func anHTTP11ClientGetsTheChunksAsTheyCame() throws {
+        let (got, a) = try Self.answer("GET / HTTP/1.1\r\nHost: a\r\n\r\n", Self.chunked)
+        #expect(got == Self.chunked && !a.closesClient)
+    }
+
+    @Test func anHTTP10KeepAliveClientIsToldItsConnectionIsKept() throws {
+        let (got, a) = try Self.answer("GET / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n", ares)
+        #expect(got.hasPrefix("HTTP/1.1 200 OK\r\n") && got.contains("\r\nConnection: keep-alive\r\n") && !a.closesClient)
+    }
+
+    @Test func aClientThatAskedForACloseIsNotToldKeepAlive() throws {
+        let response = "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok"
+        let (got, a) = try Self.answer("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", response)
+        #expect(got == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        #expect(a.closesClient)
+    }
+
+    @Test func anUpstreamClosingItsOwnConnectionDoesNotCloseTheClients() throws {
+        let response = "HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nContent-Length: 2\r\n\r\nok"
+        let (got, a) = try Self.answer("GET / HTTP/1.1\r\nHost: a\r\n\r\n", response)
+        #expect(got == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "the fields Connection named go with it")
+        #expect(!a.closesClient && a.closesUpstream)
+    }
+
+    @Test func aResponseWhoseOptionsAgreeGoesAsItCame() throws {
+        let response = "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok"
+        let (got, _) = try Self.answer("GET / HTTP/1.1\r\nHost: a\r\n\r\n", response)
+        #expect(got == response)
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"
+        let (toHEAD, _) = try Self.answer("HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", head)
+        #expect(toHEAD == head, "a HEAD answer's length is the resource's, not a body's")
+    }
+
+    @Test func anHTTP10RequestWithATransferEncodingClosesAfterItsAnswer() throws {
+        var h = try Harness.reverse()
+        _ = h.client("POST / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        let a = h.upstream(ares)
+        #expect(a.closesClient && a.clientWrites.first?.contains("Connection: close\r\n") == true)
     }
 }

@@ -1,0 +1,55 @@
+import TapHTTP
+
+/// The head and body of a forwarded response as the client gets them. The upstream's bytes pass on as they came unless
+/// they would mislead the client about its own connection or the body's framing, which are hop-by-hop (RFC 9110 §7.6.1,
+/// RFC 9112 §6, §9.3):
+/// - a response delimited by the upstream closing (no Content-Length, no Transfer-Encoding) gets a Content-Length: it
+///   is whole by now, and the client's connection need not close with the upstream's;
+/// - a chunked response to an HTTP/1.0 client goes de-chunked, with a Content-Length (HTTP/1.0 has no chunked coding);
+/// - where the upstream's connection options disagree with what 3dstape does with the client's connection (the
+///   upstream closes its own, the client's is kept; the client asked for a close, the upstream said keep-alive), the
+///   options are 3dstape's: `Connection: close` when it closes after this answer, none on an HTTP/1.1 connection it
+///   keeps, `keep-alive` on an HTTP/1.0 one; the upstream's `Keep-Alive` parameters and the fields its `Connection`
+///   named go with them.
+/// A head rewritten for any of these is written as HTTP/1.1, 3dstape's own version. What the session stores is the
+/// upstream's message; only `wire_size` counts the bytes the client got.
+struct ClientResponseHead {
+    var head: [UInt8]
+    var body: [UInt8]
+    /// Whether the client's connection can take another request after this answer (the request asked to keep it).
+    var keepAlive: Bool
+
+    /// - Parameters:
+    ///   - response: the upstream's head (after key substitution), `wireHead`/`wireBody` its bytes, `body` the body without
+    ///     its transfer coding.
+    ///   - clientIsHTTP10: the request came as HTTP/1.0; `clientKeepAlive`: it asked to keep the connection.
+    ///   - bodyless: the response has no body whatever its fields say (a HEAD request's, 1xx, 204, 304).
+    init(_ response: HTTPResponseHead, wireHead: [UInt8], wireBody: [UInt8], body: [UInt8], clientIsHTTP10: Bool,
+         clientKeepAlive: Bool, bodyless: Bool) {
+        (head, self.body, keepAlive) = (wireHead, wireBody, clientKeepAlive)
+        let fields = response.headers
+        let chunked = fields["Transfer-Encoding"] != nil
+        let closeDelimited = !bodyless && !chunked && fields["Content-Length"] == nil
+        let dechunk = chunked && clientIsHTTP10 && !bodyless
+        let upstreamSaysClose = response.version == "HTTP/1.0" ? !fields.containsToken("Connection", "keep-alive")
+            : fields.containsToken("Connection", "close")
+        let optionsDisagree = clientKeepAlive
+            ? upstreamSaysClose || (clientIsHTTP10 && !fields.containsToken("Connection", "keep-alive"))
+            : !fields.containsToken("Connection", "close")
+        guard closeDelimited || dechunk || optionsDisagree else { return }
+        var out = response
+        out.version = "HTTP/1.1"
+        out.headers.removeHopByHop()
+        if closeDelimited || dechunk {
+            out.headers.remove("Transfer-Encoding")
+            out.headers.replaceOrAdd("Content-Length", String(body.count))
+            self.body = body
+        }
+        if !clientKeepAlive {
+            out.headers.add("Connection", "close")
+        } else if clientIsHTTP10 {
+            out.headers.add("Connection", "keep-alive")
+        }
+        head = out.bytes
+    }
+}
