@@ -20,25 +20,21 @@ struct ClientResponseHead {
     var keepAlive: Bool
 
     /// - Parameters:
-    ///   - response: the upstream's head (after key substitution), `wireHead`/`wireBody` its bytes, `body` the body without
-    ///     its transfer coding.
+    ///   - response: the upstream's head (its fields after key substitution: `headers`), `wireHead`/`wireBody` its bytes,
+    ///     `body` the body without its transfer coding; `upstreamKeepsAlive` what its version and Connection field say.
     ///   - clientIsHTTP10: the request came as HTTP/1.0; `clientKeepAlive`: it asked to keep the connection.
     ///   - bodyless: the response has no body whatever its fields say (a HEAD request's, 1xx, 204, 304).
-    init(_ response: HTTPResponseHead, wireHead: [UInt8], wireBody: [UInt8], body: [UInt8], clientIsHTTP10: Bool,
-         clientKeepAlive: Bool, bodyless: Bool) {
+    init(_ response: HTTPResponseHead, headers: HTTPHeaders, upstreamKeepsAlive: Bool, wireHead: [UInt8], wireBody: [UInt8],
+         body: [UInt8], clientIsHTTP10: Bool, clientKeepAlive: Bool, bodyless: Bool) {
         (head, self.body, keepAlive) = (wireHead, wireBody, clientKeepAlive)
-        let fields = response.headers
-        let chunked = fields["Transfer-Encoding"] != nil
-        let closeDelimited = !bodyless && !chunked && fields["Content-Length"] == nil
+        let chunked = headers["Transfer-Encoding"] != nil
+        let closeDelimited = !bodyless && !chunked && headers["Content-Length"] == nil
         let dechunk = chunked && clientIsHTTP10 && !bodyless
-        let upstreamSaysClose = response.version == "HTTP/1.0" ? !fields.containsToken("Connection", "keep-alive")
-            : fields.containsToken("Connection", "close")
         let optionsDisagree = clientKeepAlive
-            ? upstreamSaysClose || (clientIsHTTP10 && !fields.containsToken("Connection", "keep-alive"))
-            : !fields.containsToken("Connection", "close")
+            ? !upstreamKeepsAlive || (clientIsHTTP10 && !headers.containsToken("Connection", "keep-alive"))
+            : !headers.containsToken("Connection", "close")
         guard closeDelimited || dechunk || optionsDisagree else { return }
-        var out = response
-        out.version = "HTTP/1.1"
+        var out = HTTPResponseHead(status: response.status, reason: response.reason, version: "HTTP/1.1", headers: headers)
         out.headers.removeHopByHop()
         if closeDelimited || dechunk {
             out.headers.remove("Transfer-Encoding")

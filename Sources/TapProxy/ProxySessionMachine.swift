@@ -660,12 +660,13 @@ struct ProxySessionMachine {
                 link.awaiting = false
                 let first = link.firstByteAt
                 link.firstByteAt = nil
-                if !response.head.keepAlive {
+                let upstreamKeepsAlive = response.head.keepAlive
+                if !upstreamKeepsAlive {
                     link.closed = true
                     actions.append(.closeUpstream)
                 }
                 upstream = link
-                responseReceived(response, firstByteAt: first, env)
+                responseReceived(response, firstByteAt: first, upstreamKeepsAlive: upstreamKeepsAlive, env)
             } else if !link.awaiting, !link.parser.isIdle {
                 upstream = link
                 failUpstream(502, "upstream \(link.target.address) sent data without a request", env)
@@ -686,7 +687,7 @@ struct ProxySessionMachine {
         if failure == nil, let response = try? link.parser.finish() {
             link.awaiting = false
             upstream = link
-            responseReceived(response, firstByteAt: link.firstByteAt, env)
+            responseReceived(response, firstByteAt: link.firstByteAt, upstreamKeepsAlive: response.head.keepAlive, env)
             return
         }
         let why: String
@@ -706,7 +707,9 @@ struct ProxySessionMachine {
         upstreamFailed(status: status, message, closeUpstream: true, env)
     }
 
-    private mutating func responseReceived(_ response: HTTPResponse, firstByteAt: Double?, _ env: some ProxySessionEnvironment) {
+    /// `upstreamKeepsAlive`: what the response's version and Connection field say of the upstream's connection.
+    private mutating func responseReceived(_ response: HTTPResponse, firstByteAt: Double?, upstreamKeepsAlive: Bool,
+                                           _ env: some ProxySessionEnvironment) {
         guard var f = inFlight.take() else { return }
         var headers = response.head.headers
         var body = response.body
@@ -730,10 +733,9 @@ struct ProxySessionMachine {
         // The client side writes it (as it came, but for the hop-by-hop parts: ClientResponseHead) and closes after it or
         // takes the next request; the record follows the write.
         let bodyless = f.record.method == "HEAD" || response.head.status == 204 || response.head.status == 304 || response.head.status < 200
-        let out = ClientResponseHead(HTTPResponseHead(status: response.head.status, reason: response.head.reason, version: response.head.version,
-                                                      headers: headers),
-                                     wireHead: wireHead, wireBody: wireBody, body: body, clientIsHTTP10: f.clientIsHTTP10,
-                                     clientKeepAlive: f.keepAlive, bodyless: bodyless)
+        let out = ClientResponseHead(response.head, headers: headers, upstreamKeepsAlive: upstreamKeepsAlive, wireHead: wireHead,
+                                     wireBody: wireBody, body: body, clientIsHTTP10: f.clientIsHTTP10, clientKeepAlive: f.keepAlive,
+                                     bodyless: bodyless)
         // The session stores the response's content as the client sees it (after key substitution), its connection options
         // as the upstream sent them, and the size of what the client got.
         f.record.status = response.head.status
