@@ -20,6 +20,8 @@ public enum HTTPParseProblem: Sendable, Equatable {
     case malformed
     /// The header or trailer section, or its number of fields, exceeds the limits.
     case headTooLarge
+    /// A request line alone longer than the header section's limit (its target, as a server answers with 414).
+    case requestLineTooLong
     /// The body exceeds the limit.
     case bodyTooLarge
     /// A transfer coding this parser does not implement.
@@ -199,17 +201,24 @@ public struct HTTPParser: Sendable {
         return (h, raw, body, rawHead)
     }
 
+    /// The error for a head over the limit: a request line that alone exceeds it is told apart (414, not 431).
+    func headTooLarge() -> HTTPParseError {
+        let firstLineEnd = buffer.withUnsafeBufferPointer { ByteScan.lineBreak($0, from: 0, end: $0.count) }
+        if mode == .request, firstLineEnd > limits.maxHeadBytes {
+            return HTTPParseError(.requestLineTooLong, "request line exceeds \(limits.maxHeadBytes) bytes")
+        }
+        return HTTPParseError(.headTooLarge, "header section exceeds \(limits.maxHeadBytes) bytes")
+    }
+
     mutating func parseHead() throws(HTTPParseError) {
         // Tolerate blank lines between pipelined messages (RFC 9112 §2.2).
         while buffer.count >= 2, buffer[0] == 0x0D, buffer[1] == 0x0A { buffer.removeFirst(2); scanFrom = 0 }
         guard let end = try findHeadEnd() else {
             scanFrom = buffer.count
-            if buffer.count > limits.maxHeadBytes {
-                throw HTTPParseError(.headTooLarge, "header section exceeds \(limits.maxHeadBytes) bytes")
-            }
+            if buffer.count > limits.maxHeadBytes { throw headTooLarge() }
             return
         }
-        if end > limits.maxHeadBytes { throw HTTPParseError(.headTooLarge, "header section exceeds \(limits.maxHeadBytes) bytes") }
+        if end > limits.maxHeadBytes { throw headTooLarge() }
         let (mode, limits) = (mode, limits)
         let parsed = try buffer.withUnsafeBufferPointer { b throws(HTTPParseError) in try HTTPParser.parseHead(b, end: end, mode: mode, limits: limits) }
         head = parsed

@@ -11,6 +11,7 @@ public enum HTTPErrorAnswer {
         switch problem {
         case .malformed, .truncated: return 400
         case .headTooLarge: return 431
+        case .requestLineTooLong: return 414
         case .bodyTooLarge: return 413
         case .unsupportedCoding: return 501
         }

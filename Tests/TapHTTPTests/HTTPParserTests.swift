@@ -106,7 +106,24 @@ import TapCore
         #expect { _ = try p.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == .headTooLarge }
     }
 
+    @Test func aRequestLineOverTheLimitIs414AndAResponsesStaysHeadTooLarge() {
+        var limits = HTTPLimits()
+        limits.maxHeadBytes = 1024
+        var p = HTTPParser(mode: .request, limits: limits)
+        p.append(bytes("GET /" + String(repeating: "a", count: 2000)))
+        #expect { _ = try p.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == .requestLineTooLong }
+        var ended = HTTPParser(mode: .request, limits: limits)
+        ended.append(bytes("GET /" + String(repeating: "a", count: 2000) + " HTTP/1.1\r\nHost: a\r\n\r\n"))
+        #expect { _ = try ended.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == .requestLineTooLong }
+        var response = HTTPParser(mode: .response, limits: limits)
+        response.append(bytes("HTTP/1.1 200 " + String(repeating: "a", count: 2000)))
+        #expect { _ = try response.nextResponse() } throws: { ($0 as? HTTPParseError)?.problem == .headTooLarge }
+    }
+
     @Test func keepAliveRules() {
+        #expect(!HTTPRequestHead(method: "POST", target: "/", version: "HTTP/1.0",
+                                 headers: HTTPHeaders([("Connection", "keep-alive"), ("Transfer-Encoding", "chunked")])).keepAlive,
+                "RFC 9112 §6.1: an HTTP/1.0 message with a Transfer-Encoding closes after it")
         #expect(HTTPRequestHead(method: "GET", target: "/").keepAlive)
         #expect(!HTTPRequestHead(method: "GET", target: "/", headers: HTTPHeaders([("Connection", "close")])).keepAlive)
         #expect(!HTTPRequestHead(method: "GET", target: "/", version: "HTTP/1.0").keepAlive)
