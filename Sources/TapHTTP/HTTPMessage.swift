@@ -30,14 +30,47 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         }
     }
 
+    /// Whether a forwarder has more to remove than a `Connection` field of `close` or `keep-alive` alone: another hop-by-hop
+    /// field (`hopByHop`), or a `Connection` option naming anything else (a field to remove with it). Looked at once,
+    /// without a list made: most responses carry only `Connection: keep-alive`.
+    public var hasHopByHopBeyondConnectionOptions: Bool {
+        let lengths = HTTPHeaders.hopByHopLengths
+        return fields.withUnsafeBufferPointer { all in
+            for i in all.indices {
+                // Only names as long as one of `hopByHop`'s are compared (a response's usual fields are not); the fields
+                // are read in place, not copied out one by one.
+                let length = all[i].name.utf8.count
+                guard length < 64, lengths & 1 << length != 0 else { continue }
+                if all[i].name.caseInsensitiveEquals("Connection") {
+                    var value = all[i].value // withUTF8 reads a small (inline) string in place too, without an array made
+                    if value.withUTF8({ HTTPHeaders.forEachToken(in: $0, HTTPHeaders.isNotAnOption) }) { return true }
+                } else if HTTPHeaders.hopByHop.contains(where: { all[i].name.caseInsensitiveEquals($0) }) {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
+    /// A `Connection` token other than `close` and `keep-alive` (ASCII case-insensitive).
+    private static func isNotAnOption(_ token: UnsafeBufferPointer<UInt8>) -> Bool {
+        func equals(_ word: StaticString) -> Bool {
+            guard token.count == word.utf8CodeUnitCount else { return false }
+            for k in 0..<token.count where token[k] | 0x20 != word.utf8Start[k] { return false }
+            return true
+        }
+        return !equals("close") && !equals("keep-alive")
+    }
+
     /// Calls `body` with the bytes of each comma-separated, space-trimmed token of `name`'s values until it returns
     /// true (pieces empty before trimming are skipped), read where the value's bytes lie: no list of pieces is made.
     @discardableResult
     private func forEachToken(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
         for f in fields where f.name.caseInsensitiveEquals(name) {
-            let found = f.value.utf8.withContiguousStorageIfAvailable { HTTPHeaders.forEachToken(in: $0, body) }
-                ?? Array(f.value.utf8).withUnsafeBufferPointer { HTTPHeaders.forEachToken(in: $0, body) }
-            if found { return true }
+            // withUTF8 reads a value of up to 15 bytes (stored inline: `keep-alive`, `close`, `chunked`) in place as well;
+            // `utf8.withContiguousStorageIfAvailable` has no storage to give for those, and an array was made each time.
+            var value = f.value
+            if value.withUTF8({ HTTPHeaders.forEachToken(in: $0, body) }) { return true }
         }
         return false
     }
@@ -72,6 +105,8 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// `Proxy-Authorization` carries the credentials of the hop it was sent to, and `Expect` is answered by that hop.
     /// The one list of every forwarder (the recorder, the replayer's forwards).
     public static let hopByHop = ["Connection", "Proxy-Connection", "Proxy-Authorization", "Keep-Alive", "Expect", "TE", "Upgrade"]
+    /// The lengths of `hopByHop`'s names, a bit each (all under 64).
+    static let hopByHopLengths: UInt64 = hopByHop.reduce(0) { $0 | 1 << $1.utf8.count }
 
     /// Fields a forwarder sets itself (the target's Host, the message's framing), which a `Connection` option never removes.
     static let neverNominated = ["Host", "Content-Length", "Transfer-Encoding"]

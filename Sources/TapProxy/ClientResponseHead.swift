@@ -6,11 +6,15 @@ import TapHTTP
 /// - a response delimited by the upstream closing (no Content-Length, no Transfer-Encoding) gets a Content-Length: it
 ///   is whole by now, and the client's connection need not close with the upstream's;
 /// - a chunked response to an HTTP/1.0 client goes de-chunked, with a Content-Length (HTTP/1.0 has no chunked coding);
-/// - where the upstream's connection options disagree with what 3dstape does with the client's connection (the
+/// - the hop-by-hop fields go (`Keep-Alive`, `Proxy-Connection`, `Upgrade` …, and the fields `Connection` names), and
+///   where the upstream's connection options disagree with what 3dstape does with the client's connection (the
 ///   upstream closes its own, the client's is kept; the client asked for a close, the upstream said keep-alive), the
 ///   options are 3dstape's: `Connection: close` when it closes after this answer, none on an HTTP/1.1 connection it
-///   keeps, `keep-alive` on an HTTP/1.0 one; the upstream's `Keep-Alive` parameters and the fields its `Connection`
-///   named go with them.
+///   keeps, `keep-alive` on an HTTP/1.0 one. A `Connection: keep-alive` or `close` that is true of the client's
+///   connection passes as it came (most responses carry just that, and are not rewritten);
+/// - a de-chunked body's `Trailer` field goes with its chunks;
+/// - a 204 (No Content) goes without the Content-Length or Transfer-Encoding a server must not send with it
+///   (RFC 9110 §8.6, RFC 9112 §6.1).
 /// A head rewritten for any of these is written as HTTP/1.1, 3dstape's own version. What the session stores is the
 /// upstream's message; only `wire_size` counts the bytes the client got.
 struct ClientResponseHead {
@@ -33,13 +37,18 @@ struct ClientResponseHead {
         let optionsDisagree = clientKeepAlive
             ? !upstreamKeepsAlive || (clientIsHTTP10 && !headers.containsToken("Connection", "keep-alive"))
             : !headers.containsToken("Connection", "close")
-        guard closeDelimited || dechunk || optionsDisagree else { return }
+        let framedNoContent = response.status == 204 && (chunked || headers["Content-Length"] != nil)
+        guard closeDelimited || dechunk || optionsDisagree || framedNoContent || headers.hasHopByHopBeyondConnectionOptions else { return }
         var out = HTTPResponseHead(status: response.status, reason: response.reason, version: "HTTP/1.1", headers: headers)
         out.headers.removeHopByHop()
         if closeDelimited || dechunk {
-            out.headers.remove("Transfer-Encoding")
+            out.headers.remove(anyOf: ["Transfer-Encoding", "Trailer"])
             out.headers.replaceOrAdd("Content-Length", String(body.count))
             self.body = body
+        }
+        if framedNoContent {
+            out.headers.remove(anyOf: ["Transfer-Encoding", "Content-Length", "Trailer"])
+            self.body = []
         }
         if !clientKeepAlive {
             out.headers.add("Connection", "close")

@@ -756,7 +756,8 @@ struct ProxySessionMachine {
             if upstream?.closed == false { actions.append(.closeUpstream) }
             upstream = nil
         }
-        let answer = ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.addressText, close: !f.keepAlive)
+        let answer = ProxyErrorResponse.bytes(status: status, error: message, upstream: f.target.addressText, close: !f.keepAlive,
+                                              http10KeepAlive: f.keepAlive && f.clientIsHTTP10)
         f.record.status = status
         f.record.error = message
         f.record.done = env.wallClock()
@@ -988,7 +989,10 @@ enum ProxyErrorResponse {
         }
     }
 
-    static func bytes(status: Int, error: String, upstream: String?, close: Bool, extraHeaders: [(String, String)] = []) -> [UInt8] {
+    /// `close`: the connection closes after it (`Connection: close`); `http10KeepAlive`: an HTTP/1.0 client's connection
+    /// is kept (`Connection: keep-alive`, without which it would wait for the close).
+    static func bytes(status: Int, error: String, upstream: String?, close: Bool, http10KeepAlive: Bool = false,
+                      extraHeaders: [(String, String)] = []) -> [UInt8] {
         // The one error shape (HTTPErrorAnswer), with the proxy's own members after `error`: what it answered and that
         // the answer is the proxy's, not the upstream's.
         var members: [(String, JSON)] = [("status", .number(String(status))), ("proxy", .string("3dstape"))]
@@ -996,7 +1000,7 @@ enum ProxyErrorResponse {
         let body = HTTPErrorAnswer.body(error, members) + [0x0A]
         var headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", String(body.count)), ("X-3dstape-Error", "1")]
                                   + extraHeaders)
-        if close { headers.add("Connection", "close") }
+        if close { headers.add("Connection", "close") } else if http10KeepAlive { headers.add("Connection", "keep-alive") }
         return HTTPResponseHead(status: status, headers: headers).bytes + body
     }
 }

@@ -167,11 +167,13 @@ import TapCore
         try withFixture { f in
             let (session, _) = try slowSession(f)
             let out = f.path("cut.3dstape")
-            let (rep, port) = try replayer(f, session, out, ["--timing", "fixed:8s", "--quiet"])
-            let client = try Spawned("/usr/bin/env", ["curl", "-sS", "--max-time", "15", "http://127.0.0.1:\(port)/slow?ms=50"])
+            // The delay far beyond the wait below: on a loaded machine (the whole suite at once) the connection's row once took
+            // as long as an 8 s delay to be seen, and the answer went out before the stop.
+            let (rep, port) = try replayer(f, session, out, ["--timing", "fixed:60s", "--quiet"])
+            let client = try Spawned("/usr/bin/env", ["curl", "-sS", "--max-time", "70", "http://127.0.0.1:\(port)/slow?ms=50"])
             defer { client.stop() }
             // The replayer names the connection in its session once it holds the request: stop then, not after a fixed time.
-            let deadline = Date().addingTimeInterval(8)
+            let deadline = Date().addingTimeInterval(30)
             while (try? sqlite(out, "SELECT count(*) FROM connections")) != "1", Date() < deadline { usleep(20_000) }
             try stop(rep)
             #expect(try sqlite(out, "SELECT e.client_abort_at IS NULL, e.error LIKE 'the replayer stopped%', r.outcome LIKE 'replayer stopped after%' "

@@ -677,12 +677,46 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
     }
 
     @Test func aResponseWhoseOptionsAgreeGoesAsItCame() throws {
-        let response = "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok"
+        let response = "HTTP/1.1 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nok"
         let (got, _) = try Self.answer("GET / HTTP/1.1\r\nHost: a\r\n\r\n", response)
         #expect(got == response)
         let head = "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"
         let (toHEAD, _) = try Self.answer("HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", head)
         #expect(toHEAD == head, "a HEAD answer's length is the resource's, not a body's")
+    }
+
+    @Test func hopByHopFieldsNeverReachTheClient() throws {
+        // Whether or not the connection options agree (a hostile re-check's find: they passed whenever they did).
+        let named = "HTTP/1.1 200 OK\r\nConnection: X-Foo\r\nX-Foo: secret\r\nKeep-Alive: timeout=5, max=100\r\nContent-Length: 2\r\n\r\nok"
+        #expect(try Self.answer("GET / HTTP/1.1\r\nHost: a\r\n\r\n", named).0 == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        let proxyConnection = "HTTP/1.1 200 OK\r\nProxy-Connection: close\r\nUpgrade: h2c\r\nContent-Length: 2\r\n\r\nok"
+        #expect(try Self.answer("GET / HTTP/1.1\r\nHost: a\r\n\r\n", proxyConnection).0 == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        let closing = "HTTP/1.1 200 OK\r\nConnection: close, X-Foo\r\nX-Foo: secret\r\nContent-Length: 2\r\n\r\nok"
+        let (got, a) = try Self.answer("GET / HTTP/1.0\r\nHost: a\r\n\r\n", closing)
+        #expect(got == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok" && a.closesClient)
+        #expect(a.records.first?.response?.headers.contains { $0.0 == "X-Foo" } == true, "the session keeps the upstream's fields")
+    }
+
+    @Test func aNoContentAnswerGoesWithoutFraming() throws {
+        for response in ["HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n"] {
+            let (got, a) = try Self.answer("DELETE /x HTTP/1.1\r\nHost: a\r\n\r\n", response)
+            #expect(got == "HTTP/1.1 204 No Content\r\n\r\n" && !a.closesClient, "\(response.debugDescription)")
+        }
+    }
+
+    @Test func aDechunkedBodyLosesItsTrailerField() throws {
+        let response = "HTTP/1.1 200 OK\r\nTrailer: X-T\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-T: tv\r\n\r\n"
+        let (got, _) = try Self.answer("GET / HTTP/1.0\r\nHost: a\r\n\r\n", response)
+        #expect(got == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+    }
+
+    @Test func theProxysOwnErrorTellsAnHTTP10KeepAliveClientItsConnectionIsKept() throws {
+        var h = try Harness.reverse()
+        _ = h.client("GET / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n")
+        _ = h.feed(.upstreamConnected(connectedAt: nil, tlsDoneAt: nil))
+        let a = h.upstream("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n")
+        let got = try #require(a.clientWrites.first)
+        #expect(got.hasPrefix("HTTP/1.1 502 ") && got.contains("\r\nConnection: keep-alive\r\n") && !a.closesClient)
     }
 
     @Test func anHTTP10RequestWithATransferEncodingClosesAfterItsAnswer() throws {
