@@ -183,7 +183,9 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// Transfer-Encoding, whose framing RFC 9112 §6.1 says to treat as faulty (close after answering it).
     public var keepAlive: Bool {
         if version == "HTTP/1.0" {
-            guard headers["Transfer-Encoding"] == nil else { return false }
+            // `close` wins over a keep-alive beside it (RFC 9112 §9.3).
+            guard headers["Transfer-Encoding"] == nil, !headers.containsToken("Connection", "close"),
+                  !headers.containsToken("Proxy-Connection", "close") else { return false }
             return headers.containsToken("Connection", "keep-alive") || headers.containsToken("Proxy-Connection", "keep-alive")
         }
         return !headers.containsToken("Connection", "close") && !headers.containsToken("Proxy-Connection", "close")

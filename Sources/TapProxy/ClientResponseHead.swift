@@ -15,7 +15,8 @@ import TapHTTP
 /// - a de-chunked body's `Trailer` field goes with its chunks;
 /// - a 204 (No Content) goes without the Content-Length or Transfer-Encoding a server must not send with it
 ///   (RFC 9110 §8.6, RFC 9112 §6.1).
-/// A head rewritten for any of these is written as HTTP/1.1, 3dstape's own version. What the session stores is the
+/// A head rewritten for any of these, or that came with another version (an HTTP/1.0 upstream's), is written as HTTP/1.1,
+/// 3dstape's own version (RFC 9110 §6.2). What the session stores is the
 /// upstream's message; only `wire_size` counts the bytes the client got.
 struct ClientResponseHead {
     var head: [UInt8]
@@ -38,7 +39,8 @@ struct ClientResponseHead {
             ? !upstreamKeepsAlive || (clientIsHTTP10 && !headers.containsToken("Connection", "keep-alive"))
             : !headers.containsToken("Connection", "close")
         let framedNoContent = response.status == 204 && (chunked || headers["Content-Length"] != nil)
-        guard closeDelimited || dechunk || optionsDisagree || framedNoContent || headers.hasHopByHopBeyondConnectionOptions else { return }
+        guard closeDelimited || dechunk || optionsDisagree || framedNoContent || response.version != "HTTP/1.1"
+                || headers.hasHopByHopBeyondConnectionOptions else { return }
         var out = HTTPResponseHead(status: response.status, reason: response.reason, version: "HTTP/1.1", headers: headers)
         out.headers.removeHopByHop()
         if closeDelimited || dechunk {

@@ -697,6 +697,20 @@ let ares = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
         #expect(a.records.first?.response?.headers.contains { $0.0 == "X-Foo" } == true, "the session keeps the upstream's fields")
     }
 
+    @Test func anHTTP10UpstreamsStatusLineBecomes3dstapesVersion() throws {
+        let response = "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok"
+        let (got, a) = try Self.answer("GET / HTTP/1.1\r\nHost: a\r\n\r\n", response)
+        #expect(got == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" && !a.closesClient)
+    }
+
+    @Test func anHTTP10ClientAskingForACloseIsClosedWhateverElseItSays() throws {
+        for request in ["GET / HTTP/1.0\r\nHost: a\r\nConnection: close, keep-alive\r\n\r\n",
+                        "GET / HTTP/1.0\r\nHost: a\r\nConnection: close\r\nProxy-Connection: keep-alive\r\n\r\n"] {
+            let (got, a) = try Self.answer(request, ares)
+            #expect(got.contains("\r\nConnection: close\r\n") && a.closesClient, "\(request.debugDescription)")
+        }
+    }
+
     @Test func aNoContentAnswerGoesWithoutFraming() throws {
         for response in ["HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n"] {
             let (got, a) = try Self.answer("DELETE /x HTTP/1.1\r\nHost: a\r\n\r\n", response)
