@@ -25,10 +25,18 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// Whether any value of `name` lists `token` (ASCII, compared case-insensitively; `tokens` without the copies).
     public func containsToken(_ name: String, _ token: String) -> Bool {
-        forEachToken(name) { part in
-            part.elementsEqual(token.utf8) { $0 | 0x20 == $1 | 0x20 && ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A || $0 == $1) }
-        }
+        var wanted = token
+        return wanted.withUTF8 { t in forEachToken(name) { HTTPHeaders.token($0, is: t) } }
     }
+
+    /// Whether a token's bytes spell `token`'s (ASCII, letters in either case).
+    private static func token(_ part: UnsafeBufferPointer<UInt8>, is token: UnsafeBufferPointer<UInt8>) -> Bool {
+        part.count == token.count
+            && zip(part, token).allSatisfy { $0 | 0x20 == $1 | 0x20 && ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A || $0 == $1) }
+    }
+
+    /// Whether `name` is one of `hopByHop` (ASCII case-insensitive).
+    private static func isHopByHop(_ name: String) -> Bool { hopByHop.contains { name.caseInsensitiveEquals($0) } }
 
     /// Whether a forwarder has more to remove than a `Connection` field of `close` or `keep-alive` alone: another hop-by-hop
     /// field (`hopByHop`), or a `Connection` option naming anything else (a field to remove with it). Looked at once,
@@ -44,7 +52,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
                 if all[i].name.caseInsensitiveEquals("Connection") {
                     var value = all[i].value // withUTF8 reads a small (inline) string in place too, without an array made
                     if value.withUTF8({ HTTPHeaders.forEachToken(in: $0, HTTPHeaders.isNotAnOption) }) { return true }
-                } else if HTTPHeaders.hopByHop.contains(where: { all[i].name.caseInsensitiveEquals($0) }) {
+                } else if HTTPHeaders.isHopByHop(all[i].name) {
                     return true
                 }
             }
@@ -53,13 +61,9 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     }
 
     /// A `Connection` token other than `close` and `keep-alive` (ASCII case-insensitive).
-    private static func isNotAnOption(_ token: UnsafeBufferPointer<UInt8>) -> Bool {
-        func equals(_ word: StaticString) -> Bool {
-            guard token.count == word.utf8CodeUnitCount else { return false }
-            for k in 0..<token.count where token[k] | 0x20 != word.utf8Start[k] { return false }
-            return true
-        }
-        return !equals("close") && !equals("keep-alive")
+    private static func isNotAnOption(_ part: UnsafeBufferPointer<UInt8>) -> Bool {
+        func bytes(_ s: StaticString) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount) }
+        return !token(part, is: bytes("close")) && !token(part, is: bytes("keep-alive"))
     }
 
     /// Calls `body` with the bytes of each comma-separated, space-trimmed token of `name`'s values until it returns
@@ -114,10 +118,9 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// Removes what a forwarder must not pass on: the hop-by-hop fields, the fields the `Connection` field names
     /// (`Connection: close, X-Session`; never Host or the framing), and `extra` (credentials that were the forwarder's own).
     public mutating func removeHopByHop(also extra: [String] = []) {
-        func named(_ f: (name: String, value: String), in names: [String]) -> Bool { names.contains { f.name.caseInsensitiveEquals($0) } }
         // Nothing to remove unless a field is hop-by-hop or in `extra` (the fields `Connection` names go only with it,
         // itself hop-by-hop): most requests have none, and are looked at once, without a list of names made.
-        guard fields.contains(where: { named($0, in: HTTPHeaders.hopByHop) || named($0, in: extra) }) else { return }
+        guard fields.contains(where: { f in HTTPHeaders.isHopByHop(f.name) || extra.contains { f.name.caseInsensitiveEquals($0) } }) else { return }
         var names = HTTPHeaders.hopByHop + extra
         if self["Connection"] != nil {
             names += tokens("Connection").filter { t in !HTTPHeaders.neverNominated.contains { $0.caseInsensitiveEquals(t) } }

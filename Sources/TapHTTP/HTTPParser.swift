@@ -348,6 +348,13 @@ public struct HTTPParser: Sendable {
         }
     }
 
+    /// Whether a response has no body whatever its fields say (RFC 9112 §6.3): one to a HEAD request, a 1xx, 204 or 304,
+    /// a 2xx to a CONNECT.
+    public static func responseHasNoBody(status: Int, requestMethod: String) -> Bool {
+        requestMethod == "HEAD" || (100...199).contains(status) || status == 204 || status == 304
+            || (requestMethod == "CONNECT" && (200...299).contains(status))
+    }
+
     func decideFraming(_ line: StartLine, _ headers: HTTPHeaders) throws(HTTPParseError) -> Framing {
         // Most heads have one Content-Length and no Transfer-Encoding: looked for in one pass, lists made only if present.
         // Of the Content-Length values, the first and whether another differs from it (no list made).
@@ -372,11 +379,7 @@ public struct HTTPParser: Sendable {
         }) {
             throw HTTPParseError(.malformed, "an empty item in Transfer-Encoding")
         }
-        if mode == .response {
-            let status = Int(line.second) ?? 0
-            if requestMethod == "HEAD" || (100...199).contains(status) || status == 204 || status == 304 { return .none }
-            if requestMethod == "CONNECT", (200...299).contains(status) { return .none }
-        }
+        if mode == .response, HTTPParser.responseHasNoBody(status: Int(line.second) ?? 0, requestMethod: requestMethod) { return .none }
         if !te.isEmpty {
             // Only `chunked`, alone, is decoded. A body under another transfer coding (`gzip, chunked`, `chunked, chunked`,
             // or one read until the close) would be stored still coded, where masking cannot see a card number in it:

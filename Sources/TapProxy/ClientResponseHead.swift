@@ -28,17 +28,17 @@ struct ClientResponseHead {
     ///   - response: the upstream's head (its fields after key substitution: `headers`), `wireHead`/`wireBody` its bytes,
     ///     `body` the body without its transfer coding; `upstreamKeepsAlive` what its version and Connection field say.
     ///   - clientIsHTTP10: the request came as HTTP/1.0; `clientKeepAlive`: it asked to keep the connection.
-    ///   - bodyless: the response has no body whatever its fields say (a HEAD request's, 1xx, 204, 304).
+    ///   - bodyless: the response has no body whatever its fields say (`HTTPParser.responseHasNoBody`).
     init(_ response: HTTPResponseHead, headers: HTTPHeaders, upstreamKeepsAlive: Bool, wireHead: [UInt8], wireBody: [UInt8],
          body: [UInt8], clientIsHTTP10: Bool, clientKeepAlive: Bool, bodyless: Bool) {
         (head, self.body, keepAlive) = (wireHead, wireBody, clientKeepAlive)
-        let chunked = headers["Transfer-Encoding"] != nil
-        let closeDelimited = !bodyless && !chunked && headers["Content-Length"] == nil
+        let chunked = headers["Transfer-Encoding"] != nil, hasLength = headers["Content-Length"] != nil
+        let closeDelimited = !bodyless && !chunked && !hasLength
         let dechunk = chunked && clientIsHTTP10 && !bodyless
         let optionsDisagree = clientKeepAlive
             ? !upstreamKeepsAlive || (clientIsHTTP10 && !headers.containsToken("Connection", "keep-alive"))
             : !headers.containsToken("Connection", "close")
-        let framedNoContent = response.status == 204 && (chunked || headers["Content-Length"] != nil)
+        let framedNoContent = response.status == 204 && (chunked || hasLength)
         guard closeDelimited || dechunk || optionsDisagree || framedNoContent || response.version != "HTTP/1.1"
                 || headers.hasHopByHopBeyondConnectionOptions else { return }
         var out = HTTPResponseHead(status: response.status, reason: response.reason, version: "HTTP/1.1", headers: headers)

@@ -732,7 +732,7 @@ struct ProxySessionMachine {
         }
         // The client side writes it (as it came, but for the hop-by-hop parts: ClientResponseHead) and closes after it or
         // takes the next request; the record follows the write.
-        let bodyless = f.record.method == "HEAD" || response.head.status == 204 || response.head.status == 304 || response.head.status < 200
+        let bodyless = HTTPParser.responseHasNoBody(status: response.head.status, requestMethod: f.record.method)
         let out = ClientResponseHead(response.head, headers: headers, upstreamKeepsAlive: upstreamKeepsAlive, wireHead: wireHead,
                                      wireBody: wireBody, body: body, clientIsHTTP10: f.clientIsHTTP10, clientKeepAlive: f.keepAlive,
                                      bodyless: bodyless)
