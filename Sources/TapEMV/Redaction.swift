@@ -39,9 +39,14 @@ extension ThreeDSContent {
     }
 
     /// Masks each card number in `bytes` (see `luhnRuns`), the byte-level scan every stored body ends with.
-    public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] {
+    public static func maskLuhnRuns(_ bytes: [UInt8]) -> [UInt8] { maskLuhnRuns(bytes, mayHoldNUL: true) }
+
+    /// `maskLuhnRuns`; `mayHoldNUL: false` where the bytes are known to hold no NUL byte (JSON text that `JSONBodyScan`
+    /// accepted: a raw control character is neither allowed in a JSON string nor whitespace, and what the scan splices in
+    /// is written escaped), so that the body is not searched for one.
+    static func maskLuhnRuns(_ bytes: [UInt8], mayHoldNUL: Bool) -> [UInt8] {
         // Find the runs to mask without copying; copy only when there is one (most bodies have none).
-        let (runs, hasNUL) = bytes.withUnsafeBufferPointer { (luhnRuns($0), ByteScan.contains($0, byte: 0)) }
+        let (runs, hasNUL) = bytes.withUnsafeBufferPointer { (luhnRuns($0), mayHoldNUL && ByteScan.contains($0, byte: 0)) }
         let masked = runs.isEmpty ? bytes : maskingRuns(bytes, runs)
         return hasNUL ? maskingRunsAcrossNULs(masked) : masked
     }

@@ -54,7 +54,7 @@ public enum ThreeDSContent {
         let first = body.firstNonWhitespace
         if scan, first == UInt8(ascii: "{"), mask, let fast = JSONBodyScan.scan(body) {
             // The common case, without building a tree (see JSONBodyScan); the same masking as below.
-            let stored = maskLuhnRuns(fast.stored)
+            let stored = maskLuhnRuns(fast.stored, mayHoldNUL: false)
             return (stored, fast.summary.map { [Found(body: stored, summary: $0)] } ?? [])
         }
         if first == UInt8(ascii: "{"), let json = try? JSON.parse(body) {

@@ -64,6 +64,19 @@ import TapCore
         #expect(fast.stored == full.stored && fast.messages.map(\.summary) == full.messages.map(\.summary))
     }
 
+    /// The fast path masks its result without searching it for NUL bytes (`maskLuhnRuns(_:mayHoldNUL:)`): a raw NUL,
+    /// in a string or between tokens, makes the scan give up, and a card number split by one is still masked.
+    @Test func aRawNULIsNeverInWhatTheScanAccepts() {
+        let inString = Array(#"{"messageType":"AReq","x":"4000"#.utf8) + [0] + Array(#"000000001091"}"#.utf8)
+        let between = Array(#"{"messageType":"AReq","acctNumber":"4000000000001091"}"#.utf8) + [0]
+        #expect(JSONBodyScan.scan(inString) == nil)
+        #expect(JSONBodyScan.scan(between) == nil)
+        #expect(!String(decoding: ThreeDSContent.prepare(inString, mask: true).stored, as: UTF8.self).contains("000000001091"))
+        // An escaped NUL stays escaped text in what the scan stores.
+        let escaped = Array(#"{"messageType":"AReq","x":"=\u0000"}"#.utf8)
+        #expect(ThreeDSContent.prepare(escaped, mask: true).stored.firstIndex(of: 0) == nil)
+    }
+
     @Test func invalidUTF8IsNotJSONForEither() {
         let body = Array(#"{"messageType":"AReq","x":""#.utf8) + [0xFF, 0xFE] + Array(#""}"#.utf8)
         #expect(JSONBodyScan.scan(body) == nil)
