@@ -10,7 +10,8 @@
 # the session file.
 # Needs: wrk, nginx (Debian), mitmproxy (PyPI, into tools/bench/.venv), sqlite3. Loopback only.
 # THREEDSTAPE_BENCH_BIN=PATH measures that binary instead of building this tree's; BENCH_PORT_BASE (default 18181) the first of its four ports.
-# Usage: [BACKEND=epoll|poll] tools/bench/proxy.sh [SECONDS per run, default 10]
+# ROUNDS (default 3): alternated pairs of shorter windows under load after the main runs, each pair's ratio and the median.
+# Usage: [BACKEND=epoll|poll] [ROUNDS=N] tools/bench/proxy.sh [SECONDS per run, default 10]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -120,6 +121,21 @@ for load in "2 16" "1 1"; do
     if [ "$name" = 3dstape ]; then total_tape=$((total_tape + $(echo "${R[$name-$2]}" | cut -d' ' -f4))); fi
   done
 done
+# The ratio under load from one window each swings with the machine (nginx's own rate moved by a quarter between
+# windows a minute apart on the 2-core machines): ROUNDS more pairs of shorter windows (default 3, each SECONDS/2 s,
+# nginx then 3dstape), each pair's ratio and their median.
+rounds="${ROUNDS:-3}"
+case "$rounds" in ''|*[!0-9]*) echo "ROUNDS must be a whole number" >&2; exit 2;; esac
+half=$(( secs / 2 > 1 ? secs / 2 : 1 ))
+pair_ratios=()
+for _ in $(seq "$rounds"); do
+  wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$NGX/ds/areq" > "$work/pair-nginx.txt"
+  wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$TAPE/ds/areq" > "$work/pair-tape.txt"
+  n_sum=$(python3 "$here/wrk_summary.py" "$work/pair-nginx.txt"); t_sum=$(python3 "$here/wrk_summary.py" "$work/pair-tape.txt")
+  total_tape=$((total_tape + $(echo "$t_sum" | cut -d' ' -f4)))
+  pair_ratios+=("$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "${t_sum%% *}" "${n_sum%% *}")")
+done
+
 declare -A RSS
 for x in nginx:$ngx_pid mitmproxy:$mitm_pid 3dstape:$tape_pid; do
   RSS[${x%%:*}]=$(( $(awk '/VmHWM/ {print $2}' "/proc/${x##*:}/status") / 1024 ))
@@ -142,6 +158,9 @@ for c in 16 1; do
     printf '%-10s %9s %8s %8s %9s %6s %11s %8s %11s %7s\n' "$name" "$rps" "$p50" "$p99" "$mx" "$cpu" "$per" "${RSS[$name]:--}" "$ratio" "$bad"
   done
 done
+if [ "$rounds" -gt 0 ]; then
+  echo "-- under load, $rounds alternated pairs of ${half} s (nginx, then 3dstape): x nginx ${pair_ratios[*]}; median $(printf '%s\n' "${pair_ratios[@]}" | sort -n | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}')x"
+fi
 echo "-- 3dstape's CPU per exchange: under load ${SPLIT[16]}; at one connection ${SPLIT[1]}"
 echo "-- session file: $stored of $expected requests recorded ($(du -h "$work/bench.3dstape" | cut -f1))"
 # What the writer's backpressure cost the traffic over all of 3dstape's runs, as its own summary says (no line: nothing).
