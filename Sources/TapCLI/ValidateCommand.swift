@@ -53,10 +53,7 @@ struct ValidateCommand: Command {
             case let .when(c): return (r, "when \(c)")
             }
         }
-        let messageRules = Validator.transactionRules.map { ($0.id, $0.summary) } + [
-            ("CRes.final-elements", "a final CRes carries only IDs, counter, completion indicator and transStatus"),
-            ("ARes.3ri-status", "transStatus C, D or S is not valid for a 3RI transaction"),
-        ]
+        let messageRules = Validator.transactionRules.map { ($0.id, $0.summary) } + Validator.messageRules.map { ($0.id, $0.summary) }
         // How a finding names the element rule it broke (`AReq.messageCategory.required`).
         let findingNames = [
             ("<rule>.required", "the element is missing where the rule requires it"),

@@ -445,3 +445,31 @@ extension JSON {
         out.append(0x22)
     }
 }
+
+extension JSON {
+    /// The object with each member `change` returns a replacement for replaced (nil from `change` keeps the member), or
+    /// nil when nothing changed or this is not an object. The members are copied only once one changes: most objects a
+    /// masking walk visits change nothing, and building a new array for each of them was most of the walk's cost.
+    public func changingMembers(_ change: (_ key: String, _ value: JSON) -> (String, JSON)?) -> JSON? {
+        guard case let .object(members) = self else { return nil }
+        var out: [(String, JSON)]?
+        for (i, (key, value)) in members.enumerated() {
+            guard let replaced = change(key, value) else { continue }
+            if out == nil { out = members }
+            out?[i] = replaced
+        }
+        return out.map(JSON.object)
+    }
+
+    /// `changingMembers` for an array's items.
+    public func changingItems(_ change: (JSON) -> JSON?) -> JSON? {
+        guard case let .array(items) = self else { return nil }
+        var out: [JSON]?
+        for (i, item) in items.enumerated() {
+            guard let replaced = change(item) else { continue }
+            if out == nil { out = items }
+            out?[i] = replaced
+        }
+        return out.map(JSON.array)
+    }
+}

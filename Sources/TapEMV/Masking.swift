@@ -94,9 +94,6 @@ public enum Masking {
     static func masking(_ json: JSON, depth: Int) -> (JSON, Bool) {
         switch json {
         case let .object(members):
-            // Copied only once a member changes: most objects (the writer masks every message it stores) have nothing
-            // to mask, and building a new array for each of them was most of the cost.
-            var out: [(String, JSON)]?
             // Whether this object is a 3DS message, asked once and only when a member is masked: its hidden elements keep
             // their format verdict in the mask (`MaskVerdict`).
             var isMessage: Bool?
@@ -107,38 +104,26 @@ public enum Masking {
                 }
                 return isMessage == true ? format.problem(value) : nil
             }
-            for (i, (key, value)) in members.enumerated() {
-                let replaced: JSON?
+            let changed = json.changingMembers { key, value -> (String, JSON)? in
                 if key == "acctNumber", let pan = value.stringValue ?? value.numberValue {
-                    if value.stringValue != nil, MaskVerdict.isMaskedPANWithVerdict(pan) {
-                        replaced = nil // masked before, with its verdict
-                    } else {
-                        let m = MaskVerdict.mask(maskPAN(pan), problem: problem(key, value))
-                        replaced = m != pan || value.stringValue == nil ? .string(m) : nil
-                    }
-                } else if secretFields.contains(key), secretValue(value) != nil {
-                    replaced = value.stringValue.map(MaskVerdict.isSecretMask) == true ? nil
-                        : .string(MaskVerdict.mask("***", problem: problem(key, value)))
-                } else {
-                    let (inner, c) = masking(value, depth: depth)
-                    replaced = c ? inner : nil
+                    if value.stringValue != nil, MaskVerdict.isMaskedPANWithVerdict(pan) { return nil } // masked before, with its verdict
+                    let m = MaskVerdict.mask(maskPAN(pan), problem: problem(key, value))
+                    return m != pan || value.stringValue == nil ? (key, .string(m)) : nil
                 }
-                if let replaced {
-                    if out == nil { out = members }
-                    out?[i].1 = replaced
+                if secretFields.contains(key), secretValue(value) != nil {
+                    return value.stringValue.map(MaskVerdict.isSecretMask) == true ? nil
+                        : (key, .string(MaskVerdict.mask("***", problem: problem(key, value))))
                 }
+                let (inner, c) = masking(value, depth: depth)
+                return c ? (key, inner) : nil
             }
-            return out.map { (.object($0), true) } ?? (json, false)
-        case let .array(items):
-            var out: [JSON]?
-            for (i, item) in items.enumerated() {
+            return changed.map { ($0, true) } ?? (json, false)
+        case .array:
+            let changed = json.changingItems { item in
                 let (inner, c) = masking(item, depth: depth)
-                if c {
-                    if out == nil { out = items }
-                    out?[i] = inner
-                }
+                return c ? inner : nil
             }
-            return out.map { (.array($0), true) } ?? (json, false)
+            return changed.map { ($0, true) } ?? (json, false)
         case let .string(text):
             guard let masked = maskedString(text, depth: depth) else { return (json, false) }
             return (.string(masked), true)
@@ -155,27 +140,19 @@ public enum Masking {
     static func maskingCardNumbersInText(_ json: JSON) -> (JSON, Bool) {
         func text(_ s: String) -> String { String(decoding: ThreeDSContent.maskLuhnRuns(Array(s.utf8)), as: UTF8.self) }
         switch json {
-        case let .object(members):
-            var out: [(String, JSON)]?
-            for (i, (key, value)) in members.enumerated() {
+        case .object:
+            let changed = json.changingMembers { key, value -> (String, JSON)? in
                 let maskedKey = text(key)
-                let (inner, changed) = maskingCardNumbersInText(value)
-                if changed || maskedKey != key {
-                    if out == nil { out = members }
-                    out?[i] = (maskedKey, inner)
-                }
+                let (inner, c) = maskingCardNumbersInText(value)
+                return c || maskedKey != key ? (maskedKey, inner) : nil
             }
-            return out.map { (.object($0), true) } ?? (json, false)
-        case let .array(items):
-            var out: [JSON]?
-            for (i, item) in items.enumerated() {
-                let (inner, changed) = maskingCardNumbersInText(item)
-                if changed {
-                    if out == nil { out = items }
-                    out?[i] = inner
-                }
+            return changed.map { ($0, true) } ?? (json, false)
+        case .array:
+            let changed = json.changingItems { item in
+                let (inner, c) = maskingCardNumbersInText(item)
+                return c ? inner : nil
             }
-            return out.map { (.array($0), true) } ?? (json, false)
+            return changed.map { ($0, true) } ?? (json, false)
         case let .string(s):
             let masked = text(s)
             return masked == s ? (json, false) : (.string(masked), true)

@@ -22,11 +22,19 @@ public struct Finding: Sendable, Equatable {
     }
 }
 
-/// A rule across the messages of one transaction (or on a message as a whole), with the id findings carry.
+/// A rule across the messages of one transaction, with the id findings carry.
 public struct TransactionRule: Sendable {
     public let id: String
     public let summary: String
     let check: @Sendable (ThreeDSTransaction) -> [Finding]
+}
+
+/// A rule on one message as a whole, beyond its elements' own rules (`ValidationRules`), with the id findings carry.
+public struct MessageRule: Sendable {
+    public let id: String
+    public let summary: String
+    /// The elements of the message (kind, JSON, context) that break the rule, each with what is wrong.
+    let check: @Sendable (MessageKind?, JSON, MessageContext) -> [(element: String, detail: String)]
 }
 
 /// Checks 3DS messages against `ValidationRules` and the transaction rules below.
@@ -93,16 +101,27 @@ public enum Validator {
                 add(rule.id + ".rfc4122", rule.element, .warning, warning)
             }
         }
-        if m.kind == .cRes, json.completesChallenge, let members = json.objectMembers {
-            for (name, _) in members where !ValidationRules.finalCResElements.contains(name) {
-                add("CRes.final-elements", name, .error, "a final CRes carries only IDs, counter, completion and transStatus (SDKs answer Erro 101)")
-            }
-        }
-        if m.kind == .aRes, context.channel == .requestorInitiated, let s = json[.transStatus]?.stringValue, ["C", "S", "D"].contains(s) {
-            add("ARes.3ri-status", EMVField.transStatus.rawValue, .error, "transStatus \(s) is not valid for a 3RI transaction")
+        for rule in messageRules {
+            for (element, detail) in rule.check(m.kind, json, context) { add(rule.id, element, .error, detail) }
         }
         return out
     }
+
+    // MARK: rules on a message as a whole
+
+    public static let messageRules: [MessageRule] = [
+        MessageRule(id: "CRes.final-elements", summary: "a final CRes carries only IDs, counter, completion indicator and transStatus") { kind, json, _ in
+            guard kind == .cRes, json.completesChallenge, let members = json.objectMembers else { return [] }
+            return members.compactMap { name, _ in
+                ValidationRules.finalCResElements.contains(name) ? nil
+                    : (name, "a final CRes carries only IDs, counter, completion and transStatus (SDKs answer Erro 101)")
+            }
+        },
+        MessageRule(id: "ARes.3ri-status", summary: "transStatus C, D or S is not valid for a 3RI transaction") { kind, json, context in
+            guard kind == .aRes, context.channel == .requestorInitiated, let s = json[.transStatus]?.stringValue, ["C", "S", "D"].contains(s) else { return [] }
+            return [(EMVField.transStatus.rawValue, "transStatus \(s) is not valid for a 3RI transaction")]
+        },
+    ]
 
     /// The JSON pointer of a top-level member: `/transStatus`.
     static func pointer(_ member: MessageMember) -> String { "/" + member.name }

@@ -27,12 +27,13 @@ public enum JOSEFailure: Sendable, Equatable {
 extension JOSEError {
     /// Maps a crypto-layer error into the JOSE vocabulary.
     static func from(_ e: CryptoError, context: String) -> JOSEError {
-        switch e.kind {
-        case .authenticationFailed: return JOSEError(.authenticationFailed, "\(context): \(e.message)")
-        case .badSignature: return JOSEError(.badSignature, "\(context): \(e.message)")
-        case .invalidKey: return JOSEError(.wrongKey, "\(context): \(e.message)")
-        case .untrustedChain: return JOSEError(.untrustedChain, "\(context): \(e.message)")
-        case .invalidInput, .library: return JOSEError(.malformed, "\(context): \(e.message)")
+        let kind: JOSEFailure = switch e.kind {
+        case .authenticationFailed: .authenticationFailed
+        case .badSignature: .badSignature
+        case .invalidKey: .wrongKey
+        case .untrustedChain: .untrustedChain
+        case .invalidInput, .library: .malformed
         }
+        return JOSEError(kind, "\(context): \(e.message)")
     }
 }

@@ -52,6 +52,9 @@ import TapCore
         #expect(elements.contains { $0["id"]?.stringValue == "AReq.messageVersion" && $0["format"]?.stringValue == "one of 2.1.0, 2.2.0, 2.3.1"
             && $0["required"]?.stringValue == "yes" && $0["since"]?.stringValue == "2.1.0" })
         #expect(messageRules.contains { $0["id"]?.stringValue == "tx.sdk-counter" })
+        // The rules on a message as a whole are listed from the validator's own list (they were spelt out again here).
+        let messageRuleIDs = Set(messageRules.compactMap { $0["id"]?.stringValue })
+        #expect(messageRuleIDs.contains("CRes.final-elements") && messageRuleIDs.contains("ARes.3ri-status"))
         #expect(rules.stdout.contains("\(elements.count) element rules, \(messageRules.count) message and transaction rules"))
         #expect(messageRules.allSatisfy { !($0["id"]?.stringValue ?? "<").hasPrefix("<") }, "only rules, not how findings name them")
         #expect(rules.stdout.contains("  <rule>.required: ") && object["findingNames"] != nil)

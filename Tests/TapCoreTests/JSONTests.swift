@@ -47,6 +47,25 @@ import Testing
     }
 }
 
+/// The copy-on-change rewrite both masking walks use: a member or item replaced where `change` says, the rest kept in
+/// order, and nil (no copy) when nothing changes.
+@Suite struct JSONChangingTests {
+    @Test func membersAreReplacedWhereChangeSaysAndKeptInOrder() throws {
+        let json = try JSON.parse(#"{"a":1,"b":"x","c":[2]}"#)
+        let changed = json.changingMembers { key, value in key == "b" ? ("B", .string("y")) : nil }
+        #expect(changed?.compact == #"{"a":1,"B":"y","c":[2]}"#)
+        #expect(json.changingMembers { _, _ in nil } == nil)
+        #expect(JSON.array([.null]).changingMembers { k, _ in (k, .null) } == nil)
+    }
+
+    @Test func itemsAreReplacedWhereChangeSays() throws {
+        let json = try JSON.parse(#"[1,"x",true]"#)
+        #expect(json.changingItems { $0 == .bool(true) ? .bool(false) : nil }?.compact == #"[1,"x",false]"#)
+        #expect(json.changingItems { _ in nil } == nil)
+        #expect(JSON.object([]).changingItems { $0 } == nil)
+    }
+}
+
 @Suite struct Base64URLTests {
     @Test func paddedAndUnpadded() {
         #expect(Base64URL.encode(Array("{\"a\":1}".utf8)) == "eyJhIjoxfQ")
