@@ -268,6 +268,8 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
     private var handedToHandler = 0
     /// What a handler that took the connection over does with it, by request number.
     private var takeOver: (number: Int, use: (Connection) -> Void)?
+    /// What the connection holds of the server's `BufferBudget`.
+    private var budgetShare = BufferBudget.Share()
 
     init(server: HTTPServer, peer: ServerPeer) {
         self.server = server
@@ -347,7 +349,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
                     server?.onTunnelEnded?(report)
                 }
                 tunnel = relay
-                server.budget.release(ObjectIdentifier(self))
+                server.budget.release(&budgetShare)
                 relay.start(early: early)
             case let .handOver(number):
                 if let t = takeOver, t.number == number {
@@ -411,7 +413,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
         if case let .tls(reason)? = error, !connection.isReady { server?.handshakeFailed(peer.address, reason) }
         if let timer { server?.loop.cancel(timer) }
         timer = nil
-        server?.budget.release(ObjectIdentifier(self))
+        server?.budget.release(&budgetShare)
         self.connection = nil
         var unanswered: Int?
         for action in machine.handle(.closed, self) { if case let .ended(n) = action { unanswered = n } }
@@ -427,7 +429,7 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
 
     func kernelUnsentBytes() -> Int? { connection?.kernelUnsentBytes }
 
-    func holdBudget(_ bytes: Int) -> Bool { server?.budget.hold(ObjectIdentifier(self), bytes) ?? true }
+    func holdBudget(_ bytes: Int) -> Bool { server?.budget.hold(&budgetShare, bytes) ?? true }
 
     func passesThrough(_ target: HostPort) -> Bool { server?.passesThrough?(target) == true }
 }

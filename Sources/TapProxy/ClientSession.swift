@@ -16,6 +16,8 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     private(set) var machine: ProxySessionMachine
     /// The connection to the machine's current upstream (events from a replaced one are not delivered).
     private var upstream: UpstreamDriver?
+    /// What the session holds of the server's `BufferBudget`.
+    private var budgetShare = BufferBudget.Share()
 
     init(server: ProxyServer, id: Int64, peer: String) {
         self.server = server
@@ -133,7 +135,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         case .ended:
             if let timer { server.loop.cancel(timer) }
             timer = nil
-            server.budget.release(ObjectIdentifier(self))
+            server.budget.release(&budgetShare)
             server.sessionEnded(self)
         }
     }
@@ -223,7 +225,7 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
     func monotonicClock() -> UInt64 { EventLoop.nowNanos() }
     func pacingDelay() -> Double { server.pacingDelay() }
     var writerIsBehind: Bool { server.writerIsBehind }
-    func holdBudget(_ bytes: Int) -> Bool { server.budget.hold(ObjectIdentifier(self), bytes) }
+    func holdBudget(_ bytes: Int) -> Bool { server.budget.hold(&budgetShare, bytes) }
     func unsentByteCount() -> Int { client.unsentByteCount }
     func kernelUnsentBytes() -> Int? { client.kernelUnsentBytes }
 }
