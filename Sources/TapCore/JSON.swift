@@ -383,7 +383,7 @@ extension JSON {
         switch self {
         case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
         case let .bool(b): out.append(contentsOf: b ? Array("true".utf8) : Array("false".utf8))
-        case let .number(n): out.append(contentsOf: n.utf8)
+        case let .number(n): out.appendUTF8(n)
         case let .string(s): JSON.writeString(s, into: &out)
         case let .array(items):
             if items.isEmpty { out.append(contentsOf: [0x5B, 0x5D]); return }

@@ -146,31 +146,24 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     func serialised(after a: String, _ b: String, _ c: String) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(fields.reduce(a.utf8.count + b.utf8.count + c.utf8.count + 6) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 })
-        HTTPHeaders.append(a, to: &out)
+        out.appendUTF8(a)
         out.append(0x20)
-        HTTPHeaders.append(b, to: &out)
+        out.appendUTF8(b)
         out.append(0x20)
-        HTTPHeaders.append(c, to: &out)
+        out.appendUTF8(c)
         out.append(0x0D) // the separators a byte at a time: no array literal made for each
         out.append(0x0A)
         for f in fields {
-            HTTPHeaders.append(f.name, to: &out)
+            out.appendUTF8(f.name)
             out.append(0x3A)
             out.append(0x20)
-            HTTPHeaders.append(f.value, to: &out)
+            out.appendUTF8(f.value)
             out.append(0x0D)
             out.append(0x0A)
         }
         out.append(0x0D)
         out.append(0x0A)
         return out
-    }
-
-    /// Appends `text`'s UTF-8 bytes in one copy (its contiguous storage; the generic append over a `String.UTF8View`
-    /// went through the view's iterator).
-    @inline(__always) static func append(_ text: String, to out: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { out.append(contentsOf: $0) }
     }
 }
 
