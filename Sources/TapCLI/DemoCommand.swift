@@ -106,6 +106,10 @@ struct DemoCommand: Command {
         }
     }
 
+    /// Seconds the demo waits, at most, for the ACS's last RReqs to be answered before it stops the recorder or the
+    /// replayer (on loopback they are answered within milliseconds; past this, it says so and goes on).
+    static let rreqGrace: Double = 10
+
     static let flows: [Flow] = [
         Flow(card: "4000000000001000", browser: false, version: "2.2.0", expect: "Y"),
         Flow(card: "4000000000001018", browser: false, version: "2.2.0", expect: "N"),
@@ -185,7 +189,8 @@ struct DemoCommand: Command {
             io.out("\(ok ? io.green("ok  ") : io.red("FAIL")) \(pad(flow.browser ? "browser" : "app", 7)) \(flow.version)  "
                    + "\(pad(card, 44)) → \(got)\(r.rreqReceived ? "  (RReq)" : "")")
         }
-        usleep(300_000) // the last RReqs are sent just after their final CRes
+        // The last RReqs are sent just after their final CRes: the recorder stops once each is answered (and so recorded).
+        if !sandbox.rreqsDue.waitForNone(within: DemoCommand.rreqGrace) { io.err("demo: an RReq is still unanswered; stopping the recorder anyway") }
         stack.stop()
         if !plan.quiet { io.out("") }
         if !plan.quiet {
@@ -267,7 +272,7 @@ struct DemoCommand: Command {
             io.out("\(ok ? io.green("same") : io.red("DIFF")) \(pad(flow.browser ? "browser" : "app", 7)) \(flow.version)  "
                    + "\(pad(TestCard.find(flow.card)?.summary ?? flow.card, 44)) → \(got) (recorded \(want))\(r.rreqReceived ? "  (RReq)" : "")")
         }
-        usleep(300_000)
+        if !replayer.rreqsDue.waitForNone(within: DemoCommand.rreqGrace) { io.err("demo: an RReq is still unanswered; stopping the replayer anyway") }
         stack.stop()
         let c = replayer.counts
         if !quiet { io.out("replay: \(flows.count - failures) of \(flows.count) outcomes matched the recording; \(c.answered) answers, \(c.missed) misses, "

@@ -137,6 +137,9 @@ public final class Replayer: @unchecked Sendable {
 
     /// RReqs that went on a kept-alive connection so far.
     public var rreqConnectionReuses: Int { rreqs.connectionReuses }
+    /// RReqs the replayer is due to send: counted from the answer that plans one until its record is made. Read from any
+    /// thread.
+    public let rreqsDue = PendingCount()
 
     /// Binds and starts serving; returns the bound address. Call before the loop runs or on its thread.
     @discardableResult
@@ -336,7 +339,12 @@ public final class Replayer: @unchecked Sendable {
                 self.counts.answered += 1
             }
             if let r = answer.rreq {
-                self.loop.schedule(after: r.after) { [weak self] in self?.sendRReq(r) }
+                self.rreqsDue.begin()
+                let due = self.rreqsDue
+                self.loop.schedule(after: r.after) { [weak self] in
+                    guard let self else { return due.end() }
+                    self.sendRReq(r)
+                }
             }
             if answer.rreqDropped != nil { self.counts.rreqsDropped += 1 }
             // The record waits until every answer due now is written: another timer due in this turn sends its answer
@@ -513,15 +521,17 @@ public final class Replayer: @unchecked Sendable {
         }
     }
 
-    /// Sends the RReq as the ACS would, to the live threeDSServerURL, and records it with its RRes.
+    /// Sends the RReq as the ACS would, to the live threeDSServerURL, and records it with its RRes; it stops being due
+    /// (`rreqsDue`) once that record is made (or the RReq could not be sent).
     func sendRReq(_ r: PlannedRReq) {
+        let due = rreqsDue
         let started = Date().timeIntervalSince1970
         let seq = perConnection.value.seqs[Replayer.rreqConnection, default: 0] + 1
         perConnection.value.seqs[Replayer.rreqConnection] = seq
         let serverTransID = r.threeDSServerTransID
         guard let url = HTTPURL(r.url) else {
             engine.rreqDone(for: serverTransID)
-            return
+            return due.end()
         }
         let headers = RReqSender.headers
         var pendingRecord = ExchangeRecord(connectionID: Replayer.rreqConnection, seq: seq, method: "POST", url: r.url, host: url.hostHeader,
@@ -532,6 +542,7 @@ public final class Replayer: @unchecked Sendable {
         let annotation = ReplayAnnotation(recordedExchangeID: r.recordedExchangeID, matchedBy: "RReq sent by the replayer as the ACS",
                                           miss: nil, scheduledDelayMs: r.after * 1000, actualDelayMs: nil)
         rreqs.send(r.body, to: url) { [weak self] result in
+            defer { due.end() }
             guard let self else { return }
             self.engine.rreqDone(for: serverTransID)
             switch result {

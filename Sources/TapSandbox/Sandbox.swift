@@ -62,6 +62,9 @@ public final class Sandbox: @unchecked Sendable {
     private var server: HTTPServer?
     /// The ACS's RReqs to 3DS Servers, on the loop with kept-alive connections (nil until the first; `rreqSender()`).
     var rreqs: RReqSender?
+    /// RReqs the ACS is due to send: counted from the moment a challenge (or decoupled authentication) ends until the RRes,
+    /// or why there is none, is in (`scheduleRReq`, `finish`). Read from any thread.
+    public let rreqsDue = PendingCount()
     private let keylogLock = Locked(0)
 
     final class Transaction {
@@ -299,7 +302,7 @@ public final class Sandbox: @unchecked Sendable {
         tx.ares = ares.json
         if status == .challenge || status == .decoupled { transactions[acsTransID] = tx }
         if status == .decoupled {
-            loop.schedule(after: options.decoupledDelay) { [weak self] in self?.finish(tx, status: .authenticated, cancel: nil) }
+            scheduleRReq(after: options.decoupledDelay, tx, status: .authenticated, cancel: nil)
         }
         log("AReq \(card.pan.prefix(6))… \(app ? "app" : "browser") \(version) → ARes \(status)")
         return .json(tx.ares.bytes)

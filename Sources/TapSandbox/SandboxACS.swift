@@ -71,7 +71,7 @@ extension Sandbox {
         case let .final(status, reason, cancel):
             cres = finalCRes(tx, status: status)
             tx.finished = true
-            loop.schedule(after: 0.05) { [weak self] in self?.finish(tx, status: status, cancel: cancel, reason: reason) }
+            scheduleRReq(after: 0.05, tx, status: status, cancel: cancel, reason: reason)
         }
         do {
             let sealed = try cipher.seal(cres)
@@ -229,17 +229,30 @@ extension Sandbox {
         var post: [(String, String)] = [("cres", Base64URL.encode(cres.bytes))]
         if let s = tx.sessionData { post.append(("threeDSSessionData", s)) }
         let notify = tx.areq[.notificationURL]?.stringValue ?? ""
-        loop.schedule(after: 0.05) { [weak self] in self?.finish(tx, status: status, cancel: cancel, reason: reason) }
+        scheduleRReq(after: 0.05, tx, status: status, cancel: cancel, reason: reason)
         respond(.html(HTMLForm.autoPost(action: notify, fields: post, title: "Returning to the merchant")))
     }
 
     // MARK: RReq
 
-    /// Sends the RReq for a finished challenge (or decoupled authentication) to the 3DS Server.
+    /// Sends the RReq for a finished challenge (or decoupled authentication) `seconds` from now; it counts as due
+    /// (`rreqsDue`) from now on.
+    func scheduleRReq(after seconds: Double, _ tx: Transaction, status: TransStatus, cancel: String?, reason: String? = nil) {
+        rreqsDue.begin()
+        let due = rreqsDue
+        loop.schedule(after: seconds) { [weak self] in
+            guard let self else { return due.end() }
+            self.finish(tx, status: status, cancel: cancel, reason: reason)
+        }
+    }
+
+    /// Sends the RReq for a finished challenge (or decoupled authentication) to the 3DS Server; it stops being due
+    /// (`rreqsDue`) once its RRes, or why there is none, is in.
     func finish(_ tx: Transaction, status: TransStatus, cancel: String?, reason: String? = nil) {
+        let due = rreqsDue
         guard let url = tx.areq[.threeDSServerURL]?.stringValue.flatMap(HTTPURL.init) else {
             log("no usable threeDSServerURL; RReq not sent")
-            return
+            return due.end()
         }
         let fromV22App = tx.app && tx.version >= .v2_2
         var r = ThreeDSMessage.RReq(ids: MessageIDs(of: tx.ares, fromV22App ? TransactionIDField.allCases : [.threeDSServerTransID, .dsTransID, .acsTransID]),
@@ -256,10 +269,13 @@ extension Sandbox {
             sender = try rreqSender()
         } catch {
             log("RReq \(status) → \(url): not sent: no TLS context: \(error)")
-            return
+            return due.end()
         }
         let log = self.log
-        sender.send(r.json.bytes, to: url) { result in log("RReq \(status) → \(url): RRes \(RReqSender.outcome(result))") }
+        sender.send(r.json.bytes, to: url) { result in
+            log("RReq \(status) → \(url): RRes \(RReqSender.outcome(result))")
+            due.end()
+        }
     }
 
     /// The sender every RReq goes through, made on first use on the loop thread (its TLS context loads the system trust

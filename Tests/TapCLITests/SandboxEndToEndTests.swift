@@ -28,6 +28,13 @@ import TapCore
         let gatewayFree = all.filter { $0["gateway"] == .null }.count
         #expect(gatewayFree > 0 && r.stdout.contains("(\(gatewayFree) of the \(all.count) scenarios apply to this session"), "\(r.stdout.suffix(600))")
         #expect(r.stdout.contains("replay: 20 of 20 outcomes matched the recording"), "the demo replays its session with the sandbox stopped")
+        // Every flow that ends in an RReq (8 app challenges, 3 browser ones, the decoupled card) has it in both sessions,
+        // answered: the demo stops its recorder and its replayer once no RReq is due, not after a fixed sleep.
+        #expect(r.stdout.contains(", 12 RReqs delivered;"), "\(r.stdout.suffix(800))")
+        let rreqs = "SELECT count(*) FROM exchanges e WHERE e.status = 200 AND e.id IN (SELECT exchange_id FROM messages WHERE message_type = 'RReq')"
+        for session in [out, dir.appendingPathComponent("demo-replay.3dstape").path] {
+            #expect(try sh(["sqlite3", session, rreqs]).out.trimmingCharacters(in: .whitespacesAndNewlines) == "12", "\(session)")
+        }
         #expect(r.stdout.contains("validate: 0 errors, 0 warnings"), "the sandbox's messages follow the specification's rules")
         #expect(r.stdout.contains("diff: 20 transactions paired, no differences"), "the replay answers what the recording holds")
         let show = try CLIRunner.run(["show", out, "--json"])

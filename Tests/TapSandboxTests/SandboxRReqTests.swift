@@ -76,4 +76,37 @@ import TapSandbox
         // The slow ones are still outstanding: the fast one did not wait for them.
         #expect(!lines.withLock { $0.contains { $0.1.contains("/slow: RRes") } })
     }
+
+    /// An RReq is due (`Sandbox.rreqsDue`) from the moment the ACS schedules it until its RRes is in: what `demo` waits on
+    /// before it stops its recorder.
+    @Test func anRReqIsDueFromItsSchedulingUntilItsRRes() throws {
+        let server = try ServiceStack.background("3dstape-test-rreq-due-server")
+        let results = HTTPServer(loop: server.loop) { _, _, respond in
+            server.loop.schedule(after: 0.4) { respond(HTTPReply.json(Array(#"{"messageType":"RRes","resultsStatus":"01"}"#.utf8))) }
+        }
+        let serverAddress = try results.start(on: HostPort(host: "127.0.0.1", port: 0))
+        server.onStop { results.stop() }
+        server.start()
+        defer { server.stop() }
+
+        let lines = Locked<[String]>([])
+        let stack = try ServiceStack.background("3dstape-test-rreq-due-sandbox")
+        var options = SandboxOptions()
+        options.decoupledDelay = 0.3
+        let sandbox = Sandbox(keys: SandboxHarness.keys, options: options, loop: stack.loop) { line in lines.withLock { $0.append(line) } }
+        try sandbox.start(on: HostPort(host: "127.0.0.1", port: 0), tls: false)
+        stack.onStop { sandbox.stop() }
+        stack.start()
+        defer { stack.stop() }
+
+        #expect(sandbox.rreqsDue.value == 0)
+        let client = BlockingHTTPClient(tls: try TLSContext(clientRoots: []), timeout: 5)
+        let r = try client.send("POST", HTTPURL(sandbox.baseURL + "/ds/areq")!, headers: [("Content-Type", "application/json")],
+                                body: Self.decoupledAReq(rreqURL: "http://\(serverAddress)/results").bytes)
+        #expect(try JSON.parse(r.body)["transStatus"]?.stringValue == "D")
+        #expect(sandbox.rreqsDue.value == 1, "due as soon as the ARes says D, before the RReq is sent")
+        #expect(!sandbox.rreqsDue.waitForNone(within: 0.2), "still due: not sent yet, or sent and unanswered")
+        #expect(sandbox.rreqsDue.waitForNone(within: 5))
+        #expect(lines.withLock { $0.contains { $0.contains("/results: RRes 01") } }, "no longer due once the RRes is in")
+    }
 }
