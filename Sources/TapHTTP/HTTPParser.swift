@@ -22,6 +22,9 @@ public enum HTTPParseProblem: Sendable, Equatable {
     case headTooLarge
     /// A request line alone longer than the header section's limit (its target, as a server answers with 414).
     case requestLineTooLong
+    /// A request whose method alone is longer than the header section's limit: no method anyone implements (a server
+    /// answers 501, as RFC 9112 §3 says, where a long target gets 414).
+    case methodTooLong
     /// The body exceeds the limit.
     case bodyTooLarge
     /// A transfer coding this parser does not implement.
@@ -201,10 +204,15 @@ public struct HTTPParser: Sendable {
         return (h, raw, body, rawHead)
     }
 
-    /// The error for a head over the limit: a request line that alone exceeds it is told apart (414, not 431).
+    /// The error for a head over the limit: a request line that alone exceeds it is told apart (414, not 431), and of
+    /// those one whose method does (501).
     func headTooLarge() -> HTTPParseError {
         let firstLineEnd = buffer.withUnsafeBufferPointer { ByteScan.lineBreak($0, from: 0, end: $0.count) }
         if mode == .request, firstLineEnd > limits.maxHeadBytes {
+            let methodEnd = buffer.prefix(firstLineEnd).firstIndex(of: 0x20) ?? firstLineEnd
+            if methodEnd > limits.maxHeadBytes {
+                return HTTPParseError(.methodTooLong, "request method exceeds \(limits.maxHeadBytes) bytes: not one this server implements")
+            }
             return HTTPParseError(.requestLineTooLong, "request line exceeds \(limits.maxHeadBytes) bytes")
         }
         return HTTPParseError(.headTooLarge, "header section exceeds \(limits.maxHeadBytes) bytes")

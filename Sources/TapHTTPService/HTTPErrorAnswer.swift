@@ -13,7 +13,7 @@ public enum HTTPErrorAnswer {
         case .headTooLarge: return 431
         case .requestLineTooLong: return 414
         case .bodyTooLarge: return 413
-        case .unsupportedCoding: return 501
+        case .unsupportedCoding, .methodTooLong: return 501
         }
     }
 

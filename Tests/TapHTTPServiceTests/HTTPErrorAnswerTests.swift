@@ -13,7 +13,8 @@ import TapTestSupport
     /// message cut short is a client's fault at a server, never a 502).
     @Test func everyProblemKeepsItsStatus() {
         let expected: [(HTTPParseError.Problem, Int)] = [(.malformed, 400), (.truncated, 400), (.headTooLarge, 431),
-                                                         (.requestLineTooLong, 414), (.bodyTooLarge, 413), (.unsupportedCoding, 501)]
+                                                         (.requestLineTooLong, 414), (.methodTooLong, 501), (.bodyTooLarge, 413),
+                                                         (.unsupportedCoding, 501)]
         for (problem, status) in expected { #expect(HTTPErrorAnswer.status(for: problem) == status, "\(problem)") }
     }
 
@@ -22,6 +23,7 @@ import TapTestSupport
                       ("POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413),
                       ("GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: 70_000) + "\r\n\r\n", 431),
                       ("GET /" + String(repeating: "a", count: 100_000) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414),
+                      (String(repeating: "G", count: 70_000) + " / HTTP/1.1\r\nHost: a\r\n\r\n", 501),
                       ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400)])
     func intakeRefusesWithTheMappedStatus(text: String, status: Int) {
         var intake = HTTPRequestIntake(rules: .init(limits: HTTPLimits(), authorization: nil, acceptsConnect: false))

@@ -106,7 +106,7 @@ import TapCore
         #expect { _ = try p.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == .headTooLarge }
     }
 
-    @Test func aRequestLineOverTheLimitIs414AndAResponsesStaysHeadTooLarge() {
+    @Test func aRequestLineOverTheLimitIs414ItsMethod501AndAResponsesStaysHeadTooLarge() {
         var limits = HTTPLimits()
         limits.maxHeadBytes = 1024
         var p = HTTPParser(mode: .request, limits: limits)
@@ -115,6 +115,12 @@ import TapCore
         var ended = HTTPParser(mode: .request, limits: limits)
         ended.append(bytes("GET /" + String(repeating: "a", count: 2000) + " HTTP/1.1\r\nHost: a\r\n\r\n"))
         #expect { _ = try ended.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == .requestLineTooLong }
+        var method = HTTPParser(mode: .request, limits: limits)
+        method.append(bytes(String(repeating: "G", count: 2000)))
+        #expect { _ = try method.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == .methodTooLong }
+        var methodEnded = HTTPParser(mode: .request, limits: limits)
+        methodEnded.append(bytes(String(repeating: "G", count: 2000) + " / HTTP/1.1\r\nHost: a\r\n\r\n"))
+        #expect { _ = try methodEnded.nextRequest() } throws: { ($0 as? HTTPParseError)?.problem == .methodTooLong }
         var response = HTTPParser(mode: .response, limits: limits)
         response.append(bytes("HTTP/1.1 200 " + String(repeating: "a", count: 2000)))
         #expect { _ = try response.nextResponse() } throws: { ($0 as? HTTPParseError)?.problem == .headTooLarge }
