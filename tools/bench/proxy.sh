@@ -11,6 +11,7 @@
 # Needs: wrk, nginx (Debian), mitmproxy (PyPI, into tools/bench/.venv), sqlite3. Loopback only.
 # THREEDSTAPE_BENCH_BIN=PATH measures that binary instead of building this tree's; BENCH_PORT_BASE (default 18181) the first of its four ports.
 # ROUNDS (default 3): alternated pairs of shorter windows under load after the main runs, each pair's ratio and the median.
+# WRITER_CORE_ROUNDS (default 3): as many pairs with 3dstape's session writer alone on CPU 1 and all else on CPU 0.
 # Usage: [BACKEND=epoll|poll] [ROUNDS=N] tools/bench/proxy.sh [SECONDS per run, default 10]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -136,6 +137,24 @@ for _ in $(seq "$rounds"); do
   pair_ratios+=("$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "${t_sum%% *}" "${n_sum%% *}")")
 done
 
+# Where the gap to nginx comes from: the same pairs with the session writer on a core of its own (CPU 1) and everything
+# else (wrk, the upstream, the nginx proxy, 3dstape's network loop) on CPU 0. On a 2-core machine the writer's SQLite
+# work otherwise takes its CPU from the load generator, the upstream and the loop. WRITER_CORE_ROUNDS (default 3; 0: none).
+core_rounds="${WRITER_CORE_ROUNDS:-3}"
+case "$core_rounds" in ''|*[!0-9]*) echo "WRITER_CORE_ROUNDS must be a whole number" >&2; exit 2;; esac
+core_ratios=()
+if [ "$core_rounds" -gt 0 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+  for p in "${pids[@]}"; do taskset -a -p -c 0 "$p" >/dev/null 2>&1 || true; done
+  taskset -p -c 1 "$(writer_tid "$tape_pid")" >/dev/null
+  for _ in $(seq "$core_rounds"); do
+    taskset -c 0 wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$NGX/ds/areq" > "$work/core-nginx.txt"
+    taskset -c 0 wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$TAPE/ds/areq" > "$work/core-tape.txt"
+    n_sum=$(python3 "$here/wrk_summary.py" "$work/core-nginx.txt"); t_sum=$(python3 "$here/wrk_summary.py" "$work/core-tape.txt")
+    total_tape=$((total_tape + $(echo "$t_sum" | cut -d' ' -f4)))
+    core_ratios+=("$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f} ({float(sys.argv[2]):.0f} against {float(sys.argv[1]):.0f} req/s)')" "${t_sum%% *}" "${n_sum%% *}")")
+  done
+fi
+
 declare -A RSS
 for x in nginx:$ngx_pid mitmproxy:$mitm_pid 3dstape:$tape_pid; do
   RSS[${x%%:*}]=$(( $(awk '/VmHWM/ {print $2}' "/proc/${x##*:}/status") / 1024 ))
@@ -160,6 +179,9 @@ for c in 16 1; do
 done
 if [ "$rounds" -gt 0 ]; then
   echo "-- under load, $rounds alternated pairs of ${half} s (nginx, then 3dstape): x nginx ${pair_ratios[*]}; median $(printf '%s\n' "${pair_ratios[@]}" | sort -n | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}')x"
+fi
+if [ "${#core_ratios[@]}" -gt 0 ]; then
+  echo "-- under load, the session writer alone on CPU 1, all else on CPU 0, $core_rounds alternated pairs of ${half} s: x nginx (nginx against 3dstape): ${core_ratios[*]}"
 fi
 echo "-- 3dstape's CPU per exchange: under load ${SPLIT[16]}; at one connection ${SPLIT[1]}"
 echo "-- session file: $stored of $expected requests recorded ($(du -h "$work/bench.3dstape" | cut -f1))"
