@@ -107,7 +107,9 @@ enum ClientReplayCallPlan {
                                  recordedResponse: x.responseBody), nil)
     }
 
-    /// Every masked card number (first 6, `*`, last 4) replaced by the `--card` that fits; the first that none fits in `missing`.
+    /// Every masked card number (first 6, `*`, last 4) replaced by the `--card` that fits, else by the one of 3dstape's test
+    /// cards that does (as in the AReq: the sandbox's gateway sessions replay without --card); the first that none fits in
+    /// `missing`.
     static func resolveCards(_ json: JSON, cards: [String], missing: inout String?) -> JSON {
         switch json {
         case .object(let m): return .object(m.map { ($0.0, resolveCards($0.1, cards: cards, missing: &missing)) })
@@ -115,7 +117,8 @@ enum ClientReplayCallPlan {
         case .string(let s):
             guard s.count >= 12, s.count <= 19, s.prefix(6).allSatisfy(\.isNumber), s.suffix(4).allSatisfy(\.isNumber),
                   s.dropFirst(6).dropLast(4).allSatisfy({ $0 == "*" }), s.contains("*") else { return json }
-            if let full = cards.first(where: { $0.count == s.count && $0.prefix(6) == s.prefix(6) && $0.suffix(4) == s.suffix(4) }) { return .string(full) }
+            func fits(_ full: String) -> Bool { full.count == s.count && full.prefix(6) == s.prefix(6) && full.suffix(4) == s.suffix(4) }
+            if let full = cards.first(where: fits) ?? TestCard.all.map(\.pan).first(where: fits) { return .string(full) }
             missing = missing ?? s
             return json
         default: return json
