@@ -93,7 +93,9 @@ struct SandboxCommand: Command {
         }
         let bound = try sandbox.start(on: listens[0].bound, tls: args.has(Self.tls))
         io.err("sandbox DS + ACS on \(sandbox.baseURL) (DS key \(dsKey.rawValue), acsSignedContent \(o.signing.rawValue)); bound \(bound)")
-        io.err("clients: '3dstape sandbox certs --out DIR' then '3dstape client --ds \(sandbox.baseURL) --certs DIR --card PAN'")
+        // Over TLS the client trusts the sandbox's certificate through the DS root `certs` writes (it issued both).
+        let trust = args.has(Self.tls) ? " --ca DIR/ds-root.pem" : ""
+        io.err("clients: '3dstape sandbox certs --out DIR' then '3dstape client --ds \(sandbox.baseURL) --certs DIR\(trust) --card PAN'")
         stack.runUntilSignal()
         return 0
     }

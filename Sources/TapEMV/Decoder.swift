@@ -185,12 +185,19 @@ public enum Decoder {
         return r
     }
 
+    /// What to do about a JWE no key given fits: give one (none was given), or one of the other type (`wanted`) than those given.
+    static func keysGiven(_ keys: DecodeKeys, _ wanted: String) -> String {
+        guard !keys.privateKeys.isEmpty else { return "give --key PEM" }
+        let types = Set(keys.privateKeys.map(\.type.rawValue)).sorted().joined(separator: ", ")
+        return "the --key given (\(keys.privateKeys.count)) is \(types), not \(wanted)"
+    }
+
     /// Tries each key that fits the JWE's alg. Returns the plaintext and how it was obtained.
     static func decryptJWE(_ jwe: JWE, enc: ContentEncryption, keys: DecodeKeys) throws(JOSEError) -> ([UInt8], String) {
         switch try jwe.keyManagement {
         case .rsaOAEP256:
             let rsaKeys = keys.privateKeys.filter { $0.type == .rsa }
-            guard !rsaKeys.isEmpty else { throw JOSEError(.missingKey, "RSA-OAEP-256 JWE needs an RSA private key: give --key PEM") }
+            guard !rsaKeys.isEmpty else { throw JOSEError(.missingKey, "RSA-OAEP-256 JWE needs an RSA private key: " + keysGiven(keys, "an RSA one")) }
             for (i, k) in rsaKeys.enumerated() {
                 guard let cek = try? jwe.unwrapRSA(k) else { continue }
                 return (try jwe.decrypt(cek: cek), "decrypted: RSA-OAEP-256 + \(enc.rawValue) with RSA key #\(i + 1)")
@@ -198,7 +205,7 @@ public enum Decoder {
             throw JOSEError(.wrongKey, "wrong key: none of the \(rsaKeys.count) RSA key(s) unwraps the content key")
         case .emvECDH:
             let ecKeys = keys.privateKeys.filter { $0.type == .p256 }
-            guard !ecKeys.isEmpty else { throw JOSEError(.missingKey, "ECDH-ES JWE needs the DS's EC P-256 private key: give --key PEM") }
+            guard !ecKeys.isEmpty else { throw JOSEError(.missingKey, "ECDH-ES JWE needs the DS's EC P-256 private key: " + keysGiven(keys, "an EC P-256 one")) }
             let ids = keys.directoryServerIDs.isEmpty ? DecodeKeys.knownDirectoryServerIDs : keys.directoryServerIDs
             for k in ecKeys {
                 for id in ids {

@@ -289,10 +289,14 @@ public struct HTTPParser: Sendable {
                 throw HTTPParseError(.malformed, "request target contains a control, space or non-ASCII byte")
             }
         case .response:
-            // status-code = 3DIGIT (RFC 9112 §4)
+            // status-code = 3DIGIT (RFC 9112 §4), and "values outside the range 100..599 are invalid" (RFC 9110 §15): a
+            // proxy answers such a response as the upstream's failure rather than pass on `HTTP/1.1 0`.
             guard let status = second, first.count >= 7, memcmp(bytes.baseAddress! + first.lowerBound, "HTTP/1.", 7) == 0,
                   status.count == 3, status.allSatisfy({ bytes[$0] &- 0x30 <= 9 }) else {
                 throw HTTPParseError(.malformed, "malformed status line")
+            }
+            guard (0x31...0x35).contains(bytes[status.lowerBound]) else {
+                throw HTTPParseError(.malformed, "status code \(text(status)) is outside 100-599")
             }
         }
         guard let second else { throw HTTPParseError(.malformed, "malformed start line") } // checked above for either mode

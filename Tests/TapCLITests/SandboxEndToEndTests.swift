@@ -187,4 +187,24 @@ import TapCore
         let show = try CLIRunner.run(["show", sample])
         #expect(show.status == 0 && show.stdout.contains("AReq 2.3.1 → ARes 2.3.1 Y"), "\(show.stderr)")
     }
+
+    /// The client command the sandbox prints at start-up runs as printed: over TLS it names the DS root as the TLS trust
+    /// (`--ca DIR/ds-root.pem`), without which the client cannot verify the sandbox's certificate (newcomer helper).
+    @Test func theClientCommandTheTLSSandboxPrintsWorksAsPrinted() throws {
+        let dir = try CLIRunner.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["THREEDSTAPE_HOME": dir.appendingPathComponent("home").path]
+        let certs = dir.appendingPathComponent("certs").path
+        #expect(try CLIRunner.run(["sandbox", "certs", "--out", certs], environment: env).status == 0)
+        let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--tls", "--quiet"], environment: env)
+        defer { sandbox.stop() }
+        _ = try sandbox.port(after: "on https://127.0.0.1:")
+        try sandbox.waitFor("clients:") { _, err in err.contains("--card PAN'") }
+        let hint = try #require(sandbox.stderr.split(separator: "\n").first { $0.hasPrefix("clients:") })
+        let printed = try #require(hint.components(separatedBy: "then '3dstape ").last?.dropLast()) // up to the closing quote
+        #expect(printed.contains("--ca DIR/ds-root.pem"), "\(hint)")
+        let args = printed.split(separator: " ").map { $0.replacingOccurrences(of: "DIR", with: certs).replacingOccurrences(of: "PAN", with: "4000000000001000") }
+        let r = try CLIRunner.run(args, environment: env)
+        #expect(r.status == 0 && r.stdout.contains("transStatus Y"), "\(args) \(r.stdout) \(r.stderr)")
+    }
 }

@@ -39,8 +39,11 @@ import TapJOSE
     @Test func jweNeedsTheRightKey() throws {
         let rsa = try PrivateKey.generateRSA()
         let jwe = try JWE.encryptRSAOAEP256(plaintext: Array(areq.utf8), recipient: rsa.publicKey, enc: .a128gcm).compact
-        #expect(decode(jwe).error?.hasPrefix("missing key") == true)
+        #expect(decode(jwe).error?.hasPrefix("missing key") == true && decode(jwe).error?.hasSuffix("give --key PEM") == true)
         var keys = DecodeKeys()
+        // A key of the other type is not "missing": the error says which type was given and which one is needed.
+        keys.privateKeys = [try PrivateKey.generateP256()]
+        #expect(decode(jwe, keys).error?.hasSuffix("the --key given (1) is EC P-256, not an RSA one") == true, "\(decode(jwe, keys).error ?? "")")
         keys.privateKeys = [try PrivateKey.generateRSA()]
         let wrong = decode(jwe, keys)
         #expect(wrong.error?.hasPrefix("wrong key") == true)

@@ -211,6 +211,16 @@ import TapCore
         }
     }
 
+    /// A status code outside 100-599 is invalid (RFC 9110 §15): refused, where `000` went to clients as `HTTP/1.1 0`
+    /// (hostile-upstream helper); 100 and 599 stay answers.
+    @Test func aStatusOutside100To599IsRefused() {
+        for code in ["000", "099", "600", "999"] {
+            #expect(status(bytes("HTTP/1.1 \(code) X\r\nContent-Length: 2\r\n\r\nok"), .response) == .malformed, "\(code)")
+        }
+        #expect(status(bytes("HTTP/1.1 599 X\r\nContent-Length: 2\r\n\r\nok"), .response) == nil)
+        #expect(status(bytes("HTTP/1.1 100 Continue\r\n\r\n"), .response) == nil)
+    }
+
     /// The 60-byte request that killed the recorder and the sandbox (a signed chunk size made a backwards range).
     @Test func signedChunkSizeIsRefusedNotATrap() {
         #expect(status(bytes("POST /t5 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nxx\r\n0\r\n\r\n")) == .malformed)
