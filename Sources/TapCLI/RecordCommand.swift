@@ -51,8 +51,7 @@ struct RecordCommand: Command {
     /// A body is held in memory whole and stored as one SQLite value: at most 512MiB.
     static let maxBody = Option("max-body", "BYTES", ByteSizeValue(1...(512 << 20)),
                                 help: "largest request or response body (default 16777216, at most 512MiB); larger is 413")
-    static let maxSessionSize = Option("max-session-size", "SIZE", ByteSizeValue((64 << 10)...(16 << 40)),
-                                       help: "stop recording when the session file reaches SIZE (e.g. 512MiB); traffic keeps flowing, as on a full disk")
+    static let maxSessionSize = SessionFileSize.maxSessionSize
     static let quiet = Flag("quiet", help: "print only the summary")
     static let jsonLines = Flag("json-lines", help: "print each exchange as one JSON line")
 

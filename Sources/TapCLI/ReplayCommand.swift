@@ -16,11 +16,11 @@ struct ReplayCommand: Command {
     let spec = CommandSpec(name: "replay", abstract: "Serve a recorded session as the DS, ACS and every other server in it, with timing control",
                            usage: "SESSION [--listen HOST:PORT]... [--tls] [--public-url URL] [--timing MODE] [--jitter DIST] [--seed N] "
                                + "[--delay MATCH=DURATION]... [--on-miss 404|erro|forward:URL] [--pass-through PATTERN...] [--repeat last|cycle|miss] [--ignore-field NAME]... "
-                               + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME [--partial]] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--quiet|--json-lines]",
+                               + "[--fault MATCH=ACTION[@P]]... [--faults FILE] [--scenario NAME [--partial]] [--jwt-secret S] [--sign PS256|ES256] [--session OUT] [--max-session-size SIZE] [--quiet|--json-lines]",
                            maxPositionals: 1, usesUserKeys: true,
                            options: [listen.spec, tls.spec, publicURL.spec, timing.spec, jitter.spec, seed.spec, delay.spec, onMiss.spec,
                                      passThrough.spec, repeatMode.spec, ignoreField.spec, sign.spec, fault.spec, scenario.spec, partial.spec,
-                                     faults.spec, jwtSecret.spec, session.spec, headerTimeout.spec, idleTimeout.spec, quiet.spec,
+                                     faults.spec, jwtSecret.spec, session.spec, SessionFileSize.maxSessionSize.spec, headerTimeout.spec, idleTimeout.spec, quiet.spec,
                                      jsonLines.spec] + remoteListeningOptions)
     static let listen = Option("listen", "HOST:PORT", HostPortValue(), repeatable: true,
                                help: "address to listen on (default 127.0.0.1:8080); one listener takes direct and proxy clients")
@@ -118,7 +118,7 @@ struct ReplayCommand: Command {
         let partialMeta = notApplied.isEmpty ? [] : [("scenario_not_applied", notApplied.joined(separator: "\n"))]
         let writer = try SessionWriter(path: out, meta: SessionWriter.replayMeta(of: path)
                                            + [("seed", String(options.schedule.seed)), ("tool_version", version)] + scenarioMeta + partialMeta,
-                                       keys: engine,
+                                       keys: engine, maxBytes: try args.value(SessionFileSize.maxSessionSize),
                                        onProblem: { StandardStreams.err(Data("3dstape: replay: \(TerminalText.escaped($0))\n".utf8)) })
         let (ca, _) = try UserHome.resolve().interceptionCA()
         let intercept = try TLSContext(interceptingWith: try LeafCertificateCache(authority: ca))

@@ -58,6 +58,14 @@ enum JSONList {
     static let flag = Flag("json", help: "print a JSON array")
 }
 
+/// The cap on a session file that a server writes as it runs (`record`'s, `replay`'s own), declared once. From 256KiB:
+/// an empty session's tables, indexes and views take 16 of its 16KiB pages (the writer never caps it below them), so a
+/// smaller cap would not mean what it says.
+enum SessionFileSize {
+    static let maxSessionSize = Option("max-session-size", "SIZE", ByteSizeValue((256 << 10)...(16 << 40)),
+                                       help: "stop writing the session file when it reaches SIZE (e.g. 512MiB); traffic keeps flowing, as on a full disk")
+}
+
 /// The options every listening command takes for listening beyond loopback, and its connection cap, declared once.
 enum RemoteListening {
     static let maxConnections = Option("max-connections", "N", WholeNumberValue(1...Int.max, refusal: { "--\($0) \($1): expected a positive number" }),

@@ -87,7 +87,7 @@ public enum Checked {
     }
 
     /// Sizes to show in a refusal, every one of them valid: those of `4096`, `64KiB`, `512MiB` within `range`, with the
-    /// smallest valid size first when fewer than two are (`--max-session-size` starts at 64KiB, so not "4096").
+    /// smallest valid size first when fewer than two are (`--max-session-size` starts at 256KiB, so neither "4096" nor "64KiB").
     static func sizeExamples(within range: ClosedRange<Int>) -> String {
         var examples = [(4096, "4096"), (64 << 10, "64KiB"), (512 << 20, "512MiB")].filter { range.contains($0.0) }.map(\.1)
         let lowest = describe(bytes: range.lowerBound)

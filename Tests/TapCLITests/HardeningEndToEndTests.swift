@@ -135,7 +135,7 @@ import Testing
             let upPort = try up.port(after: "listening ")
             let session = dir.appendingPathComponent("s.3dstape").path
             let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--reverse", "http://127.0.0.1:\(upPort)", "--quiet",
-                                                          "--max-session-size", "128KiB", "--session", session], environment: env)
+                                                          "--max-session-size", "256KiB", "--session", session], environment: env)
             let port = try rec.port(after: "recording on http://127.0.0.1:")
             let r = try sh(["python3", Self.root.appendingPathComponent("tools/testing/keepalive_posts.py").path, String(port)])
             #expect(r.out.trimmingCharacters(in: .whitespacesAndNewlines) == "150", "every request is answered: \(r.out) \(r.err)")
@@ -146,6 +146,29 @@ import Testing
             #expect(rec.stderr.contains("traffic keeps flowing, unrecorded"))
             let check = try sh(["sqlite3", session, "PRAGMA integrity_check; SELECT count(*) FROM exchanges;"]).out.split(separator: "\n")
             #expect(check.first == "ok" && (Int(check.last ?? "") ?? 0) > 0, "\(check)")
+        }
+    }
+
+    /// `replay` writes every request it answers, misses too, to its own session: `--max-session-size` caps that file as
+    /// it caps a recording's (hostile-client helper: 200k pipelined misses grew it without bound), and the replay keeps
+    /// answering.
+    @Test func aFullReplaySessionStopsItsRecordButNotTheAnswers() throws {
+        try withHome { dir, env in
+            let session = dir.appendingPathComponent("replay.3dstape").path
+            let sample = Self.root.appendingPathComponent("sessions/sample-reverse.3dstape").path
+            let replay = try Spawned(CLIRunner.binary.path, ["replay", sample, "--listen", "127.0.0.1:0", "--quiet", "--max-session-size", "256KiB",
+                                                             "--session", session], environment: env)
+            let port = try replay.port(after: "on http://127.0.0.1:")
+            let r = try sh(["python3", Self.root.appendingPathComponent("tools/testing/keepalive_posts.py").path, String(port), "404"])
+            #expect(r.out.trimmingCharacters(in: .whitespacesAndNewlines) == "150", "every miss is answered: \(r.out) \(r.err)")
+            try replay.waitFor("the stop message", timeout: 10) { _, err in err.contains("recording stopped") }
+            replay.interrupt()
+            #expect(try replay.wait() == 1)
+            #expect(replay.stderr.contains("the session file is full"), "\(replay.stderr)")
+            let check = try sh(["sqlite3", session, "PRAGMA integrity_check; SELECT count(*) FROM exchanges;"]).out.split(separator: "\n")
+            #expect(check.first == "ok" && (Int(check.last ?? "") ?? 150) < 150, "\(check)")
+            let size = (try FileManager.default.attributesOfItem(atPath: session)[.size] as? NSNumber)?.intValue ?? 0
+            #expect(size <= 256 << 10, "\(size) bytes")
         }
     }
 

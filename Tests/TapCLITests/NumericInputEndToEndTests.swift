@@ -39,7 +39,7 @@ import TapCore
                 (["record", "--listen", "127.0.0.1:0", "--reverse", "http://127.0.0.1:9", "--session", out, "--max-body", "1TiB"],
                  "--max-body 1TiB: expected a size from 1 to 512MiB"),
                 (["record", "--listen", "127.0.0.1:0", "--reverse", "http://127.0.0.1:9", "--session", out, "--max-session-size", "1e9"],
-                 "--max-session-size 1e9: expected a size from 64KiB to 16TiB"),
+                 "--max-session-size 1e9: expected a size from 256KiB to 16TiB"),
                 (["client", "--ds", "http://127.0.0.1:9", "--card", "4000000000001000", "--certs", dir.path, "--timeout", "inf"],
                  "--timeout inf: a duration must be from 1ms to 24h"),
                 (["timeouts", session, "--message", "ARes", "--to", "1e11s", "--", "true"], "--to 1e11s: a duration must be from 0s to 24h"),
