@@ -208,7 +208,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     private func accept(_ fd: Int32, _ peer: String) {
         guard Listener.admit(fd, open: accepted.value.connections.count, max: maxConnections, tls: tls != nil, throttle: &turnAwayLog,
-                             log: { onLog?($0) }) else { return }
+                             evictIdle: { closeLongestIdle() }, log: { onLog?($0) }) else { return }
         connectionsAccepted &+= 1
         let sc = ServerConnection(server: self, peer: ServerPeer(connection: connectionsAccepted, address: peer))
         let c: Connection
@@ -228,6 +228,18 @@ public final class HTTPServer: @unchecked Sendable {
                 c.startTLS(try TLSSession(context: tls, serverName: nil, fallbackNames: [Listener.localHost(of: fd), "localhost"].compactMap { $0 }))
             } catch { c.close() }
         }
+    }
+
+    /// Closes the connection idle the longest (see `ServerConnection.idleSince`), to make room for a new one at the
+    /// connection cap; false when every connection holds a request or an answer.
+    private func closeLongestIdle() -> Bool {
+        var oldest: (connection: ServerConnection, since: UInt64)?
+        for c in accepted.value.connections.values {
+            if let since = c.idleSince, since < oldest?.since ?? .max { oldest = (c, since) }
+        }
+        guard let oldest else { return false }
+        oldest.connection.closeIdle()
+        return true
     }
 
     fileprivate func noteUnsent(_ bytes: Int) { peakUnsentBytes = max(peakUnsentBytes, bytes) }
@@ -270,6 +282,20 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
     private var takeOver: (number: Int, use: (Connection) -> Void)?
     /// What the connection holds of the server's `BufferBudget`.
     private var budgetShare = BufferBudget.Share()
+    /// When the machine last armed its idle deadline (monotonic ns), nil while another deadline or none is armed.
+    private var idleArmedAt: UInt64?
+
+    /// Since when the connection has been idle (monotonic ns): it holds no request (none begun, none with the handler)
+    /// and no answer bytes, and is no tunnel or handed-over connection. Nil otherwise. The server closes the one idle the
+    /// longest when a new connection comes at the connection cap.
+    var idleSince: UInt64? {
+        guard let idleArmedAt, !machine.busy, !machine.closing, tunnel == nil, takeOver == nil,
+              let connection, connection.unsentByteCount == 0 else { return nil }
+        return idleArmedAt
+    }
+
+    /// Closes the connection as its idle deadline would (the server needs its slot).
+    func closeIdle() { connection?.close() }
 
     init(server: HTTPServer, peer: ServerPeer) {
         self.server = server
@@ -327,12 +353,14 @@ private final class ServerConnection: ConnectionDelegate, ServerConnectionEnviro
             case .pauseReading: connection.pauseReading()
             case .resumeReading: connection.resumeReading()
             case let .arm(kind, seconds):
+                idleArmedAt = kind == .idle ? EventLoop.nowNanos() : nil
                 if let timer { server.loop.cancel(timer) }
                 timer = server.loop.schedule(after: seconds) { [weak self] in
                     self?.timer = nil
                     self?.feed(.deadlinePassed(kind))
                 }
             case .cancelDeadline:
+                idleArmedAt = nil
                 if let timer { server.loop.cancel(timer) }
                 timer = nil
             case let .close(afterFlush, _): connection.close(afterFlush: afterFlush)

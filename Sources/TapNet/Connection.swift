@@ -521,11 +521,20 @@ public final class Listener: EventHandler {
         registration = try loop.register(fd: fd, handler: self, readable: true, writable: false)
     }
 
-    /// Admits an accepted socket when fewer than `max` connections are open; otherwise answers it 503 (see `turnAway`)
-    /// and returns false, telling `log` once a second at most.
+    /// Admits an accepted socket when fewer than `max` connections are open, or when `evictIdle` made room by closing
+    /// the connection idle the longest (one that holds no request: a client that connected and sent nothing, or a
+    /// kept-alive one between requests), so that idle sockets cannot lock every client out until their idle timeout
+    /// (hostile-client helper: 1,100 silent connections held every server's slots for 120 s); otherwise answers it 503
+    /// (see `turnAway`) and returns false. Either way tells `log` once a second at most.
     public static func admit(_ fd: Int32, open: Int, max: Int, tls: Bool, throttle: inout LogThrottle, noun: String = "connections",
-                             log: (String) -> Void) -> Bool {
+                             evictIdle: () -> Bool = { false }, log: (String) -> Void) -> Bool {
         guard open >= max else { return true }
+        if evictIdle() {
+            if throttle.allow(nowNanos: EventLoop.nowNanos()) {
+                log("\(max) \(noun) open: closing the one idle the longest for each new one (--max-connections)")
+            }
+            return true
+        }
         turnAway(fd, tls: tls, reason: "too many connections (--max-connections \(max))")
         if throttle.allow(nowNanos: EventLoop.nowNanos()) {
             log("\(max) \(noun) open: turning new ones away with 503 (--max-connections)")

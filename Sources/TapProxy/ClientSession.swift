@@ -67,6 +67,18 @@ final class ClientSession: ConnectionDelegate, ProxySessionEnvironment {
         client.close()
     }
 
+    /// When the idle deadline of a connection that holds nothing passes (monotonic ns): no exchange under way, no
+    /// answer bytes waiting, not closing, no tunnel; nil otherwise. All connections share one idle timeout, so the
+    /// earliest is the one idle the longest, which the server closes for a new connection at the connection cap.
+    var idleUntil: UInt64? {
+        guard machine.waitingFor == .idle, machine.inFlight == nil, !machine.isPassThrough, !machine.closingAfterFlush,
+              !machine.client.busy, let client, !client.isClosed, client.unsentByteCount == 0 else { return nil }
+        return machine.deadline
+    }
+
+    /// Closes the client connection as a client that left would (the server needs its slot).
+    func closeIdle() { client?.close() }
+
     /// Feeds an event and performs what the machine asks, in order; when it asks (`reportWhenWritten`), feeds `written`
     /// once the writes are queued, so that the client's unsent count includes them.
     func feed(_ event: ProxySessionMachine.Event) {

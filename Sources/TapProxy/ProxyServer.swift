@@ -91,7 +91,7 @@ public final class ProxyServer: @unchecked Sendable {
 
     private func accept(fd: Int32, peer: String) {
         guard Listener.admit(fd, open: owned.value.sessions.count, max: config.maxConnections, tls: false, throttle: &turnAwayLog,
-                             noun: "client connections", log: { log($0) }) else { return }
+                             noun: "client connections", evictIdle: { closeLongestIdle() }, log: { log($0) }) else { return }
         let id = owned.value.nextConnectionID
         owned.value.nextConnectionID += 1
         let session = ClientSession(server: self, id: id, peer: peer)
@@ -107,6 +107,18 @@ public final class ProxyServer: @unchecked Sendable {
         let upstream: String? = { if case let .reverse(u) = config.mode { return u.description }; return nil }()
         writer?.submit(.connectionOpened(ConnectionRecord(id: id, clientAddress: peer, acceptedAt: wallNow(), mode: config.modeName, upstream: upstream)))
         session.start()
+    }
+
+    /// Closes the client connection idle the longest (`ClientSession.idleUntil`: the earliest idle deadline), to make room
+    /// for a new one at the connection cap; false when every connection has an exchange or an answer under way.
+    private func closeLongestIdle() -> Bool {
+        var oldest: (session: ClientSession, until: UInt64)?
+        for s in owned.value.sessions.values {
+            if let until = s.idleUntil, until < oldest?.until ?? .max { oldest = (s, until) }
+        }
+        guard let oldest else { return false }
+        oldest.session.closeIdle()
+        return true
     }
 
     /// Request bytes held by all client connections, against `config.maxBufferedBytes`.

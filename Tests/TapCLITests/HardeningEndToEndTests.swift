@@ -211,21 +211,29 @@ import Testing
         }
     }
 
-    @Test func connectionsBeyondTheCapGet503() throws {
+    /// Connections that each hold a request begun: past the cap a new one gets 503. Connections that hold nothing (sent
+    /// nothing, or between requests) do not lock clients out: each new one past the cap closes the one idle the longest
+    /// (hostile-client helper: 1,100 silent sockets held every slot for the 120 s idle timeout).
+    @Test func connectionsBeyondTheCapGet503UnlessOneIsIdle() throws {
         try withHome { dir, env in
             let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--max-connections", "5", "--quiet",
                                                           "--session", dir.appendingPathComponent("s.3dstape").path], environment: env)
             defer { rec.stop() }
             let port = try rec.port(after: "recording on http://127.0.0.1:")
             let r = fields(try sh(["python3", hostile, "cap", String(port), "8"]).out.replacingOccurrences(of: "\n", with: " "))
-            #expect(r["turned_away"] == "3" && r["after"] == "400", "\(r)")
+            #expect(r["turned_away"] == "3" && r["closed"] == "0" && r["after"] == "400", "\(r)")
             #expect(rec.stderr.contains("5 client connections open: turning new ones away with 503"), "\(rec.stderr)")
+            let idle = fields(try sh(["python3", hostile, "cap", String(port), "8", "idle"]).out.replacingOccurrences(of: "\n", with: " "))
+            #expect(idle["turned_away"] == "0" && idle["closed"] == "3" && idle["after"] == "400", "\(idle)")
+            try rec.waitFor("the eviction line", timeout: 5) { _, err in err.contains("5 client connections open: closing the one idle the longest") }
             let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--max-connections", "5"], environment: env)
             defer { sandbox.stop() }
             let sport = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
             let s = fields(try sh(["python3", hostile, "cap", String(sport), "8"]).out.replacingOccurrences(of: "\n", with: " "))
-            #expect(s["turned_away"] == "3" && s["after"] == "404", "\(s)")
+            #expect(s["turned_away"] == "3" && s["closed"] == "0" && s["after"] == "404", "\(s)")
             #expect(sandbox.stdout.contains("turning new ones away with 503"), "\(sandbox.stdout)")
+            let sidle = fields(try sh(["python3", hostile, "cap", String(sport), "8", "idle"]).out.replacingOccurrences(of: "\n", with: " "))
+            #expect(sidle["turned_away"] == "0" && sidle["closed"] == "3" && sidle["after"] == "404", "\(sidle)")
         }
     }
 

@@ -115,20 +115,30 @@ def hold(port, count, seconds, pid):
         print(f"after none ({e})")
 
 
-def cap(port, count):
+def cap(port, count, idle=False):
+    """COUNT connections, each beginning a request (a head not finished) unless IDLE (each sends nothing); prints how
+    many got a 503 and how many were closed without one (to make room for a newer one), then what a request on a new
+    connection got."""
     socks = []
     for _ in range(count):
-        socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        if not idle:
+            s.sendall(b"GET /begun HTTP/1.1\r\nHost: a\r\n")
+        socks.append(s)
         time.sleep(0.05)
-    turned = 0
+    turned, closed = 0, 0
     for s in socks:
         s.settimeout(0.3)
         try:
-            if s.recv(4096).startswith(b"HTTP/1.1 503"):
+            data = s.recv(4096)
+            if data.startswith(b"HTTP/1.1 503"):
                 turned += 1
+            elif data == b"":
+                closed += 1
         except OSError:
             pass
     print(f"turned_away {turned}")
+    print(f"closed {closed}")
     for s in socks:
         s.close()
     time.sleep(0.3)
@@ -143,7 +153,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "slowloris":
         slowloris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
     elif sys.argv[1] == "cap":
-        cap(int(sys.argv[2]), int(sys.argv[3]))
+        cap(int(sys.argv[2]), int(sys.argv[3]), idle=len(sys.argv) > 4 and sys.argv[4] == "idle")
     elif sys.argv[1] == "hold":
         hold(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
     else:
