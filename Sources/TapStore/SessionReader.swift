@@ -266,12 +266,22 @@ public final class SessionReader {
         }
     }
 
-    /// A stored body, decompressed when it was stored compressed.
+    /// A stored body, decompressed when it was stored compressed: to at most `maxInflation` times its stored size (and
+    /// 64 MiB), so that what a session's bodies take in memory is bounded by the file's size. A body that would inflate
+    /// further (a zlib bomb: 64 KB stored as 63 MiB of zeros in every row took `show` to 5 GB and `web` down; hostile-file
+    /// helper) reads as it is stored, as a body that does not decompress does.
     static func body(_ v: SQLiteValue, compressed: Bool) -> [UInt8] {
         guard let b = v.blob else { return [] }
-        if compressed { return (try? Compression.decompress(b, format: .zlib)) ?? b }
+        if compressed {
+            let limit = Swift.min(64 << 20, Swift.max(b.count, 1).multipliedReportingOverflow(by: maxInflation).partialValue)
+            return (try? Compression.decompress(b, format: .zlib, maxOutput: limit)) ?? b
+        }
         return b
     }
+
+    /// How many times its stored size a compressed body may decompress to. The writer compresses bodies over 8 KiB
+    /// (JSON and HTML shrink 3 to 20 times); zlib reaches about 1,000 times only on runs of one byte.
+    static let maxInflation = 100
 
     /// The row for `3dstape ls`.
     public func summary() throws -> SessionSummary {
