@@ -29,7 +29,10 @@ struct LsCommand: Command {
             io.json(JSON.array(rows.map(\.json)))
         } else {
             let table = [["FILE", "LABEL", "CREATED", "EXCHANGES", "3DS TX", "OUTCOME", "DURATION"]] + rows.map { r in
-                [(r.path as NSString).lastPathComponent, r.label, r.created, String(r.exchanges), String(r.transactions), r.outcome,
+                // The label and the creation time are the file's words: cut short, so one 5 MB label does not pad every
+                // line to 5 MB (hostile-file helper).
+                [(r.path as NSString).lastPathComponent, TerminalText.abbreviated(r.label), TerminalText.abbreviated(r.created, limit: 40),
+                 String(r.exchanges), String(r.transactions), r.outcome,
                  r.durationSeconds.map { String(format: "%.2f s", $0) } ?? "-"]
             }
             io.out(Table.render(table))

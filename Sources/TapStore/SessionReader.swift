@@ -67,29 +67,48 @@ public final class SessionReader {
     public let meta: [String: String]
 
     public init(path: String) throws {
-        guard FileManager.default.fileExists(atPath: path) else { throw SessionFileError("\(path): no such file") }
+        // The path and what the file says are quoted with their line breaks and controls escaped: a message the CLI
+        // prints keeps its own line breaks, and a crafted `format` or file name could otherwise forge lines of it.
+        let shown = TerminalText.escaped(path)
+        guard FileManager.default.fileExists(atPath: path) else { throw SessionFileError("\(shown): no such file") }
         self.path = path
         do {
             // Read-write so that a WAL left by a killed recorder is recovered on open.
             let writable = FileManager.default.isWritableFile(atPath: path)
             db = try Database(path: path, mode: writable ? .readWrite : .readOnly)
             let hasMeta = try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")
-            guard !hasMeta.isEmpty else { throw SessionFileError("\(path) is not a 3dstape session (no meta table)") }
+            guard !hasMeta.isEmpty else { throw SessionFileError("\(shown) is not a 3dstape session (no meta table)") }
+            // The reader queries these by name: a file that made one a view (which can run without end) is refused.
+            let names = SessionReader.tableNames.map { "'\($0)'" }.joined(separator: ", ")
+            if let view = try db.query("SELECT name FROM sqlite_master WHERE type = 'view' AND name IN (\(names))").first?.first?.text {
+                throw SessionFileError("\(shown) is not a 3dstape session: its \(view) is a view, not a table")
+            }
             var m: [String: String] = [:]
             for row in try db.rows("SELECT key, value FROM meta") {
                 if let k = try? row.text(MetaTable.key), let v = try? row.text(MetaTable.value) { m[k] = v }
             }
             meta = m
         } catch let e as SQLiteError {
-            if e.isNotADatabase { throw SessionFileError("\(path) is not a 3dstape session: \(e.message)") }
-            throw SessionFileError("\(path): \(e.message)")
+            if e.isNotADatabase { throw SessionFileError("\(shown) is not a 3dstape session: \(e.message)") }
+            throw SessionFileError("\(shown): \(e.message)")
         }
-        guard meta["format"] == SessionSchema.format else { throw SessionFileError("\(path) is not a 3dstape session (format is \(meta["format"] ?? "missing"))") }
-        guard let v = meta["schema_version"].flatMap(Int.init) else { throw SessionFileError("\(path): session has no schema_version") }
+        guard meta["format"] == SessionSchema.format else {
+            throw SessionFileError("\(shown) is not a 3dstape session (format is \(meta["format"].map { TerminalText.abbreviated($0) } ?? "missing"))")
+        }
+        guard let versionText = meta["schema_version"] else { throw SessionFileError("\(shown): session has no schema_version") }
+        // A version past Int's range is still a newer one.
+        guard let v = Int(versionText) ?? (!versionText.isEmpty && versionText.utf8.allSatisfy { $0 &- 0x30 <= 9 } ? Int.max : nil) else {
+            throw SessionFileError("\(shown): schema_version \(TerminalText.abbreviated(versionText)) is not a version number")
+        }
         guard v <= SessionSchema.version else {
-            throw SessionFileError("\(path) has session schema v\(v), newer than this 3dstape reads (v\(SessionSchema.version)); upgrade 3dstape")
+            let said = v == Int.max ? TerminalText.abbreviated(versionText) : String(v)
+            throw SessionFileError("\(shown) has session schema v\(said), newer than this 3dstape reads (v\(SessionSchema.version)); upgrade 3dstape")
         }
     }
+
+    /// The tables the reader queries by name (`SessionTables.swift`).
+    static let tableNames = [MetaTable.table, ConnectionsTable.table, ExchangesTable.table, MessagesTable.table, EventsTable.table,
+                             ReplayMatchesTable.table, TunnelsTable.table].map(\.name)
 
     /// `PRAGMA integrity_check` result.
     public func integrityCheck() throws -> [String] { try db.integrityCheck() }
@@ -287,7 +306,14 @@ public final class SessionReader {
     public func summary() throws -> SessionSummary {
         let count = try exchangeCount
         let span = try db.rows("SELECT min(t_request_start) AS first, max(coalesce(t_done, t_request_start)) AS last FROM exchanges")[0]
-        let tx = try db.rows("SELECT final_trans_status, error_code FROM v_transactions")
+        // The view's query, not the file's view: a file can define `v_transactions` as anything (one that never ends hung
+        // `ls` and `web`; hostile-file helper).
+        let tx = try db.rows("""
+            SELECT (SELECT trans_status FROM messages x WHERE x.three_ds_server_trans_id = m.three_ds_server_trans_id
+                        AND x.trans_status IS NOT NULL ORDER BY x.exchange_id DESC, x.id DESC LIMIT 1) AS final_trans_status,
+                   max(error_code) AS error_code
+            FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id
+            """)
         var tally: [String: Int] = [:]
         for t in tx {
             let key = try t.text("final_trans_status") ?? (try t.text("error_code").map { "Erro \($0)" } ?? "no result")

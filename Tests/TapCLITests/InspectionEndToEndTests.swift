@@ -61,6 +61,17 @@ import TapCore
         #expect(try CLIRunner.run(["validate", "--rules"]).stdout == rules.stdout)
     }
 
+    /// `ls` cuts a long label short: one 5 MB label padded every line of the table to 5 MB (hostile-file helper).
+    @Test func lsCutsALongLabelShort() throws {
+        let dir = try Self.workspace()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try sh(["sqlite3", dir.appendingPathComponent("sample-reverse.3dstape").path,
+                    "UPDATE meta SET value = printf('%.*c', 5000000, 'L') WHERE key = 'label'"])
+        let r = try CLIRunner.run(["ls", dir.path])
+        #expect(r.status == 0 && r.stdout.contains("L… (5000000 bytes)"), "\(r.stdout.prefix(400))")
+        #expect(r.stdout.utf8.count < 4096, "\(r.stdout.utf8.count) bytes")
+    }
+
     /// `show` lists a session's events by kind and prints the writer's backpressure in full; `--json` carries them.
     @Test func showSaysWhatTheEventsAre() throws {
         let dir = try Self.workspace()
