@@ -35,6 +35,12 @@ struct HARWalk {
 
     /// The whole document: `{"log": {"version": …, "entries": […], …}, …}`.
     mutating func document(_ each: (HAR.Entry) throws -> Void) throws -> Int {
+        // A UTF-8 byte order mark, as Windows tools write one, is not part of the JSON (RFC 8259 §8.1 lets a parser
+        // ignore it): skipped, where it was refused as "unexpected character 'ï'" (hostile-file helper).
+        if try input.has(input.position + 2), input.buffer[input.position] == 0xEF, input.buffer[input.position + 1] == 0xBB,
+           input.buffer[input.position + 2] == 0xBF {
+            input.position += 3
+        }
         try input.skipWhitespace()
         guard try input.peek() == UInt8(ascii: "{") else {
             _ = try parsedValue(depth: 0) // not JSON, or JSON that is not an object

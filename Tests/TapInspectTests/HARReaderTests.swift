@@ -43,6 +43,15 @@ import TapStore
         #expect(Self.summary(entries) == Self.summary(try expected.map(HAR.entry)))
     }
 
+    /// A UTF-8 byte order mark before the document (Windows tools write one) is skipped, in one piece or split across
+    /// pieces; one anywhere else is still refused.
+    @Test func aByteOrderMarkBeforeTheDocumentIsSkipped() throws {
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let expected = try Self.read(Self.document, pieces: 1 << 20).count
+        for size in [1, 2, 4096] { #expect(try Self.read(bom + Self.document, pieces: size).count == expected, "pieces of \(size)") }
+        #expect(throws: (any Error).self) { try HAR.parse(Array(" ".utf8) + bom + Self.document) }
+    }
+
     @Test func eachEntryIsGivenBeforeTheRestOfTheFileIsRead() throws {
         let source = Pieces(Self.document, size: 4096)
         var givenAtEachEntry: [Int] = []
