@@ -58,18 +58,29 @@ public enum SessionSchema {
 
     /// Brings an older session up to this version in place (v1 → v2: `messages.decryption`; v2 → v3: `replay_matches`;
     /// v3 → v4: `tunnels`, `connections.alpn_offered`).
+    /// Each step adds only what the file lacks: a file whose schema_version says less than it holds (edited by hand, or
+    /// made to fail) migrates too, where it failed with SQLite's "duplicate column name" (hostile-file helper).
     static func migrate(_ db: Database, from version: Int) throws(SQLiteError) {
         if version < 2 {
-            try db.execute("ALTER TABLE messages ADD COLUMN \(MessagesTable.decryption.definition)")
+            try addColumnIfMissing(MessagesTable.decryption, db)
         }
-        if version < 3 {
+        if version < 3, try !hasTable(ReplayMatchesTable.table, db) {
             try db.execute(replayTable)
         }
         if version < 4 {
-            try db.execute(tunnelTable)
-            try db.execute("ALTER TABLE connections ADD COLUMN \(ConnectionsTable.alpnOffered.definition)")
+            if try !hasTable(TunnelsTable.table, db) { try db.execute(tunnelTable) }
+            try addColumnIfMissing(ConnectionsTable.alpnOffered, db)
         }
         try db.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", [.text(String(SessionSchema.version))])
+    }
+
+    static func hasTable(_ table: Table, _ db: Database) throws(SQLiteError) -> Bool {
+        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table.name)]).isEmpty
+    }
+
+    static func addColumnIfMissing(_ column: Column, _ db: Database) throws(SQLiteError) {
+        let present = try db.query("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", [.text(column.table), .text(column.name)])
+        if present.isEmpty { try db.execute("ALTER TABLE \(column.table) ADD COLUMN \(column.definition)") }
     }
 
     /// Creates the schema in an empty database and writes the metadata.

@@ -55,4 +55,16 @@ import TapSQLite
                 == "FILE has session schema v99999999999999999999999, newer than this 3dstape reads (v\(SessionSchema.version)); upgrade 3dstape")
         #expect(try Self.refusal("DELETE FROM meta WHERE key = 'schema_version'") == "FILE: session has no schema_version")
     }
+
+    /// A file whose schema_version says less than it holds migrates without failing (it failed with SQLite's "duplicate
+    /// column name: decryption"): each step adds only what is missing.
+    @Test func aVersionLowerThanTheFileHoldsMigrates() throws {
+        for claimed in ["1", "2", "3"] {
+            let path = try Self.altered("UPDATE meta SET value = '\(claimed)' WHERE key = 'schema_version'")
+            defer { SessionWriterTests.removeTemp(path) }
+            try SessionReader.rewriteMessages(path: path, location: "jwe") { _, _ in nil }
+            #expect(try SessionReader(path: path).meta["schema_version"] == String(SessionSchema.version), "from \(claimed)")
+            #expect(try SessionReader(path: path).exchanges().count == 41)
+        }
+    }
 }
