@@ -233,12 +233,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// Closes the connection idle the longest (see `ServerConnection.idleSince`), to make room for a new one at the
     /// connection cap; false when every connection holds a request or an answer.
     private func closeLongestIdle() -> Bool {
-        var oldest: (connection: ServerConnection, since: UInt64)?
-        for c in accepted.value.connections.values {
-            if let since = c.idleSince, since < oldest?.since ?? .max { oldest = (c, since) }
-        }
-        guard let oldest else { return false }
-        oldest.connection.closeIdle()
+        guard let oldest = Listener.longestIdle(accepted.value.connections.values, idleKey: \.idleSince) else { return false }
+        oldest.closeIdle()
         return true
     }
 

@@ -542,6 +542,16 @@ public final class Listener: EventHandler {
         return false
     }
 
+    /// Of `connections`, the one idle the longest: the smallest `idleKey` (when it became idle, or when its idle deadline
+    /// passes, alike for all); nil when none is idle (every key nil). What `admit`'s `evictIdle` closes.
+    public static func longestIdle<C>(_ connections: some Sequence<C>, idleKey: (C) -> UInt64?) -> C? {
+        var oldest: (connection: C, key: UInt64)?
+        for c in connections {
+            if let key = idleKey(c), key < oldest?.key ?? .max { oldest = (c, key) }
+        }
+        return oldest?.connection
+    }
+
     /// Answers an accepted socket that will not be served (a connection cap reached) with a 503 written straight to
     /// it, best effort and without blocking, then closes it. `tls`: the listener speaks TLS, so it only closes.
     public static func turnAway(_ fd: Int32, tls: Bool, reason: String) {

@@ -112,12 +112,8 @@ public final class ProxyServer: @unchecked Sendable {
     /// Closes the client connection idle the longest (`ClientSession.idleUntil`: the earliest idle deadline), to make room
     /// for a new one at the connection cap; false when every connection has an exchange or an answer under way.
     private func closeLongestIdle() -> Bool {
-        var oldest: (session: ClientSession, until: UInt64)?
-        for s in owned.value.sessions.values {
-            if let until = s.idleUntil, until < oldest?.until ?? .max { oldest = (s, until) }
-        }
-        guard let oldest else { return false }
-        oldest.session.closeIdle()
+        guard let oldest = Listener.longestIdle(owned.value.sessions.values, idleKey: \.idleUntil) else { return false }
+        oldest.closeIdle()
         return true
     }
 
