@@ -17,6 +17,12 @@ public enum SystemCall {
     @inline(__always) public static func connect(_ fd: Int32, _ address: UnsafePointer<sockaddr>?, _ length: socklen_t) -> Int32 {
         libcConnect(fd, address, length)
     }
+    /// Whether bytes the peer sent wait unread in the kernel: a one-byte peek (MSG_PEEK) that does not wait, takes
+    /// nothing, and is false at the end of the stream or on an error.
+    public static func hasUnreadInput(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return libcRecv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
+    }
     /// Ends sending on a socket (a TCP FIN); receiving goes on.
     @inline(__always) public static func shutdownWrite(_ fd: Int32) -> Int32 { libcShutdown(fd, Int32(SHUT_WR)) }
     /// The calling thread's errno.
@@ -28,5 +34,6 @@ public enum SystemCall {
 @inline(__always) private func libcRead(_ fd: Int32, _ b: UnsafeMutableRawPointer?, _ n: Int) -> Int { read(fd, b, n) }
 @inline(__always) private func libcWrite(_ fd: Int32, _ b: UnsafeRawPointer?, _ n: Int) -> Int { write(fd, b, n) }
 @inline(__always) private func libcSend(_ fd: Int32, _ b: UnsafeRawPointer?, _ n: Int, _ f: Int32) -> Int { send(fd, b, n, f) }
+@inline(__always) private func libcRecv(_ fd: Int32, _ b: UnsafeMutableRawPointer?, _ n: Int, _ f: Int32) -> Int { recv(fd, b, n, f) }
 @inline(__always) private func libcConnect(_ fd: Int32, _ a: UnsafePointer<sockaddr>?, _ l: socklen_t) -> Int32 { connect(fd, a, l) }
 @inline(__always) private func libcShutdown(_ fd: Int32, _ how: Int32) -> Int32 { shutdown(fd, how) }

@@ -233,7 +233,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// Closes the connection idle the longest (see `ServerConnection.idleSince`), to make room for a new one at the
     /// connection cap; false when every connection holds a request or an answer.
     private func closeLongestIdle() -> Bool {
-        guard let oldest = Listener.longestIdle(accepted.value.connections.values, idleKey: \.idleSince) else { return false }
+        guard let oldest = Listener.longestIdle(accepted.value.connections.values, idleKey: \.idleSince,
+                                                isQuiet: { $0.connection?.isQuiet == true }) else { return false }
         oldest.closeIdle()
         return true
     }

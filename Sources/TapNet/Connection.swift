@@ -102,6 +102,16 @@ public final class Connection: EventHandler {
     /// Bytes received and sent on the wire.
     public private(set) var bytesIn = 0, bytesOut = 0
 
+    /// Whether the connection is waiting for nothing of its own: no TLS handshake begun and not finished (a client that
+    /// sent part of its ClientHello is under way, as one that sent part of a request is), and no bytes the peer sent
+    /// still unread in the kernel (a request that arrived but was not read yet). What a server asks before it closes a
+    /// connection it took for idle (`Listener.longestIdle`); a system call each time.
+    public var isQuiet: Bool {
+        guard !isClosed else { return false }
+        if tls != nil, !isReady, bytesIn > 0 { return false }
+        return !SystemCall.hasUnreadInput(fd)
+    }
+
     /// Bytes handed to the kernel that the peer has not yet acknowledged (Linux's SIOCOUTQ), or nil where the system
     /// does not say or the connection is closed. It shrinks while the peer reads, even when too little frees for this
     /// end's own queue to move: a slow reader behind a large send buffer is still reading.
@@ -543,13 +553,14 @@ public final class Listener: EventHandler {
     }
 
     /// Of `connections`, the one idle the longest: the smallest `idleKey` (when it became idle, or when its idle deadline
-    /// passes, alike for all); nil when none is idle (every key nil). What `admit`'s `evictIdle` closes.
-    public static func longestIdle<C>(_ connections: some Sequence<C>, idleKey: (C) -> UInt64?) -> C? {
-        var oldest: (connection: C, key: UInt64)?
-        for c in connections {
-            if let key = idleKey(c), key < oldest?.key ?? .max { oldest = (c, key) }
-        }
-        return oldest?.connection
+    /// passes, alike for all) of those `isQuiet` still finds quiet, asked in that order (the connection's own state can lag
+    /// the kernel: a request that arrived and was not read yet, a TLS handshake under way; hostile-client helper: closing
+    /// those reset clients that had sent a whole request); nil when none is idle. What `admit`'s `evictIdle` closes.
+    public static func longestIdle<C>(_ connections: some Sequence<C>, idleKey: (C) -> UInt64?, isQuiet: (C) -> Bool = { _ in true }) -> C? {
+        var idle: [(connection: C, key: UInt64)] = []
+        for c in connections { if let key = idleKey(c) { idle.append((c, key)) } }
+        idle.sort { $0.key < $1.key }
+        return idle.first { isQuiet($0.connection) }?.connection
     }
 
     /// Answers an accepted socket that will not be served (a connection cap reached) with a 503 written straight to

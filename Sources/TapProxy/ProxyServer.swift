@@ -112,7 +112,8 @@ public final class ProxyServer: @unchecked Sendable {
     /// Closes the client connection idle the longest (`ClientSession.idleUntil`: the earliest idle deadline), to make room
     /// for a new one at the connection cap; false when every connection has an exchange or an answer under way.
     private func closeLongestIdle() -> Bool {
-        guard let oldest = Listener.longestIdle(owned.value.sessions.values, idleKey: \.idleUntil) else { return false }
+        guard let oldest = Listener.longestIdle(owned.value.sessions.values, idleKey: \.idleUntil,
+                                                isQuiet: { $0.client?.isQuiet == true }) else { return false }
         oldest.closeIdle()
         return true
     }

@@ -115,33 +115,55 @@ def hold(port, count, seconds, pid):
         print(f"after none ({e})")
 
 
-def cap(port, count, idle=False):
-    """COUNT connections, each beginning a request (a head not finished) unless IDLE (each sends nothing); prints how
-    many got a 503 and how many were closed without one (to make room for a newer one), then what a request on a new
+def client_hello_start():
+    """The first 100 bytes of a TLS ClientHello (a handshake begun and not finished)."""
+    import ssl
+    ctx = ssl.create_default_context()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()[:100]
+
+
+def cap(port, count, mode="begun"):
+    """COUNT connections, each beginning a request (MODE begun: a head not finished; tls: part of a TLS ClientHello) or
+    sending nothing (idle); prints how many got a 503 and which were closed without one (by their order: the oldest
+    closed to make room for a newer one, or a new one refused on a TLS port), then what a request on a new plain
     connection got."""
+    hello = client_hello_start() if mode == "tls" else b""
     socks = []
     for _ in range(count):
         s = socket.create_connection(("127.0.0.1", port), timeout=2)
-        if not idle:
+        if mode == "begun":
             s.sendall(b"GET /begun HTTP/1.1\r\nHost: a\r\n")
+        elif mode == "tls":
+            s.sendall(hello)
         socks.append(s)
         time.sleep(0.05)
-    turned, closed = 0, 0
-    for s in socks:
+    turned, closed = 0, []
+    for i, s in enumerate(socks):
         s.settimeout(0.3)
         try:
             data = s.recv(4096)
             if data.startswith(b"HTTP/1.1 503"):
                 turned += 1
             elif data == b"":
-                closed += 1
+                closed.append(i)
+        except ConnectionResetError:
+            closed.append(i)
         except OSError:
             pass
     print(f"turned_away {turned}")
-    print(f"closed {closed}")
+    print(f"closed {len(closed)}")
+    print(f"closed_at {','.join(map(str, closed)) or '-'}")
     for s in socks:
         s.close()
     time.sleep(0.3)
+    if mode == "tls":
+        return
     s = socket.create_connection(("127.0.0.1", port), timeout=3)
     s.sendall(b"GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
     s.settimeout(5)
@@ -153,7 +175,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "slowloris":
         slowloris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
     elif sys.argv[1] == "cap":
-        cap(int(sys.argv[2]), int(sys.argv[3]), idle=len(sys.argv) > 4 and sys.argv[4] == "idle")
+        cap(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "begun")
     elif sys.argv[1] == "hold":
         hold(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
     else:
