@@ -19,9 +19,11 @@ extension SessionReader {
     /// (`3dstape decrypt`: TapRecording's `SessionDecryptor`.)
     public static func rewriteMessages(path: String, location: String,
                                        _ rewrite: (StoredMessageRow, _ meta: [String: String]) throws -> MessageRecord?) throws {
-        let meta = try SessionReader(path: path).meta // refuses what is not a session, or is newer
+        let (meta, version) = try { // refuses what is not a session, or is newer; its connection closes here
+            let reader = try SessionReader(path: path)
+            return (reader.meta, reader.schemaVersion)
+        }()
         let db = try Database(path: path, mode: .readWrite)
-        let version = Int(meta["schema_version"] ?? "1") ?? 1
         try db.transaction {
             if version < SessionSchema.version { try SessionSchema.migrate(db, from: version) }
             try db.execute(SessionSchema.closingIndexes) // a recording cut short never built it

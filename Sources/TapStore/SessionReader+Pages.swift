@@ -133,7 +133,7 @@ extension SessionReader {
 
     /// Whether this session was written by `replay` (it has replay annotations).
     public var isReplay: Bool {
-        get throws { try hasTable("replay_matches") && !(try db.query("SELECT 1 FROM replay_matches LIMIT 1").isEmpty) }
+        get throws { try db.hasTable(ReplayMatchesTable.table.name) && !(try db.query("SELECT 1 FROM replay_matches LIMIT 1").isEmpty) }
     }
 
     func whereClause(_ f: ExchangeFilter) throws -> (String, [SQLiteValue]) {
@@ -150,9 +150,9 @@ extension SessionReader {
         if f.errorsOnly {
             var c = "e.error IS NOT NULL OR e.status >= 400 OR e.client_abort_at IS NOT NULL"
                 + " OR e.id IN (SELECT exchange_id FROM messages WHERE message_type = 'Erro' OR error_code IS NOT NULL)"
-            if try hasTable("replay_matches") {
+            if try db.hasTable(ReplayMatchesTable.table.name) {
                 c += " OR e.id IN (SELECT exchange_id FROM replay_matches WHERE miss IS NOT NULL"
-                    + (try hasColumn("replay_matches", "faults") ? " OR faults IS NOT NULL)" : ")")
+                    + (try db.hasColumn(ReplayMatchesTable.table.name, ReplayMatchesTable.faults.name) ? " OR faults IS NOT NULL)" : ")")
             }
             conditions.append("(\(c))")
         }

@@ -65,6 +65,8 @@ public final class SessionReader {
     let db: Database
     public let path: String
     public let meta: [String: String]
+    /// The file's `schema_version`, checked: at most `SessionSchema.version`.
+    public let schemaVersion: Int
 
     public init(path: String) throws {
         // The path and what the file says are quoted with their line breaks and controls escaped: a message the CLI
@@ -76,8 +78,7 @@ public final class SessionReader {
             // Read-write so that a WAL left by a killed recorder is recovered on open.
             let writable = FileManager.default.isWritableFile(atPath: path)
             db = try Database(path: path, mode: writable ? .readWrite : .readOnly)
-            let hasMeta = try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")
-            guard !hasMeta.isEmpty else { throw SessionFileError("\(shown) is not a 3dstape session (no meta table)") }
+            guard try db.hasTable(MetaTable.table.name) else { throw SessionFileError("\(shown) is not a 3dstape session (no meta table)") }
             // The reader queries these by name: a file that made one a view (which can run without end) is refused.
             let names = SessionReader.tableNames.map { "'\($0)'" }.joined(separator: ", ")
             if let view = try db.query("SELECT name FROM sqlite_master WHERE type = 'view' AND name IN (\(names))").first?.first?.text {
@@ -104,6 +105,7 @@ public final class SessionReader {
             let said = v == Int.max ? TerminalText.abbreviated(versionText) : String(v)
             throw SessionFileError("\(shown) has session schema v\(said), newer than this 3dstape reads (v\(SessionSchema.version)); upgrade 3dstape")
         }
+        schemaVersion = v
     }
 
     /// The tables the reader queries by name (`SessionTables.swift`).
@@ -206,7 +208,7 @@ public final class SessionReader {
     /// What the replayer noted for each exchange (a replay session's `replay_matches`), for the rows `condition`
     /// (`WHERE …` or empty) selects; empty for a recording.
     func replayAnnotations(_ condition: String, _ args: [SQLiteValue] = []) throws -> [Int64: ReplayAnnotation] {
-        guard try hasTable("replay_matches") else { return [:] }
+        guard try db.hasTable(ReplayMatchesTable.table.name) else { return [:] }
         let read = SessionReader.replayReader
         var replays: [Int64: ReplayAnnotation] = [:]
         for m in try db.rows("SELECT \(read.selectList(absent: try absentColumns(ReplayMatchesTable.table))) FROM replay_matches \(condition)", args) {
@@ -228,7 +230,7 @@ public final class SessionReader {
 
     /// The tunnels among the rows `condition` selects (empty for files before v4, which had none).
     func tunnelAnnotations(_ condition: String, _ args: [SQLiteValue] = []) throws -> [Int64: TunnelAnnotation] {
-        guard try hasTable("tunnels") else { return [:] }
+        guard try db.hasTable(TunnelsTable.table.name) else { return [:] }
         let read = SessionReader.tunnelReader
         var tunnels: [Int64: TunnelAnnotation] = [:]
         for t in try db.rows("SELECT \(read.selectList()) FROM tunnels \(condition)", args) {
@@ -249,14 +251,6 @@ public final class SessionReader {
                               ended: try t.text(T.ended), decidedBy: try t.text(T.decidedBy)))
         }
     }()
-
-    func hasTable(_ name: String) throws -> Bool {
-        !(try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(name)]).isEmpty)
-    }
-
-    func hasColumn(_ table: String, _ column: String) throws -> Bool {
-        try db.rows("PRAGMA table_info(\(table))").contains { (try? $0.text("name")) == column }
-    }
 
     /// An exchange row without its messages, replay or tunnel annotations (filled in by `readExchanges`).
     static let exchangeReader: RowReader<StoredExchange> = {
@@ -308,12 +302,7 @@ public final class SessionReader {
         let span = try db.rows("SELECT min(t_request_start) AS first, max(coalesce(t_done, t_request_start)) AS last FROM exchanges")[0]
         // The view's query, not the file's view: a file can define `v_transactions` as anything (one that never ends hung
         // `ls` and `web`; hostile-file helper).
-        let tx = try db.rows("""
-            SELECT (SELECT trans_status FROM messages x WHERE x.three_ds_server_trans_id = m.three_ds_server_trans_id
-                        AND x.trans_status IS NOT NULL ORDER BY x.exchange_id DESC, x.id DESC LIMIT 1) AS final_trans_status,
-                   max(error_code) AS error_code
-            FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id
-            """)
+        let tx = try db.rows("SELECT final_trans_status, error_code FROM (\(SessionSchema.transactionsQuery))")
         var tally: [String: Int] = [:]
         for t in tx {
             let key = try t.text("final_trans_status") ?? (try t.text("error_code").map { "Erro \($0)" } ?? "no result")

@@ -40,12 +40,19 @@ public enum SessionSchema {
                                      WHEN m.direction = 'response' AND e.response_body_compressed = 0 THEN CAST(e.response_body AS TEXT) END) AS json
         FROM messages m JOIN exchanges e ON e.id = m.exchange_id ORDER BY e.t_request_start, m.id;
     CREATE VIEW v_transactions AS
+    \(transactionsQuery);
+    """
+
+    /// Each 3DS transaction (by threeDSServerTransID): its messages, its flow, its final transStatus and its Erro code.
+    /// `v_transactions` in a new file, and what `ls` counts, by this query rather than by a file's view (which a file can
+    /// define as anything, one that never ends among them).
+    static let transactionsQuery = """
         SELECT three_ds_server_trans_id, count(*) AS messages,
                group_concat(message_type, ' ') AS flow,
                (SELECT trans_status FROM messages x WHERE x.three_ds_server_trans_id = m.three_ds_server_trans_id
                     AND x.trans_status IS NOT NULL ORDER BY x.exchange_id DESC, x.id DESC LIMIT 1) AS final_trans_status,
                max(error_code) AS error_code
-        FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id;
+        FROM messages m WHERE three_ds_server_trans_id IS NOT NULL GROUP BY three_ds_server_trans_id
     """
 
     /// Indexes built when recording ends rather than kept up while it runs. Transaction IDs are random, so each
@@ -64,23 +71,18 @@ public enum SessionSchema {
         if version < 2 {
             try addColumnIfMissing(MessagesTable.decryption, db)
         }
-        if version < 3, try !hasTable(ReplayMatchesTable.table, db) {
+        if version < 3, try !db.hasTable(ReplayMatchesTable.table.name) {
             try db.execute(replayTable)
         }
         if version < 4 {
-            if try !hasTable(TunnelsTable.table, db) { try db.execute(tunnelTable) }
+            if try !db.hasTable(TunnelsTable.table.name) { try db.execute(tunnelTable) }
             try addColumnIfMissing(ConnectionsTable.alpnOffered, db)
         }
         try db.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", [.text(String(SessionSchema.version))])
     }
 
-    static func hasTable(_ table: Table, _ db: Database) throws(SQLiteError) -> Bool {
-        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table.name)]).isEmpty
-    }
-
     static func addColumnIfMissing(_ column: Column, _ db: Database) throws(SQLiteError) {
-        let present = try db.query("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", [.text(column.table), .text(column.name)])
-        if present.isEmpty { try db.execute("ALTER TABLE \(column.table) ADD COLUMN \(column.definition)") }
+        if try !db.hasColumn(column.table, column.name) { try db.execute("ALTER TABLE \(column.table) ADD COLUMN \(column.definition)") }
     }
 
     /// Creates the schema in an empty database and writes the metadata.

@@ -46,6 +46,18 @@ struct Table: Sendable {
     }
 }
 
+extension Database {
+    /// Whether the file has a table (not a view) of this name.
+    func hasTable(_ name: String) throws(SQLiteError) -> Bool {
+        try !query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)]).isEmpty
+    }
+
+    /// Whether the table `table` has a column of this name.
+    func hasColumn(_ table: String, _ column: String) throws(SQLiteError) -> Bool {
+        try !query("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", [.text(table), .text(column)]).isEmpty
+    }
+}
+
 extension Row {
     func text(_ c: Column) throws(RowError) -> String? { try text(c.name) }
     func integer(_ c: Column) throws(RowError) -> Int64? { try integer(c.name) }
