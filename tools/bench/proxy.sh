@@ -128,13 +128,20 @@ done
 rounds="${ROUNDS:-3}"
 case "$rounds" in ''|*[!0-9]*) echo "ROUNDS must be a whole number" >&2; exit 2;; esac
 half=$(( secs / 2 > 1 ? secs / 2 : 1 ))
-pair_ratios=()
-for _ in $(seq "$rounds"); do
-  wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$NGX/ds/areq" > "$work/pair-nginx.txt"
-  wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$TAPE/ds/areq" > "$work/pair-tape.txt"
+# One alternated pair under load, wrk run under "$@" (nothing, or taskset): sets n_rps and t_rps (nginx's and 3dstape's
+# req/s) and counts 3dstape's requests in total_tape.
+pair() {
+  "$@" wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$NGX/ds/areq" > "$work/pair-nginx.txt"
+  "$@" wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$TAPE/ds/areq" > "$work/pair-tape.txt"
+  local n_sum t_sum
   n_sum=$(python3 "$here/wrk_summary.py" "$work/pair-nginx.txt"); t_sum=$(python3 "$here/wrk_summary.py" "$work/pair-tape.txt")
   total_tape=$((total_tape + $(echo "$t_sum" | cut -d' ' -f4)))
-  pair_ratios+=("$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "${t_sum%% *}" "${n_sum%% *}")")
+  n_rps=${n_sum%% *}; t_rps=${t_sum%% *}
+}
+pair_ratios=()
+for _ in $(seq "$rounds"); do
+  pair
+  pair_ratios+=("$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$t_rps" "$n_rps")")
 done
 
 # Where the gap to nginx comes from: the same pairs with the session writer on a core of its own (CPU 1) and everything
@@ -147,11 +154,8 @@ if [ "$core_rounds" -gt 0 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/
   for p in "${pids[@]}"; do taskset -a -p -c 0 "$p" >/dev/null 2>&1 || true; done
   taskset -p -c 1 "$(writer_tid "$tape_pid")" >/dev/null
   for _ in $(seq "$core_rounds"); do
-    taskset -c 0 wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$NGX/ds/areq" > "$work/core-nginx.txt"
-    taskset -c 0 wrk -t2 -c16 -d"${half}s" -s "$work/post.lua" --latency "http://127.0.0.1:$TAPE/ds/areq" > "$work/core-tape.txt"
-    n_sum=$(python3 "$here/wrk_summary.py" "$work/core-nginx.txt"); t_sum=$(python3 "$here/wrk_summary.py" "$work/core-tape.txt")
-    total_tape=$((total_tape + $(echo "$t_sum" | cut -d' ' -f4)))
-    core_ratios+=("$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f} ({float(sys.argv[2]):.0f} against {float(sys.argv[1]):.0f} req/s)')" "${t_sum%% *}" "${n_sum%% *}")")
+    pair taskset -c 0
+    core_ratios+=("$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f} ({float(sys.argv[2]):.0f} against {float(sys.argv[1]):.0f} req/s)')" "$t_rps" "$n_rps")")
   done
 fi
 
