@@ -219,29 +219,33 @@ import Testing
             let rec = try Spawned(CLIRunner.binary.path, ["record", "--listen", "127.0.0.1:0", "--max-connections", "5", "--quiet",
                                                           "--session", dir.appendingPathComponent("s.3dstape").path], environment: env)
             defer { rec.stop() }
+            /// `hostile.py cap PORT 8 MODE`: its lines as name-value fields.
+            func cap(_ port: UInt16, _ mode: String) throws -> [String: String] {
+                fields(try sh(["python3", hostile, "cap", String(port), "8", mode]).out.replacingOccurrences(of: "\n", with: " "))
+            }
             let port = try rec.port(after: "recording on http://127.0.0.1:")
-            let r = fields(try sh(["python3", hostile, "cap", String(port), "8"]).out.replacingOccurrences(of: "\n", with: " "))
+            let r = try cap(port, "begun")
             #expect(r["turned_away"] == "3" && r["closed"] == "0" && r["after"] == "400", "\(r)")
             #expect(rec.stderr.contains("5 client connections open: turning new ones away with 503"), "\(rec.stderr)")
-            let idle = fields(try sh(["python3", hostile, "cap", String(port), "8", "idle"]).out.replacingOccurrences(of: "\n", with: " "))
+            let idle = try cap(port, "idle")
             #expect(idle["turned_away"] == "0" && idle["closed"] == "3" && idle["after"] == "400", "\(idle)")
             try rec.waitFor("the eviction line", timeout: 5) { _, err in err.contains("5 client connections open: closing the one idle the longest") }
             let sandbox = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--max-connections", "5"], environment: env)
             defer { sandbox.stop() }
             let sport = try sandbox.port(after: "sandbox DS + ACS on http://127.0.0.1:")
-            let s = fields(try sh(["python3", hostile, "cap", String(sport), "8"]).out.replacingOccurrences(of: "\n", with: " "))
+            let s = try cap(sport, "begun")
             #expect(s["turned_away"] == "3" && s["closed"] == "0" && s["after"] == "404", "\(s)")
             #expect(sandbox.stdout.contains("turning new ones away with 503"), "\(sandbox.stdout)")
-            let sidle = fields(try sh(["python3", hostile, "cap", String(sport), "8", "idle"]).out.replacingOccurrences(of: "\n", with: " "))
+            let sidle = try cap(sport, "idle")
             #expect(sidle["turned_away"] == "0" && sidle["closed_at"] == "0,1,2" && sidle["after"] == "404", "\(sidle)")
             // On a TLS port a handshake begun is under way, as a request begun is: the new connections are refused
             // (closed: a TLS port sends no 503), not the oldest handshakes (eviction helper).
             let tls = try Spawned(CLIRunner.binary.path, ["sandbox", "--listen", "127.0.0.1:0", "--tls", "--max-connections", "5"], environment: env)
             defer { tls.stop() }
             let tport = try tls.port(after: "sandbox DS + ACS on https://127.0.0.1:")
-            let t = fields(try sh(["python3", hostile, "cap", String(tport), "8", "tls"]).out.replacingOccurrences(of: "\n", with: " "))
+            let t = try cap(tport, "tls")
             #expect(t["closed_at"] == "5,6,7", "\(t)")
-            let tidle = fields(try sh(["python3", hostile, "cap", String(tport), "8", "idle"]).out.replacingOccurrences(of: "\n", with: " "))
+            let tidle = try cap(tport, "idle")
             #expect(tidle["closed_at"] == "0,1,2", "silent connections on a TLS port are idle: \(tidle)")
         }
     }
